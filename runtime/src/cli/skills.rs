@@ -1,0 +1,174 @@
+//! `foveal skill-list` and `foveal skill-source`.
+//!
+//! Both work without a running host: they build a registry from the plugin
+//! folders, exactly as the host does at start, and answer from it.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+use crate::cli::Exit;
+use crate::config::Config;
+use crate::registry::{PluginDir, Registry, RegistryOptions, Row};
+
+/// The registry options a configuration asks for: the drop-in folder first,
+/// then (unless disabled) the folder of the running executable, for the
+/// first-party skills cargo builds beside it.
+pub fn registry_options(config: &Config) -> RegistryOptions {
+    let mut dirs = vec![PluginDir {
+        path: config.plugins.dir.clone(),
+        first_party_only: false,
+    }];
+    if config.plugins.builtin
+        && let Some(exe_dir) = std::env::current_exe()
+            .ok()
+            .and_then(|exe| exe.parent().map(Path::to_path_buf))
+        && exe_dir != config.plugins.dir
+    {
+        dirs.push(PluginDir {
+            path: exe_dir,
+            first_party_only: true,
+        });
+    }
+    RegistryOptions {
+        dirs,
+        shadow_dir: config.shadow_dir(),
+        quarantine_after: config.plugins.quarantine_after,
+        max_loads: config.plugins.max_loads,
+    }
+}
+
+fn open_registry(config: &Config) -> anyhow::Result<Registry> {
+    let options = registry_options(config);
+    let registry = Registry::new(options).map_err(|e| {
+        anyhow::anyhow!(
+            "cannot create the shadow folder {}: {e}; set FOVEAL_DATA_DIR to a writable folder",
+            config.shadow_dir().display()
+        )
+    })?;
+    registry.scan();
+    Ok(registry)
+}
+
+/// `foveal skill-list [--json]`.
+pub fn list(config: &Config, json: bool) -> anyhow::Result<Exit> {
+    let registry = open_registry(config)?;
+    let rows = registry.snapshot().rows();
+    let mut out = std::io::stdout().lock();
+    if json {
+        let shown: Vec<Row> = rows
+            .into_iter()
+            .map(|mut row| {
+                row.path = display_path(&row.path);
+                row
+            })
+            .collect();
+        serde_json::to_writer_pretty(&mut out, &shown)?;
+        writeln!(out)?;
+    } else {
+        write!(out, "{}", table(&rows, &registry))?;
+    }
+    Ok(Exit::Ok)
+}
+
+/// The human table: aligned columns, `-` for an empty cell.
+pub fn table(rows: &[Row], registry: &Registry) -> String {
+    const HEADERS: [&str; 7] = ["NAME", "VERSION", "PRIORITY", "DEPENDENCIES", "HOOKS", "STATUS", "FILE"];
+    let cells: Vec<[String; 7]> = rows
+        .iter()
+        .map(|row| {
+            let or_dash = |s: String| if s.is_empty() { "-".to_owned() } else { s };
+            [
+                row.name.clone(),
+                row.version.clone().unwrap_or_else(|| "-".to_owned()),
+                row.priority.map_or_else(|| "-".to_owned(), |p| p.to_string()),
+                or_dash(row.dependencies.join(",")),
+                or_dash(row.hooks.join(",")),
+                row.status.clone(),
+                display_path(&row.path).display().to_string(),
+            ]
+        })
+        .collect();
+    let mut widths = HEADERS.map(str::len);
+    for row in &cells {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut text = String::new();
+    let mut line = |cols: [&str; 7]| {
+        let mut l = String::new();
+        for (i, col) in cols.iter().enumerate() {
+            if i + 1 == cols.len() {
+                l.push_str(col);
+            } else {
+                l.push_str(&format!("{col:<width$}  ", width = widths[i]));
+            }
+        }
+        text.push_str(l.trim_end());
+        text.push('\n');
+    };
+    line(HEADERS);
+    for row in &cells {
+        line(std::array::from_fn(|i| row[i].as_str()));
+    }
+    if rows.is_empty() {
+        let dirs: Vec<String> = registry
+            .dirs()
+            .iter()
+            .map(|d| d.path.display().to_string())
+            .collect();
+        text.push_str(&format!("(no skill libraries found in {})\n", dirs.join(", ")));
+    }
+    text
+}
+
+/// `foveal skill-source NAME`.
+pub fn source(config: &Config, name: &str) -> anyhow::Result<Exit> {
+    if let Err(reason) = check_requested_name(name) {
+        eprintln!("error: invalid skill name {name:?}: {reason}");
+        return Ok(Exit::Usage);
+    }
+    let registry = open_registry(config)?;
+    let snapshot = registry.snapshot();
+    match snapshot.get(name) {
+        Some(slot) => {
+            let mut out = std::io::stdout().lock();
+            out.write_all(slot.skill().source().as_bytes())?;
+            Ok(Exit::Ok)
+        }
+        None => {
+            let known = snapshot.names();
+            if known.is_empty() {
+                eprintln!("error: unknown skill `{name}`: no skills are loaded (see `foveal skill-list`)");
+            } else {
+                eprintln!(
+                    "error: unknown skill `{name}`; known skills: {}",
+                    known.join(", ")
+                );
+            }
+            Ok(Exit::NotFound)
+        }
+    }
+}
+
+/// A name given on the command line is a name, never a path.
+fn check_requested_name(name: &str) -> Result<(), &'static str> {
+    if name.contains('/') || name.contains('\\') || name.contains("..") {
+        return Err("a skill name is not a path (no '/', '\\' or '..')");
+    }
+    if name.contains('\0') {
+        return Err("contains a NUL byte");
+    }
+    crate::loader::check_skill_name(name)
+}
+
+/// A path relative to the working directory when it is under it: shorter
+/// and stable across machines.
+fn display_path(path: &Path) -> PathBuf {
+    let Ok(cwd) = std::env::current_dir() else {
+        return path.to_path_buf();
+    };
+    path.strip_prefix(&cwd)
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|_| path.to_path_buf())
+}

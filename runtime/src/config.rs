@@ -1,0 +1,595 @@
+//! Configuration: one TOML file, then environment variables, then flags.
+//!
+//! The file is found at `--config PATH`, else `$FOVEAL_CONFIG`, else
+//! `config/foveal.toml` under the working directory, else
+//! `$XDG_CONFIG_HOME/foveal/foveal.toml`; with none of them the built-in
+//! defaults apply (`config/foveal.toml` in the repository documents each).
+//!
+//! Unknown keys are rejected with the closest known key suggested, and a bad
+//! value is an error naming the file, the line and the key: the host never
+//! starts half-configured. Relative paths in the file are relative to the
+//! file's folder; relative paths in flags and environment variables are
+//! relative to the working directory. Path values get `~` and `$VAR`
+//! expansion and lose surrounding quotes (seed 000 `context-path-resolve`).
+//!
+//! # Example
+//!
+//! ```
+//! use foveal::config::{Config, Overrides};
+//!
+//! let env = |name: &str| (name == "CONTEXT_MAX_TOKENS").then(|| "8000".to_owned());
+//! let config = Config::from_toml("[context]\nmax_tokens = 9000\n", None, &Overrides::default(), &env).unwrap();
+//! assert_eq!(config.context.max_tokens, 8000); // the environment wins over the file
+//! ```
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use toml::Spanned;
+
+/// Settings of the plugin registry and loader.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PluginSettings {
+    /// The drop-in folder (`plugins.dir`, `FOVEAL_PLUGINS`, `--plugins`).
+    pub dir: PathBuf,
+    /// Also load first-party skills from the folder of the `foveal`
+    /// executable, where `cargo build` puts them (`plugins.builtin`).
+    pub builtin: bool,
+    /// Watch the folders and reload on change (`plugins.watch`).
+    pub watch: bool,
+    /// Consecutive panics before a skill is quarantined
+    /// (`plugins.quarantine_after`, `FOVEAL_QUARANTINE_AFTER`).
+    pub quarantine_after: u32,
+    /// Libraries one process may load; loaded code is never unloaded
+    /// (`plugins.max_loads`).
+    pub max_loads: u32,
+    /// Quiet time after an in-place write before a library is loaded
+    /// (`plugins.debounce_ms`). Renames load at once.
+    pub debounce_ms: u64,
+}
+
+/// Settings of context assembly (seeds 000 and 003).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ContextSettings {
+    /// `context.max_tokens`, `CONTEXT_MAX_TOKENS`: the prompt budget.
+    pub max_tokens: u32,
+    /// `context.semantic_threshold`, `CONTEXT_SEMANTIC_THRESHOLD`: cosine
+    /// similarity from which an object is promoted to full detail.
+    pub semantic_threshold: f64,
+    /// `context.log_limit`, `CONTEXT_LOG_LIMIT`: log lines in the context.
+    pub log_limit: usize,
+}
+
+/// The resolved configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// The file that was read, if any.
+    pub file: Option<PathBuf>,
+    /// The plugin registry.
+    pub plugins: PluginSettings,
+    /// Context assembly.
+    pub context: ContextSettings,
+    /// Where state lives (`data.dir`, `FOVEAL_DATA_DIR`, else the XDG data
+    /// folder `…/foveal`).
+    pub data_dir: PathBuf,
+}
+
+impl Config {
+    /// Where shadow copies of skill libraries go.
+    pub fn shadow_dir(&self) -> PathBuf {
+        self.data_dir.join("shadow")
+    }
+}
+
+/// Values given as command-line flags; they win over everything else.
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    /// `--config PATH`.
+    pub config: Option<PathBuf>,
+    /// `--plugins DIR`.
+    pub plugins: Option<PathBuf>,
+    /// `--no-builtin` gives `Some(false)`.
+    pub builtin: Option<bool>,
+}
+
+/// A configuration problem. The host refuses to start on any of these.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read config file {}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// What the OS said.
+        source: std::io::Error,
+    },
+    /// The file asked for does not exist.
+    #[error("config file {} (from {origin}) does not exist; create it from config/foveal.toml or drop {origin}", path.display())]
+    Missing {
+        /// The file.
+        path: PathBuf,
+        /// `--config` or `FOVEAL_CONFIG`.
+        origin: &'static str,
+    },
+    /// A syntax error, an unknown key or a bad value in the file.
+    #[error("{}:{line}:{column}: {message}", path.display())]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line.
+        line: usize,
+        /// 1-based column.
+        column: usize,
+        /// The key, as `table.key`, when known.
+        key: Option<String>,
+        /// What is wrong and, where possible, what to write instead.
+        message: String,
+    },
+    /// An environment variable holds a value that cannot be used.
+    #[error("environment variable {name}={value:?}: {message}")]
+    Env {
+        /// The variable.
+        name: &'static str,
+        /// Its value.
+        value: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    #[serde(default)]
+    plugins: FilePlugins,
+    #[serde(default)]
+    context: FileContext,
+    #[serde(default)]
+    data: FileData,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FilePlugins {
+    dir: Option<String>,
+    builtin: Option<bool>,
+    watch: Option<bool>,
+    quarantine_after: Option<Spanned<u32>>,
+    max_loads: Option<Spanned<u32>>,
+    debounce_ms: Option<Spanned<u64>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileContext {
+    max_tokens: Option<Spanned<u32>>,
+    semantic_threshold: Option<Spanned<f64>>,
+    log_limit: Option<Spanned<usize>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileData {
+    dir: Option<String>,
+}
+
+/// Reads an environment variable; injectable for tests.
+pub type EnvLookup<'a> = &'a dyn Fn(&str) -> Option<String>;
+
+/// The process environment, as an [`EnvLookup`].
+pub fn process_env(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}
+
+impl Config {
+    /// Finds, reads and resolves the configuration.
+    pub fn load(overrides: &Overrides, env: EnvLookup<'_>) -> Result<Self, ConfigError> {
+        let (path, text) = match find_file(overrides, env)? {
+            Some(path) => {
+                let text = std::fs::read_to_string(&path).map_err(|source| ConfigError::Read {
+                    path: path.clone(),
+                    source,
+                })?;
+                (Some(path), text)
+            }
+            None => (None, String::new()),
+        };
+        Self::from_toml(&text, path.as_deref(), overrides, env)
+    }
+
+    /// Resolves the configuration from the text of a file (`path` names it
+    /// in errors and anchors its relative paths).
+    pub fn from_toml(
+        text: &str,
+        path: Option<&Path>,
+        overrides: &Overrides,
+        env: EnvLookup<'_>,
+    ) -> Result<Self, ConfigError> {
+        let shown = path.map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("<config>"));
+        let file: FileConfig =
+            toml::from_str(text).map_err(|e| invalid_from_toml(&shown, text, &e))?;
+        let base = path
+            .and_then(Path::parent)
+            .map(Path::to_path_buf)
+            .unwrap_or_default();
+        let bad = |span: std::ops::Range<usize>, key: &str, message: String| {
+            let (line, column) = line_column(text, span.start);
+            ConfigError::Invalid {
+                path: shown.clone(),
+                line,
+                column,
+                key: Some(key.to_owned()),
+                message: format!("`{key}`: {message}"),
+            }
+        };
+
+        let mut plugins = PluginSettings {
+            dir: PathBuf::from("plugins"),
+            builtin: file.plugins.builtin.unwrap_or(true),
+            watch: file.plugins.watch.unwrap_or(true),
+            quarantine_after: 3,
+            max_loads: 500,
+            debounce_ms: 100,
+        };
+        if let Some(dir) = &file.plugins.dir {
+            plugins.dir = base.join(resolve_path(dir, env));
+        }
+        if let Some(v) = &file.plugins.quarantine_after {
+            if *v.get_ref() == 0 {
+                return Err(bad(v.span(), "plugins.quarantine_after", "must be at least 1".into()));
+            }
+            plugins.quarantine_after = *v.get_ref();
+        }
+        if let Some(v) = &file.plugins.max_loads {
+            if *v.get_ref() == 0 {
+                return Err(bad(v.span(), "plugins.max_loads", "must be at least 1".into()));
+            }
+            plugins.max_loads = *v.get_ref();
+        }
+        if let Some(v) = &file.plugins.debounce_ms {
+            if *v.get_ref() > 10_000 {
+                return Err(bad(v.span(), "plugins.debounce_ms", "must be at most 10000 (10 s)".into()));
+            }
+            plugins.debounce_ms = *v.get_ref();
+        }
+
+        let mut context = ContextSettings {
+            max_tokens: 16_384,
+            semantic_threshold: 0.75,
+            log_limit: 20,
+        };
+        if let Some(v) = &file.context.max_tokens {
+            if *v.get_ref() == 0 {
+                return Err(bad(v.span(), "context.max_tokens", "must be at least 1".into()));
+            }
+            context.max_tokens = *v.get_ref();
+        }
+        if let Some(v) = &file.context.semantic_threshold {
+            let t = *v.get_ref();
+            if !(-1.0..=1.0).contains(&t) {
+                return Err(bad(
+                    v.span(),
+                    "context.semantic_threshold",
+                    format!("{t} is not a cosine similarity; use a number from -1 to 1 (default 0.75)"),
+                ));
+            }
+            context.semantic_threshold = t;
+        }
+        if let Some(v) = &file.context.log_limit {
+            context.log_limit = *v.get_ref();
+        }
+
+        let mut data_dir = file.data.dir.as_deref().map(|d| base.join(resolve_path(d, env)));
+
+        // The environment wins over the file.
+        if let Some(value) = env("FOVEAL_PLUGINS").filter(|v| !v.is_empty()) {
+            plugins.dir = resolve_path(&value, env);
+        }
+        if let Some(value) = env("FOVEAL_DATA_DIR").filter(|v| !v.is_empty()) {
+            data_dir = Some(resolve_path(&value, env));
+        }
+        if let Some(n) = env_number::<u32>(env, "FOVEAL_QUARANTINE_AFTER", 1, u32::MAX)? {
+            plugins.quarantine_after = n;
+        }
+        if let Some(n) = env_number::<u32>(env, "CONTEXT_MAX_TOKENS", 1, u32::MAX)? {
+            context.max_tokens = n;
+        }
+        if let Some(n) = env_number::<usize>(env, "CONTEXT_LOG_LIMIT", 0, usize::MAX)? {
+            context.log_limit = n;
+        }
+        if let Some(t) = env_number::<f64>(env, "CONTEXT_SEMANTIC_THRESHOLD", -1.0, 1.0)? {
+            context.semantic_threshold = t;
+        }
+
+        if let Some(value) = env("FOVEAL_BUILTIN").filter(|v| !v.trim().is_empty()) {
+            plugins.builtin = match value.trim().to_ascii_lowercase().as_str() {
+                "1" | "true" | "yes" | "on" => true,
+                "0" | "false" | "no" | "off" => false,
+                _ => {
+                    return Err(ConfigError::Env {
+                        name: "FOVEAL_BUILTIN",
+                        value,
+                        message: "expected true or false".to_owned(),
+                    });
+                }
+            };
+        }
+
+        // Flags win over both.
+        if let Some(dir) = &overrides.plugins {
+            plugins.dir = dir.clone();
+        }
+        if let Some(builtin) = overrides.builtin {
+            plugins.builtin = builtin;
+        }
+
+        let data_dir = data_dir.unwrap_or_else(default_data_dir);
+        Ok(Self {
+            file: path.map(Path::to_path_buf),
+            plugins,
+            context,
+            data_dir,
+        })
+    }
+}
+
+fn find_file(overrides: &Overrides, env: EnvLookup<'_>) -> Result<Option<PathBuf>, ConfigError> {
+    if let Some(path) = &overrides.config {
+        return if path.is_file() {
+            Ok(Some(path.clone()))
+        } else {
+            Err(ConfigError::Missing {
+                path: path.clone(),
+                origin: "--config",
+            })
+        };
+    }
+    if let Some(value) = env("FOVEAL_CONFIG").filter(|v| !v.is_empty()) {
+        let path = resolve_path(&value, env);
+        return if path.is_file() {
+            Ok(Some(path))
+        } else {
+            Err(ConfigError::Missing {
+                path,
+                origin: "FOVEAL_CONFIG",
+            })
+        };
+    }
+    let local = PathBuf::from("config/foveal.toml");
+    if local.is_file() {
+        return Ok(Some(local));
+    }
+    let xdg = env("XDG_CONFIG_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(dirs::config_dir)
+        .map(|d| d.join("foveal/foveal.toml"));
+    Ok(xdg.filter(|p| p.is_file()))
+}
+
+fn default_data_dir() -> PathBuf {
+    dirs::data_dir()
+        .map(|d| d.join("foveal"))
+        .unwrap_or_else(|| PathBuf::from(".foveal"))
+}
+
+/// Expands `~` and `$VAR` / `${VAR}` and strips surrounding quotes and
+/// spaces (seed 000 `context-path-resolve`). An unset variable is left as
+/// written, as the seed does.
+pub fn resolve_path(raw: &str, env: EnvLookup<'_>) -> PathBuf {
+    let trimmed = raw.trim_matches(|c| c == '"' || c == '\'' || c == ' ');
+    let home = || dirs::home_dir().map(|h| h.to_string_lossy().into_owned());
+    let lookup = |var: &str| -> Result<Option<String>, std::convert::Infallible> {
+        Ok(Some(env(var).unwrap_or_else(|| format!("${var}"))))
+    };
+    match shellexpand::full_with_context(trimmed, home, lookup) {
+        Ok(expanded) => PathBuf::from(expanded.into_owned()),
+        Err(_) => PathBuf::from(trimmed),
+    }
+}
+
+fn env_number<T>(env: EnvLookup<'_>, name: &'static str, min: T, max: T) -> Result<Option<T>, ConfigError>
+where
+    T: std::str::FromStr + PartialOrd + std::fmt::Display + Copy,
+{
+    let Some(value) = env(name) else {
+        return Ok(None);
+    };
+    let trimmed = value.trim();
+    if trimmed.is_empty() {
+        return Ok(None);
+    }
+    match trimmed.parse::<T>() {
+        Ok(n) if n >= min && n <= max => Ok(Some(n)),
+        Ok(_) => Err(ConfigError::Env {
+            name,
+            value,
+            message: format!("must be from {min} to {max}"),
+        }),
+        Err(_) => Err(ConfigError::Env {
+            name,
+            value,
+            message: "not a number".to_owned(),
+        }),
+    }
+}
+
+fn line_column(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let column = before.rfind('\n').map_or(before.len(), |nl| before.len() - nl - 1) + 1;
+    (line, column)
+}
+
+/// The `table.key` an error at `offset` is about: the key on that line,
+/// under the nearest `[table]` header above it.
+fn key_at(text: &str, offset: usize) -> Option<String> {
+    let offset = offset.min(text.len());
+    let line_start = text[..offset].rfind('\n').map_or(0, |i| i + 1);
+    let line_end = text[offset..].find('\n').map_or(text.len(), |i| offset + i);
+    let line = &text[line_start..line_end];
+    let key = line.split('=').next()?.trim().trim_matches('"');
+    if key.is_empty() || key.starts_with('[') || key.starts_with('#') {
+        return None;
+    }
+    let table = text[..line_start]
+        .lines()
+        .rev()
+        .map(str::trim)
+        .find(|l| l.starts_with('[') && !l.starts_with("[["))
+        .map(|l| l.trim_matches(|c| c == '[' || c == ']').trim().to_owned());
+    Some(match table {
+        Some(t) if !t.is_empty() => format!("{t}.{key}"),
+        _ => key.to_owned(),
+    })
+}
+
+fn invalid_from_toml(path: &Path, text: &str, error: &toml::de::Error) -> ConfigError {
+    let offset = error.span().map_or(0, |s| s.start);
+    let (line, column) = line_column(text, offset);
+    let key = key_at(text, offset);
+    let raw = error.message().trim().to_owned();
+    let message = match unknown_field(&raw) {
+        Some((unknown, known)) => {
+            let shown = key.clone().unwrap_or_else(|| unknown.clone());
+            let mut m = format!("unknown key `{shown}`");
+            if let Some(best) = closest(&unknown, &known) {
+                m.push_str(&format!("; did you mean `{best}`?"));
+            }
+            if !known.is_empty() {
+                m.push_str(&format!(" Known keys here: {}.", known.join(", ")));
+            }
+            m
+        }
+        None => match &key {
+            Some(k) => format!("`{k}`: {raw}"),
+            None => raw,
+        },
+    };
+    ConfigError::Invalid {
+        path: path.to_owned(),
+        line,
+        column,
+        key,
+        message,
+    }
+}
+
+/// Parses serde's "unknown field `x`, expected one of `a`, `b`" (or
+/// "expected `a`").
+fn unknown_field(message: &str) -> Option<(String, Vec<String>)> {
+    let rest = message.strip_prefix("unknown field `")?;
+    let (unknown, rest) = rest.split_once('`')?;
+    let known = rest
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .map(str::to_owned)
+        .collect();
+    Some((unknown.to_owned(), known))
+}
+
+/// The known key closest to `unknown`, if any is close enough to be a
+/// plausible typo.
+fn closest(unknown: &str, known: &[String]) -> Option<String> {
+    known
+        .iter()
+        .map(|k| (strsim::jaro_winkler(unknown, k), k))
+        .filter(|(score, _)| *score >= 0.7)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, k)| k.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn no_env(_: &str) -> Option<String> {
+        None
+    }
+
+    fn parse(text: &str) -> Result<Config, ConfigError> {
+        Config::from_toml(text, Some(Path::new("conf/foveal.toml")), &Overrides::default(), &no_env)
+    }
+
+    #[test]
+    fn defaults_match_the_seeds() {
+        let c = parse("").unwrap();
+        assert_eq!(c.context.max_tokens, 16_384);
+        assert_eq!(c.context.semantic_threshold, 0.75);
+        assert_eq!(c.context.log_limit, 20);
+        assert_eq!(c.plugins.quarantine_after, 3);
+        assert!(c.plugins.builtin && c.plugins.watch);
+    }
+
+    #[test]
+    fn the_repository_default_file_parses_to_the_defaults() {
+        let text = include_str!("../../config/foveal.toml");
+        let from_file = Config::from_toml(text, None, &Overrides::default(), &no_env).unwrap();
+        let defaults = Config::from_toml("", None, &Overrides::default(), &no_env).unwrap();
+        assert_eq!(from_file, defaults);
+    }
+
+    #[test]
+    fn unknown_key_names_file_line_and_suggests_the_closest() {
+        let err = parse("[plugins]\nwatch = true\nquarantine_afer = 2\n").unwrap_err();
+        let text = err.to_string();
+        assert!(text.starts_with("conf/foveal.toml:3:1: unknown key `plugins.quarantine_afer`; did you mean `quarantine_after`?"), "{text}");
+    }
+
+    #[test]
+    fn unknown_table_is_rejected() {
+        let err = parse("[plugin]\ndir = \"x\"\n").unwrap_err().to_string();
+        assert!(err.contains("did you mean `plugins`?"), "{err}");
+    }
+
+    #[test]
+    fn bad_value_names_the_key_and_line() {
+        let err = parse("[context]\n\nsemantic_threshold = 3.5\n").unwrap_err().to_string();
+        assert!(err.starts_with("conf/foveal.toml:3:22: `context.semantic_threshold`: 3.5 is not a cosine similarity"), "{err}");
+        let err = parse("[context]\nmax_tokens = \"lots\"\n").unwrap_err().to_string();
+        assert!(err.starts_with("conf/foveal.toml:2:14: `context.max_tokens`:"), "{err}");
+        let err = parse("[plugins]\nquarantine_after = 0\n").unwrap_err().to_string();
+        assert!(err.contains("`plugins.quarantine_after`: must be at least 1"), "{err}");
+    }
+
+    #[test]
+    fn env_overrides_file_and_flags_override_env() {
+        let env = |n: &str| match n {
+            "CONTEXT_MAX_TOKENS" => Some("1000".to_owned()),
+            "FOVEAL_PLUGINS" => Some("/from/env".to_owned()),
+            _ => None,
+        };
+        let text = "[context]\nmax_tokens = 5\n[plugins]\ndir = \"p\"\n";
+        let c = Config::from_toml(text, None, &Overrides::default(), &env).unwrap();
+        assert_eq!(c.context.max_tokens, 1000);
+        assert_eq!(c.plugins.dir, PathBuf::from("/from/env"));
+        let flags = Overrides {
+            plugins: Some(PathBuf::from("/from/flag")),
+            ..Overrides::default()
+        };
+        let c = Config::from_toml(text, None, &flags, &env).unwrap();
+        assert_eq!(c.plugins.dir, PathBuf::from("/from/flag"));
+    }
+
+    #[test]
+    fn bad_env_value_is_an_error_naming_the_variable() {
+        let env = |n: &str| (n == "CONTEXT_SEMANTIC_THRESHOLD").then(|| "high".to_owned());
+        let err = Config::from_toml("", None, &Overrides::default(), &env).unwrap_err();
+        assert_eq!(err.to_string(), "environment variable CONTEXT_SEMANTIC_THRESHOLD=\"high\": not a number");
+    }
+
+    #[test]
+    fn relative_paths_in_the_file_are_relative_to_the_file() {
+        let c = parse("[plugins]\ndir = \"'my plugins'\"\n").unwrap();
+        assert_eq!(c.plugins.dir, PathBuf::from("conf/my plugins"));
+    }
+
+    #[test]
+    fn paths_expand_variables_and_strip_quotes() {
+        let env = |n: &str| (n == "BASE").then(|| "/srv".to_owned());
+        assert_eq!(resolve_path("\"$BASE/skills\"", &env), PathBuf::from("/srv/skills"));
+        assert_eq!(resolve_path("${BASE}/x", &env), PathBuf::from("/srv/x"));
+        assert_eq!(resolve_path("$UNSET/x", &env), PathBuf::from("$UNSET/x"));
+    }
+}

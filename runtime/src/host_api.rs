@@ -1,0 +1,42 @@
+//! The host API handed to every skill's `init`: the services a skill may
+//! call back into the host for.
+//!
+//! Each skill library has its own copy of `std` and of `tracing`, so it
+//! cannot share the host's subscriber. The `log` callback is the bridge: a
+//! line a skill logs becomes a `tracing` event of the host, under the target
+//! `foveal::skill` with the skill's name as a field.
+
+use abi_stable::prefix_type::WithMetadata;
+use abi_stable::staticref;
+use abi_stable::std_types::RStr;
+use foveal_sdk::{HostApi, HostApiRef, LogLevel};
+
+struct Statics;
+
+impl Statics {
+    staticref! {
+        const API: WithMetadata<HostApi> = WithMetadata::new(HostApi {
+            sdk_version: RStr::from_str(foveal_sdk::SDK_VERSION),
+            log: host_log,
+        })
+    }
+}
+
+/// The host API every skill receives.
+pub fn host_api() -> HostApiRef {
+    HostApiRef(Statics::API.as_prefix())
+}
+
+extern "C" fn host_log(level: LogLevel, skill: RStr<'_>, message: RStr<'_>) {
+    // A panic must not unwind into the skill's frames: across `extern "C"`
+    // it would abort the process. A subscriber layer could panic, so guard.
+    let skill = skill.as_str();
+    let message = message.as_str();
+    let _ = std::panic::catch_unwind(|| match level {
+        l if l >= LogLevel::ERROR => tracing::error!(target: "foveal::skill", skill, "{message}"),
+        LogLevel::WARN => tracing::warn!(target: "foveal::skill", skill, "{message}"),
+        LogLevel::INFO => tracing::info!(target: "foveal::skill", skill, "{message}"),
+        LogLevel::DEBUG => tracing::debug!(target: "foveal::skill", skill, "{message}"),
+        _ => tracing::trace!(target: "foveal::skill", skill, "{message}"),
+    });
+}

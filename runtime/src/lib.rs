@@ -1,0 +1,21 @@
+//! # foveal: the agent host
+//!
+//! A long-running host that drives sense–think–act cycles for an LLM agent.
+//! Everything that shapes the prompt is a *skill*: a dynamic library built
+//! against [`foveal_sdk`], loaded from a plugins folder, checked, and
+//! swapped while the host runs.
+//!
+//! - [`loader`] maps a library through a shadow copy and checks it.
+//! - [`registry`] holds the loaded skills as an immutable, generation-numbered
+//!   snapshot and is the one path every hook call takes.
+//! - [`watcher`] reloads skills when the plugins folder changes.
+//! - [`config`] reads `foveal.toml`, the environment and the flags.
+//! - [`host_api`] is what the host offers skills.
+//! - [`cli`] is the `foveal` command.
+
+pub mod cli;
+pub mod config;
+pub mod host_api;
+pub mod loader;
+pub mod registry;
+pub mod watcher;

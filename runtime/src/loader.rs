@@ -1,0 +1,639 @@
+//! Loading skill libraries: shadow copies, ABI checks, init, and refusals.
+//!
+//! What a prototype of this loader measured (DESIGN.md, "Hot reload") decides
+//! its shape:
+//!
+//! - `RootModule::load_from_file` caches the first module of a type for the
+//!   whole process, so it cannot reload. We use `RawLibrary::load_at` +
+//!   `lib_header_from_raw_library` + `init_root_module` on each build.
+//! - `dlopen` hands back the already-loaded handle for a path (and for a file
+//!   it has mapped before). Each build is therefore copied to a unique shadow
+//!   file `<stem>-<pid>-<seq>.<ext>` and the copy is loaded. The copy also
+//!   means the library in the plugins folder can be replaced, or even
+//!   overwritten, without touching the code the host is running.
+//! - Libraries are never closed: abi_stable keeps process-wide layout state,
+//!   and unloading a library whose layout changed crashed the prototype. Each
+//!   load therefore leaks the library's mapping; [`Loader`] caps the number of
+//!   loads per process.
+//!
+//! Loading is two-phase. [`Loader::open`] maps the library, checks it is a
+//! foveal skill built against a compatible SDK, and reads its manifest
+//! without running any of the skill's code. [`Loader::init`] then runs the
+//! skill's `init`. The registry decides in between whether this build should
+//! run at all (another library may already provide the same skill).
+//!
+//! `unsafe` in the runtime lives in this file only.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use abi_stable::library::{LibHeader, LibraryError, RawLibrary, lib_header_from_raw_library};
+use abi_stable::std_types::{RErr, ROk};
+use foveal_sdk::{SkillError, SkillModRef};
+
+use crate::host_api;
+
+/// Why a library was not loaded. Every variant names the file; the text of
+/// [`LoadError::reason`] is what `foveal skill-list` shows after `refused:`.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The file could not be read or copied.
+    #[error("{}: cannot read the library: {source}", path.display())]
+    Io {
+        /// The library.
+        path: PathBuf,
+        /// What the OS said.
+        source: std::io::Error,
+    },
+    /// The file ends before its own headers say it should.
+    #[error("{}: truncated library: {len} bytes, but its ELF header needs at least {needed}; was it still being written? Install by writing to a temporary name and renaming", path.display())]
+    Truncated {
+        /// The library.
+        path: PathBuf,
+        /// Its size.
+        len: u64,
+        /// The size its headers require.
+        needed: u64,
+    },
+    /// The dynamic loader refused the file.
+    #[error("{}: not a loadable library: {message}", path.display())]
+    Open {
+        /// The library.
+        path: PathBuf,
+        /// What the dynamic loader said.
+        message: String,
+    },
+    /// The library loads but exports no abi_stable root module.
+    #[error("{}: not a foveal skill: the library exports no skill root module (was it built with `foveal_sdk::export_skill!`?)", path.display())]
+    NotASkill {
+        /// The library.
+        path: PathBuf,
+    },
+    /// The library was built against an SDK whose version the host cannot use.
+    #[error("{}: built against an incompatible foveal-sdk: the host expects {expected}, the library has {found}; rebuild the skill against foveal-sdk {expected}", path.display())]
+    IncompatibleSdk {
+        /// The library.
+        path: PathBuf,
+        /// The host's SDK version.
+        expected: String,
+        /// The library's SDK version.
+        found: String,
+    },
+    /// The library was built against another abi_stable version.
+    #[error("{}: built against an incompatible abi_stable: {message}", path.display())]
+    IncompatibleAbiStable {
+        /// The library.
+        path: PathBuf,
+        /// What abi_stable said.
+        message: String,
+    },
+    /// The root module's layout differs from the host's.
+    #[error("{}: incompatible skill ABI layout: {details}; rebuild the skill against this host's foveal-sdk", path.display())]
+    Layout {
+        /// The library.
+        path: PathBuf,
+        /// The first differences abi_stable reported, naming the fields.
+        details: String,
+    },
+    /// The manifest is unusable (bad name, say).
+    #[error("{}: invalid skill manifest: {reason}", path.display())]
+    InvalidManifest {
+        /// The library.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The skill's `init` returned an error.
+    #[error("{}: skill `{skill}` failed to initialise: {message}", path.display())]
+    InitFailed {
+        /// The library.
+        path: PathBuf,
+        /// The skill's name.
+        skill: String,
+        /// The skill's error message.
+        message: String,
+    },
+    /// The skill's `init` panicked.
+    #[error("{}: skill `{skill}` panicked in init: {message}", path.display())]
+    InitPanicked {
+        /// The library.
+        path: PathBuf,
+        /// The skill's name.
+        skill: String,
+        /// The panic message.
+        message: String,
+    },
+    /// This process has loaded as many libraries as it may.
+    #[error("{}: not loaded: this host has already loaded {max} libraries (plugins.max_loads), and loaded code is never unloaded; restart the host to load more", path.display())]
+    LoadLimit {
+        /// The library.
+        path: PathBuf,
+        /// The limit.
+        max: u32,
+    },
+}
+
+impl LoadError {
+    /// The library the error is about.
+    pub fn path(&self) -> &Path {
+        match self {
+            Self::Io { path, .. }
+            | Self::Truncated { path, .. }
+            | Self::Open { path, .. }
+            | Self::NotASkill { path }
+            | Self::IncompatibleSdk { path, .. }
+            | Self::IncompatibleAbiStable { path, .. }
+            | Self::Layout { path, .. }
+            | Self::InvalidManifest { path, .. }
+            | Self::InitFailed { path, .. }
+            | Self::InitPanicked { path, .. }
+            | Self::LoadLimit { path, .. } => path,
+        }
+    }
+
+    /// The error without the leading path: what `skill-list` shows after
+    /// `refused: `, beside the file column.
+    pub fn reason(&self) -> String {
+        let full = self.to_string();
+        let prefix = format!("{}: ", self.path().display());
+        full.strip_prefix(&prefix).map(str::to_owned).unwrap_or(full)
+    }
+}
+
+/// What a skill library says about itself, copied out of the library.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct SkillInfo {
+    /// Unique name.
+    pub name: String,
+    /// The skill crate's version.
+    pub version: String,
+    /// The SDK version it was built against.
+    pub sdk_version: String,
+    /// Higher first.
+    pub priority: i32,
+    /// Skills it needs.
+    pub dependencies: Vec<String>,
+    /// The hooks it implements.
+    pub hooks: Vec<&'static str>,
+    /// One line.
+    pub description: String,
+}
+
+/// Identifies one build of a file on disk, so that repeated notifications
+/// about the same file do not load it twice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileIdentity {
+    len: u64,
+    modified: Option<std::time::SystemTime>,
+    #[cfg(unix)]
+    dev: u64,
+    #[cfg(unix)]
+    ino: u64,
+}
+
+impl FileIdentity {
+    /// The identity of the file at `path` now.
+    pub fn of(path: &Path) -> std::io::Result<Self> {
+        let meta = fs::metadata(path)?;
+        #[cfg(unix)]
+        use std::os::unix::fs::MetadataExt as _;
+        Ok(Self {
+            len: meta.len(),
+            modified: meta.modified().ok(),
+            #[cfg(unix)]
+            dev: meta.dev(),
+            #[cfg(unix)]
+            ino: meta.ino(),
+        })
+    }
+}
+
+/// A library that passed every check but whose `init` has not run yet.
+#[derive(Debug, Clone)]
+pub struct Opened {
+    /// The library in the plugins folder.
+    pub path: PathBuf,
+    /// The build it was read from.
+    pub identity: FileIdentity,
+    /// The manifest.
+    pub info: SkillInfo,
+    module: SkillModRef,
+    opened_in: Duration,
+}
+
+/// A skill library that is loaded and initialised, ready to be called.
+#[derive(Debug)]
+pub struct Loaded {
+    /// The library in the plugins folder.
+    pub path: PathBuf,
+    /// The build it was read from.
+    pub identity: FileIdentity,
+    /// The manifest.
+    pub info: SkillInfo,
+    /// The root module. Valid for the life of the process: libraries are
+    /// never closed.
+    pub module: SkillModRef,
+    /// From the start of the copy to the end of `init`.
+    pub load_time: Duration,
+}
+
+impl Loaded {
+    /// The embedded literate source.
+    pub fn source(&self) -> &'static str {
+        self.module.manifest().source.as_str()
+    }
+}
+
+/// Loads skill libraries through shadow copies. One per process is enough;
+/// it counts loads against a cap because loaded code is never unloaded.
+#[derive(Debug)]
+pub struct Loader {
+    shadow_dir: PathBuf,
+    seq: AtomicU64,
+    loads: AtomicU32,
+    max_loads: u32,
+}
+
+impl Loader {
+    /// A loader that puts shadow copies in `shadow_dir` (created if needed)
+    /// and loads at most `max_loads` libraries. Shadow files left by
+    /// processes that no longer run are removed.
+    pub fn new(shadow_dir: PathBuf, max_loads: u32) -> std::io::Result<Self> {
+        fs::create_dir_all(&shadow_dir)?;
+        clean_stale_shadows(&shadow_dir);
+        Ok(Self {
+            shadow_dir,
+            seq: AtomicU64::new(0),
+            loads: AtomicU32::new(0),
+            max_loads,
+        })
+    }
+
+    /// The folder shadow copies go to.
+    pub fn shadow_dir(&self) -> &Path {
+        &self.shadow_dir
+    }
+
+    /// How many libraries this loader has mapped.
+    pub fn loads(&self) -> u32 {
+        self.loads.load(Ordering::Relaxed)
+    }
+
+    /// Maps the library at `path` through a fresh shadow copy and checks that
+    /// it is a foveal skill built against a compatible SDK. Runs none of the
+    /// skill's code but the library's static initialisers and the root
+    /// module constructor.
+    pub fn open(&self, path: &Path) -> Result<Opened, LoadError> {
+        let started = Instant::now();
+        let io = |source| LoadError::Io {
+            path: path.to_owned(),
+            source,
+        };
+        let identity = FileIdentity::of(path).map_err(io)?;
+        check_complete(path, identity.len)?;
+
+        let previous = self.loads.fetch_add(1, Ordering::Relaxed);
+        if previous >= self.max_loads {
+            self.loads.fetch_sub(1, Ordering::Relaxed);
+            return Err(LoadError::LoadLimit {
+                path: path.to_owned(),
+                max: self.max_loads,
+            });
+        }
+
+        let shadow = self.shadow_path(path);
+        fs::copy(path, &shadow).map_err(io)?;
+        let raw = RawLibrary::load_at(&shadow);
+        // The mapping keeps the copy's contents alive; the name is no longer
+        // needed, and removing it now leaves nothing behind if we crash later.
+        let _ = fs::remove_file(&shadow);
+        let raw = raw.map_err(|e| LoadError::Open {
+            path: path.to_owned(),
+            message: dl_message(&e, &shadow, path),
+        })?;
+        // Never dlclose (see the module docs): the library lives as long as
+        // the process.
+        let raw: &'static RawLibrary = Box::leak(Box::new(raw));
+
+        // SAFETY: `raw` is leaked above, so the library — and with it every
+        // `'static` reference inside the header — stays mapped for the rest
+        // of the process, which is what `lib_header_from_raw_library`
+        // requires.
+        let header: &'static LibHeader =
+            unsafe { lib_header_from_raw_library(raw) }.map_err(|e| classify(path, e))?;
+        let module = header
+            .init_root_module::<SkillModRef>()
+            .map_err(|e| classify(path, e))?;
+
+        let info = read_info(path, &module)?;
+        Ok(Opened {
+            path: path.to_owned(),
+            identity,
+            info,
+            module,
+            opened_in: started.elapsed(),
+        })
+    }
+
+    /// Runs the skill's `init` with the host API. An error or a panic refuses
+    /// the library.
+    pub fn init(&self, opened: Opened) -> Result<Loaded, LoadError> {
+        let started = Instant::now();
+        match (opened.module.init())(host_api::host_api()) {
+            ROk(()) => Ok(Loaded {
+                load_time: opened.opened_in + started.elapsed(),
+                path: opened.path,
+                identity: opened.identity,
+                info: opened.info,
+                module: opened.module,
+            }),
+            RErr(error) if error.code == SkillError::PANIC => Err(LoadError::InitPanicked {
+                path: opened.path,
+                skill: opened.info.name,
+                message: error.message.into_string(),
+            }),
+            RErr(error) => Err(LoadError::InitFailed {
+                path: opened.path,
+                skill: opened.info.name,
+                message: error.message.into_string(),
+            }),
+        }
+    }
+
+    /// [`open`](Self::open) then [`init`](Self::init).
+    pub fn load(&self, path: &Path) -> Result<Loaded, LoadError> {
+        self.open(path).and_then(|opened| self.init(opened))
+    }
+
+    fn shadow_path(&self, path: &Path) -> PathBuf {
+        let stem = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "skill".to_owned());
+        let seq = self.seq.fetch_add(1, Ordering::Relaxed);
+        let ext = std::env::consts::DLL_EXTENSION;
+        self.shadow_dir
+            .join(format!("{stem}-{}-{seq}.{ext}", std::process::id()))
+    }
+}
+
+/// Copies the manifest out of the library and checks it.
+fn read_info(path: &Path, module: &SkillModRef) -> Result<SkillInfo, LoadError> {
+    let manifest = module.manifest();
+    let name = manifest.name.as_str().to_owned();
+    if let Err(reason) = check_skill_name(&name) {
+        return Err(LoadError::InvalidManifest {
+            path: path.to_owned(),
+            reason: format!("skill name {name:?} {reason}"),
+        });
+    }
+    let mut hooks = Vec::new();
+    if module.components().is_some() {
+        hooks.push("components");
+    }
+    if module.redact().is_some() {
+        hooks.push("redact");
+    }
+    if module.invoke().is_some() {
+        hooks.push("invoke");
+    }
+    Ok(SkillInfo {
+        name,
+        version: manifest.version.as_str().to_owned(),
+        sdk_version: manifest.sdk_version.as_str().to_owned(),
+        priority: manifest.priority,
+        dependencies: manifest
+            .dependencies
+            .iter()
+            .map(|d| d.as_str().to_owned())
+            .collect(),
+        hooks,
+        description: manifest.description.as_str().to_owned(),
+    })
+}
+
+/// A skill name is what users type: `skill-source NAME`. Lowercase ASCII
+/// letters, digits, `-` and `_`, starting with a letter, at most 64 bytes.
+pub fn check_skill_name(name: &str) -> Result<(), &'static str> {
+    let mut chars = name.chars();
+    match chars.next() {
+        None => return Err("is empty"),
+        Some(c) if !c.is_ascii_lowercase() => return Err("must start with a lowercase letter"),
+        Some(_) => {}
+    }
+    if name.len() > 64 {
+        return Err("is longer than 64 bytes");
+    }
+    if !chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_') {
+        return Err("may contain only lowercase letters, digits, '-' and '_'");
+    }
+    Ok(())
+}
+
+/// Turns abi_stable's error into ours, keeping what a person needs: the
+/// versions, or the fields whose layout differs.
+fn classify(path: &Path, error: LibraryError) -> LoadError {
+    let path = path.to_owned();
+    match error {
+        LibraryError::GetSymbolError { .. } => LoadError::NotASkill { path },
+        LibraryError::IncompatibleVersionNumber {
+            expected_version,
+            actual_version,
+            ..
+        } => LoadError::IncompatibleSdk {
+            path,
+            expected: expected_version.to_string(),
+            found: actual_version.to_string(),
+        },
+        LibraryError::InvalidAbiHeader(header) => LoadError::IncompatibleAbiStable {
+            path,
+            message: format!("abi_stable header {header:?}"),
+        },
+        LibraryError::AbiInstability(errors) => LoadError::Layout {
+            path,
+            details: summarize_layout_error(&errors.to_string()),
+        },
+        LibraryError::RootModule { err, .. } => LoadError::Open {
+            path,
+            message: format!("the root module constructor failed: {err}"),
+        },
+        other => LoadError::Open {
+            path,
+            message: other.to_string(),
+        },
+    }
+}
+
+/// abi_stable's layout report is long (it prints both full type layouts).
+/// Keep the lines that say what differs: the error kinds and the fields.
+fn summarize_layout_error(report: &str) -> String {
+    let mut kept: Vec<&str> = Vec::new();
+    for line in report.lines().map(str::trim) {
+        let interesting = line.starts_with("Error")
+            || line.contains("expected")
+            || line.contains("found")
+            || line.starts_with("field");
+        if interesting && !line.is_empty() && !kept.contains(&line) {
+            kept.push(line);
+        }
+        if kept.len() >= 8 {
+            break;
+        }
+    }
+    if kept.is_empty() {
+        report.lines().take(8).collect::<Vec<_>>().join(" / ")
+    } else {
+        kept.join(" / ")
+    }
+}
+
+/// The dynamic loader's message, naming the original file rather than the
+/// shadow copy.
+fn dl_message(error: &LibraryError, shadow: &Path, original: &Path) -> String {
+    let text = match error {
+        LibraryError::OpenError { err, .. } => err.to_string(),
+        other => other.to_string(),
+    };
+    text.replace(&shadow.display().to_string(), &original.display().to_string())
+}
+
+/// Refuses a file that ends before its own headers say it should: a build
+/// still being copied, or cut short. Checked for ELF (Linux and the BSDs);
+/// other formats are left to the dynamic loader.
+fn check_complete(path: &Path, len: u64) -> Result<(), LoadError> {
+    use std::io::Read as _;
+    let mut header = [0u8; 64];
+    let mut file = fs::File::open(path).map_err(|source| LoadError::Io {
+        path: path.to_owned(),
+        source,
+    })?;
+    let mut filled = 0;
+    while filled < header.len() {
+        match file.read(&mut header[filled..]) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(source) => {
+                return Err(LoadError::Io {
+                    path: path.to_owned(),
+                    source,
+                });
+            }
+        }
+    }
+    if filled < 4 || &header[..4] != b"\x7fELF" {
+        return Ok(());
+    }
+    let needed = elf_required_len(&header[..filled]).unwrap_or(64);
+    if len < needed {
+        return Err(LoadError::Truncated {
+            path: path.to_owned(),
+            len,
+            needed,
+        });
+    }
+    Ok(())
+}
+
+/// The least size an ELF file must have: the end of its program header
+/// table, or of its section header table, whichever is later.
+fn elf_required_len(header: &[u8]) -> Option<u64> {
+    let class = *header.get(4)?;
+    let little = *header.get(5)? == 1;
+    let u16_at = |at: usize| -> Option<u64> {
+        let b: [u8; 2] = header.get(at..at + 2)?.try_into().ok()?;
+        Some(u64::from(if little { u16::from_le_bytes(b) } else { u16::from_be_bytes(b) }))
+    };
+    let u32_at = |at: usize| -> Option<u64> {
+        let b: [u8; 4] = header.get(at..at + 4)?.try_into().ok()?;
+        Some(u64::from(if little { u32::from_le_bytes(b) } else { u32::from_be_bytes(b) }))
+    };
+    let u64_at = |at: usize| -> Option<u64> {
+        let b: [u8; 8] = header.get(at..at + 8)?.try_into().ok()?;
+        Some(if little { u64::from_le_bytes(b) } else { u64::from_be_bytes(b) })
+    };
+    let (phoff, shoff, phentsize, phnum, shentsize, shnum) = match class {
+        1 => (u32_at(28)?, u32_at(32)?, u16_at(42)?, u16_at(44)?, u16_at(46)?, u16_at(48)?),
+        2 => (u64_at(32)?, u64_at(40)?, u16_at(54)?, u16_at(56)?, u16_at(58)?, u16_at(60)?),
+        _ => return None,
+    };
+    let ph_end = phoff.checked_add(phentsize.checked_mul(phnum)?)?;
+    let sh_end = shoff.checked_add(shentsize.checked_mul(shnum)?)?;
+    Some(ph_end.max(sh_end))
+}
+
+/// Removes shadow copies whose process is gone. A shadow file is normally
+/// removed right after it is mapped; one is left only if the host died in
+/// between.
+fn clean_stale_shadows(dir: &Path) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(pid) = shadow_pid(&name) else {
+            continue;
+        };
+        if pid != std::process::id() && !process_alive(pid) {
+            let _ = fs::remove_file(entry.path());
+        }
+    }
+}
+
+/// The pid in a shadow file name `<stem>-<pid>-<seq>.<ext>`.
+fn shadow_pid(name: &str) -> Option<u32> {
+    let base = name.rsplit_once('.')?.0;
+    let (rest, seq) = base.rsplit_once('-')?;
+    seq.parse::<u64>().ok()?;
+    rest.rsplit_once('-')?.1.parse().ok()
+}
+
+fn process_alive(pid: u32) -> bool {
+    if cfg!(target_os = "linux") {
+        Path::new("/proc").join(pid.to_string()).exists()
+    } else {
+        // Without a cheap portable check, keep the file: it is small, and
+        // wrongly removing a live process's shadow is worse than keeping one.
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shadow_names_carry_the_pid() {
+        assert_eq!(shadow_pid("libfoveal_skill_a-1234-7.so"), Some(1234));
+        assert_eq!(shadow_pid("with-dashes-in-stem-99-0.so"), Some(99));
+        assert_eq!(shadow_pid("README.md"), None);
+        assert_eq!(shadow_pid("x-notapid-3.so"), None);
+    }
+
+    #[test]
+    fn skill_names_are_what_users_can_type() {
+        assert!(check_skill_name("token-economics").is_ok());
+        assert!(check_skill_name("a1_b").is_ok());
+        assert!(check_skill_name("").is_err());
+        assert!(check_skill_name("../etc").is_err());
+        assert!(check_skill_name("Awareness").is_err());
+        assert!(check_skill_name("a/b").is_err());
+        assert!(check_skill_name(&"a".repeat(65)).is_err());
+    }
+
+    #[test]
+    fn elf_length_comes_from_the_header_tables() {
+        let mut h = [0u8; 64];
+        h[..4].copy_from_slice(b"\x7fELF");
+        h[4] = 2; // 64-bit
+        h[5] = 1; // little endian
+        h[32..40].copy_from_slice(&64u64.to_le_bytes()); // phoff
+        h[40..48].copy_from_slice(&10_000u64.to_le_bytes()); // shoff
+        h[54..56].copy_from_slice(&56u16.to_le_bytes()); // phentsize
+        h[56..58].copy_from_slice(&4u16.to_le_bytes()); // phnum
+        h[58..60].copy_from_slice(&64u16.to_le_bytes()); // shentsize
+        h[60..62].copy_from_slice(&10u16.to_le_bytes()); // shnum
+        assert_eq!(elf_required_len(&h), Some(10_640));
+    }
+}

@@ -1,0 +1,905 @@
+//! The skill registry: an immutable snapshot of the loaded skills, published
+//! through `arc-swap`, and the one path every hook call goes through.
+//!
+//! Readers take a snapshot ([`Registry::snapshot`]) and use it to the end of
+//! their work; they never block and never see a half-updated registry. A
+//! cycle that started on one snapshot finishes on it even if a new build is
+//! installed meanwhile: the old code stays mapped (libraries are never
+//! unloaded) and the snapshot keeps it reachable.
+//!
+//! Writers (the initial scan and the plugin watcher) build a new snapshot
+//! from the current one under a mutex and publish it whole, with the
+//! generation number bumped.
+//!
+//! # Example
+//!
+//! ```no_run
+//! use foveal::registry::{hooks, Registry, RegistryOptions};
+//!
+//! let registry = Registry::new(RegistryOptions::default()).unwrap();
+//! registry.scan();
+//! let snapshot = registry.snapshot();
+//! let redacted = match snapshot.call("privacy", hooks::REDACT, |redact| {
+//!     redact("some text".into())
+//! }) {
+//!     Ok(text) => text.into_string(),
+//!     // The fallback is written by the caller, explicitly (seed `fboundp`).
+//!     Err(unavailable) => {
+//!         tracing::warn!("{unavailable}; using the host's own filter");
+//!         "some text".to_owned()
+//!     }
+//! };
+//! # let _ = redacted;
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use abi_stable::std_types::{RErr, ROk, RResult};
+use arc_swap::ArcSwap;
+use foveal_sdk::{SkillError, SkillModRef};
+
+use crate::loader::{FileIdentity, LoadError, Loaded, Loader, Opened};
+
+/// Selects one hook of the root module, with its function type.
+#[derive(Debug, Clone, Copy)]
+pub struct Hook<F> {
+    /// The hook's name, as listed by `skill-list`.
+    pub name: &'static str,
+    get: fn(&SkillModRef) -> Option<F>,
+}
+
+/// The hooks a skill may implement.
+pub mod hooks {
+    use super::Hook;
+    use foveal_sdk::{ComponentsFn, InvokeFn, RedactFn};
+
+    /// `components(request) -> Vec<Component>`.
+    pub const COMPONENTS: Hook<ComponentsFn> = Hook {
+        name: "components",
+        get: |m| m.components(),
+    };
+    /// `redact(text) -> text`.
+    pub const REDACT: Hook<RedactFn> = Hook {
+        name: "redact",
+        get: |m| m.redact(),
+    };
+    /// `invoke(method, args_json) -> json`.
+    pub const INVOKE: Hook<InvokeFn> = Hook {
+        name: "invoke",
+        get: |m| m.invoke(),
+    };
+}
+
+/// Why a hook call did not produce a value. Every caller handles this by
+/// taking its documented fallback; none of these is a crash.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unavailable {
+    /// No skill of that name is loaded.
+    #[error("skill `{skill}` is not loaded")]
+    NotLoaded {
+        /// The skill asked for.
+        skill: String,
+    },
+    /// The skill is loaded but does not implement the hook.
+    #[error("skill `{skill}` does not implement the `{hook}` hook")]
+    NoHook {
+        /// The skill.
+        skill: String,
+        /// The hook.
+        hook: &'static str,
+    },
+    /// The skill is loaded but a skill it depends on is not.
+    #[error("skill `{skill}` is waiting for missing dependencies: {}", missing.join(", "))]
+    MissingDependency {
+        /// The skill.
+        skill: String,
+        /// The dependencies that are not loaded.
+        missing: Vec<String>,
+    },
+    /// The skill panicked too often in a row and is no longer called.
+    #[error("skill `{skill}` is quarantined after {panics} consecutive panics; install a new build to lift it")]
+    Quarantined {
+        /// The skill.
+        skill: String,
+        /// Consecutive panics that led to the quarantine.
+        panics: u32,
+    },
+    /// The hook ran and returned an error (or panicked).
+    #[error("skill `{skill}` hook `{hook}` failed: {error}")]
+    Failed {
+        /// The skill.
+        skill: String,
+        /// The hook.
+        hook: &'static str,
+        /// What it returned.
+        error: SkillError,
+    },
+}
+
+impl Unavailable {
+    /// True when the skill or hook is simply absent (as opposed to present
+    /// but failing or quarantined).
+    pub fn is_not_loaded(&self) -> bool {
+        matches!(self, Self::NotLoaded { .. } | Self::NoHook { .. })
+    }
+}
+
+/// Panic accounting for one loaded build.
+#[derive(Debug, Default)]
+struct Health {
+    consecutive_panics: AtomicU32,
+    total_panics: AtomicU64,
+    quarantined: AtomicBool,
+}
+
+/// One loaded, initialised build of a skill.
+#[derive(Debug)]
+pub struct Skill {
+    loaded: Loaded,
+    health: Health,
+    quarantine_after: u32,
+}
+
+impl Skill {
+    fn new(loaded: Loaded, quarantine_after: u32) -> Self {
+        Self {
+            loaded,
+            health: Health::default(),
+            quarantine_after,
+        }
+    }
+
+    /// What the skill says about itself.
+    pub fn info(&self) -> &crate::loader::SkillInfo {
+        &self.loaded.info
+    }
+
+    /// The library in the plugins folder this build came from.
+    pub fn path(&self) -> &Path {
+        &self.loaded.path
+    }
+
+    /// The embedded literate source.
+    pub fn source(&self) -> &'static str {
+        self.loaded.source()
+    }
+
+    /// How long loading this build took (copy, map, checks, init).
+    pub fn load_time(&self) -> Duration {
+        self.loaded.load_time
+    }
+
+    /// Whether this build is quarantined.
+    pub fn is_quarantined(&self) -> bool {
+        self.health.quarantined.load(Ordering::Relaxed)
+    }
+
+    /// Panics caught in this build's hooks so far.
+    pub fn total_panics(&self) -> u64 {
+        self.health.total_panics.load(Ordering::Relaxed)
+    }
+
+    fn record(&self, hook: &'static str, error: &SkillError) {
+        if error.code != SkillError::PANIC {
+            // An error returned on purpose is not a sign of a broken skill;
+            // it ends a run of panics like a success does.
+            self.record_success();
+            return;
+        }
+        self.health.total_panics.fetch_add(1, Ordering::Relaxed);
+        let run = self.health.consecutive_panics.fetch_add(1, Ordering::Relaxed) + 1;
+        if run >= self.quarantine_after && !self.health.quarantined.swap(true, Ordering::Relaxed) {
+            tracing::error!(
+                skill = %self.loaded.info.name,
+                path = %self.loaded.path.display(),
+                hook,
+                panics = run,
+                "skill quarantined after {run} consecutive panics; its fallback is used until a new build is installed"
+            );
+        } else {
+            tracing::warn!(skill = %self.loaded.info.name, hook, "skill hook panicked: {}", error.message);
+        }
+    }
+
+    #[inline]
+    fn record_success(&self) {
+        // Read before writing: a store on every call would bounce the cache
+        // line between cores calling the same skill.
+        if self.health.consecutive_panics.load(Ordering::Relaxed) != 0 {
+            self.health.consecutive_panics.store(0, Ordering::Relaxed);
+        }
+    }
+}
+
+/// A skill as it stands in one snapshot.
+#[derive(Debug, Clone)]
+pub struct Slot {
+    skill: Arc<Skill>,
+    missing: Arc<[String]>,
+}
+
+impl Slot {
+    /// The loaded build.
+    pub fn skill(&self) -> &Arc<Skill> {
+        &self.skill
+    }
+
+    /// Dependencies of the skill that are not loaded in this snapshot.
+    pub fn missing_dependencies(&self) -> &[String] {
+        &self.missing
+    }
+
+    /// Calls `hook` of this skill: the single path every hook call takes.
+    ///
+    /// Returns [`Unavailable`] — never panics — when the hook is absent, the
+    /// skill is quarantined or waiting for a dependency, or the hook failed.
+    /// Panics inside the skill were already caught at the ABI boundary; here
+    /// they are counted, and a skill that panics `quarantine_after` times in
+    /// a row is quarantined.
+    #[inline]
+    pub fn call<F: Copy, T>(
+        &self,
+        hook: Hook<F>,
+        invoke: impl FnOnce(F) -> RResult<T, SkillError>,
+    ) -> Result<T, Unavailable> {
+        let skill = &*self.skill;
+        if skill.health.quarantined.load(Ordering::Relaxed) {
+            return Err(Unavailable::Quarantined {
+                skill: skill.loaded.info.name.clone(),
+                panics: skill.health.consecutive_panics.load(Ordering::Relaxed),
+            });
+        }
+        if !self.missing.is_empty() {
+            return Err(Unavailable::MissingDependency {
+                skill: skill.loaded.info.name.clone(),
+                missing: self.missing.to_vec(),
+            });
+        }
+        let Some(function) = (hook.get)(&skill.loaded.module) else {
+            return Err(Unavailable::NoHook {
+                skill: skill.loaded.info.name.clone(),
+                hook: hook.name,
+            });
+        };
+        match invoke(function) {
+            ROk(value) => {
+                skill.record_success();
+                Ok(value)
+            }
+            RErr(error) => {
+                skill.record(hook.name, &error);
+                Err(Unavailable::Failed {
+                    skill: skill.loaded.info.name.clone(),
+                    hook: hook.name,
+                    error,
+                })
+            }
+        }
+    }
+}
+
+/// A library in a plugins folder that is not serving.
+#[derive(Debug, Clone)]
+pub enum Idle {
+    /// It was refused; the error says why.
+    Refused {
+        /// Why.
+        error: Arc<LoadError>,
+        /// The build that was refused.
+        identity: Option<FileIdentity>,
+    },
+    /// It provides a skill that a library with higher precedence already
+    /// provides. It takes over if that library is removed.
+    Shadowed {
+        /// The skill it provides.
+        name: String,
+        /// The library that wins.
+        by: PathBuf,
+        /// The build, ready to be promoted.
+        candidate: Candidate,
+    },
+}
+
+/// A shadowed build, either not yet initialised or initialised earlier
+/// (it served before a higher-precedence library arrived).
+#[derive(Debug, Clone)]
+pub enum Candidate {
+    /// Checked but `init` never ran.
+    Opened(Arc<Opened>),
+    /// Initialised.
+    Ready(Arc<Skill>),
+}
+
+impl Candidate {
+    fn identity(&self) -> FileIdentity {
+        match self {
+            Self::Opened(o) => o.identity,
+            Self::Ready(s) => s.loaded.identity,
+        }
+    }
+
+    fn info(&self) -> &crate::loader::SkillInfo {
+        match self {
+            Self::Opened(o) => &o.info,
+            Self::Ready(s) => &s.loaded.info,
+        }
+    }
+}
+
+/// One immutable view of the registry.
+#[derive(Debug, Clone, Default)]
+pub struct Snapshot {
+    generation: u64,
+    /// Serving skills, by name.
+    skills: BTreeMap<String, Slot>,
+    /// Libraries that are not serving, by path.
+    idle: BTreeMap<PathBuf, Idle>,
+}
+
+/// One row of `foveal skill-list`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Row {
+    /// The skill's name, or the file stem of a library that was refused.
+    pub name: String,
+    /// The skill's version (`null` when refused).
+    pub version: Option<String>,
+    /// Its priority (`null` when refused).
+    pub priority: Option<i32>,
+    /// Its dependencies.
+    pub dependencies: Vec<String>,
+    /// The hooks it implements.
+    pub hooks: Vec<&'static str>,
+    /// `loaded`, `quarantined`, `missing dependency: …`, `shadowed by …` or
+    /// `refused: …`.
+    pub status: String,
+    /// The library file.
+    pub path: PathBuf,
+}
+
+impl Snapshot {
+    /// The generation number: bumped on every published change.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// The serving skill called `name`.
+    #[inline]
+    pub fn get(&self, name: &str) -> Option<&Slot> {
+        self.skills.get(name)
+    }
+
+    /// Calls `hook` of skill `name` through [`Slot::call`]. When the skill is
+    /// not loaded the answer is [`Unavailable::NotLoaded`]; the caller takes
+    /// its fallback.
+    #[inline]
+    pub fn call<F: Copy, T>(
+        &self,
+        name: &str,
+        hook: Hook<F>,
+        invoke: impl FnOnce(F) -> RResult<T, SkillError>,
+    ) -> Result<T, Unavailable> {
+        match self.skills.get(name) {
+            Some(slot) => slot.call(hook, invoke),
+            None => Err(Unavailable::NotLoaded {
+                skill: name.to_owned(),
+            }),
+        }
+    }
+
+    /// The serving skills, highest priority first.
+    pub fn skills(&self) -> impl Iterator<Item = &Slot> {
+        let mut slots: Vec<&Slot> = self.skills.values().collect();
+        slots.sort_by(|a, b| {
+            b.skill.loaded.info.priority.cmp(&a.skill.loaded.info.priority)
+                .then_with(|| a.skill.loaded.info.name.cmp(&b.skill.loaded.info.name))
+        });
+        slots.into_iter()
+    }
+
+    /// Libraries that are not serving, by path.
+    pub fn idle(&self) -> &BTreeMap<PathBuf, Idle> {
+        &self.idle
+    }
+
+    /// The names of the serving skills, sorted.
+    pub fn names(&self) -> Vec<&str> {
+        self.skills.keys().map(String::as_str).collect()
+    }
+
+    /// Every library, as `foveal skill-list` shows it: sorted by priority,
+    /// highest first, then by name; refused libraries last.
+    pub fn rows(&self) -> Vec<Row> {
+        let mut rows = Vec::new();
+        for slot in self.skills.values() {
+            let skill = &slot.skill;
+            let info = &skill.loaded.info;
+            let status = if skill.is_quarantined() {
+                format!(
+                    "quarantined after {} consecutive panics",
+                    skill.health.consecutive_panics.load(Ordering::Relaxed)
+                )
+            } else if !slot.missing.is_empty() {
+                format!("missing dependency: {}", slot.missing.join(", "))
+            } else {
+                "loaded".to_owned()
+            };
+            rows.push(Row {
+                name: info.name.clone(),
+                version: Some(info.version.clone()),
+                priority: Some(info.priority),
+                dependencies: info.dependencies.clone(),
+                hooks: info.hooks.clone(),
+                status,
+                path: skill.loaded.path.clone(),
+            });
+        }
+        for (path, idle) in &self.idle {
+            match idle {
+                Idle::Refused { error, .. } => rows.push(Row {
+                    name: path
+                        .file_stem()
+                        .map(|s| s.to_string_lossy().into_owned())
+                        .unwrap_or_default(),
+                    version: None,
+                    priority: None,
+                    dependencies: Vec::new(),
+                    hooks: Vec::new(),
+                    status: format!("refused: {}", error.reason()),
+                    path: path.clone(),
+                }),
+                Idle::Shadowed { name, by, candidate } => {
+                    let info = candidate.info();
+                    rows.push(Row {
+                        name: name.clone(),
+                        version: Some(info.version.clone()),
+                        priority: Some(info.priority),
+                        dependencies: info.dependencies.clone(),
+                        hooks: info.hooks.clone(),
+                        status: format!("shadowed by {}", by.display()),
+                        path: path.clone(),
+                    });
+                }
+            }
+        }
+        rows.sort_by(|a, b| {
+            b.priority
+                .is_some()
+                .cmp(&a.priority.is_some())
+                .then_with(|| b.priority.cmp(&a.priority))
+                .then_with(|| a.name.cmp(&b.name))
+                .then_with(|| a.path.cmp(&b.path))
+        });
+        rows
+    }
+
+    /// Recomputes, for every skill, which of its dependencies are missing —
+    /// transitively: a skill whose dependency is itself waiting is waiting.
+    fn resolve_dependencies(&mut self) {
+        let names: Vec<String> = self.skills.keys().cloned().collect();
+        let mut ready: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        // Iterate to a fixed point; the number of skills bounds the rounds.
+        let mut changed = true;
+        let mut missing: BTreeMap<&str, Vec<String>> = names
+            .iter()
+            .map(|n| {
+                let deps = &self.skills[n].skill.loaded.info.dependencies;
+                let absent = deps
+                    .iter()
+                    .filter(|d| !self.skills.contains_key(d.as_str()))
+                    .cloned()
+                    .collect();
+                (n.as_str(), absent)
+            })
+            .collect();
+        while changed {
+            changed = false;
+            for name in &names {
+                if !missing[name.as_str()].is_empty() {
+                    continue;
+                }
+                let deps = &self.skills[name].skill.loaded.info.dependencies;
+                let waiting: Vec<String> = deps
+                    .iter()
+                    .filter(|d| missing.get(d.as_str()).is_some_and(|m| !m.is_empty()))
+                    .map(|d| format!("{d} (itself waiting)"))
+                    .collect();
+                if !waiting.is_empty() {
+                    missing.insert(name.as_str(), waiting);
+                    changed = true;
+                }
+            }
+        }
+        for (name, absent) in missing {
+            ready.insert(name.to_owned(), absent);
+        }
+        for (name, absent) in ready {
+            if let Some(slot) = self.skills.get_mut(&name) {
+                slot.missing = absent.into();
+            }
+        }
+    }
+}
+
+/// A folder the registry loads skills from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PluginDir {
+    /// The folder.
+    pub path: PathBuf,
+    /// Only consider first-party skill libraries (`libfoveal_skill_*`): used
+    /// for the folder of the `foveal` executable, where cargo also puts
+    /// other libraries.
+    pub first_party_only: bool,
+}
+
+/// How to build a [`Registry`].
+#[derive(Debug, Clone)]
+pub struct RegistryOptions {
+    /// Folders to load from, highest precedence first: when two libraries
+    /// provide the same skill, the one in the earlier folder serves.
+    pub dirs: Vec<PluginDir>,
+    /// Where shadow copies go.
+    pub shadow_dir: PathBuf,
+    /// Consecutive panics before a skill is quarantined.
+    pub quarantine_after: u32,
+    /// Libraries this process may load (loaded code is never unloaded).
+    pub max_loads: u32,
+}
+
+impl Default for RegistryOptions {
+    fn default() -> Self {
+        Self {
+            dirs: vec![PluginDir {
+                path: PathBuf::from("plugins"),
+                first_party_only: false,
+            }],
+            shadow_dir: std::env::temp_dir().join(format!("foveal-shadow-{}", whoami())),
+            quarantine_after: 3,
+            max_loads: 500,
+        }
+    }
+}
+
+fn whoami() -> String {
+    std::env::var("USER").unwrap_or_else(|_| "user".to_owned())
+}
+
+/// What a load or removal changed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    /// Nothing: not a skill library, or the same build as before.
+    Unchanged,
+    /// A new snapshot was published with this generation.
+    Published(u64),
+}
+
+/// The registry: the current [`Snapshot`] and the means to change it.
+#[derive(Debug)]
+pub struct Registry {
+    loader: Loader,
+    dirs: Vec<PluginDir>,
+    quarantine_after: u32,
+    current: ArcSwap<Snapshot>,
+    writer: Mutex<()>,
+}
+
+impl Registry {
+    /// An empty registry. Call [`scan`](Self::scan) to load the folders.
+    pub fn new(options: RegistryOptions) -> std::io::Result<Self> {
+        let loader = Loader::new(options.shadow_dir, options.max_loads)?;
+        Ok(Self {
+            loader,
+            dirs: options.dirs,
+            quarantine_after: options.quarantine_after.max(1),
+            current: ArcSwap::from_pointee(Snapshot::default()),
+            writer: Mutex::new(()),
+        })
+    }
+
+    /// The folders this registry loads from, highest precedence first.
+    pub fn dirs(&self) -> &[PluginDir] {
+        &self.dirs
+    }
+
+    /// The loader (for its statistics).
+    pub fn loader(&self) -> &Loader {
+        &self.loader
+    }
+
+    /// The current snapshot. Hold it for the length of a cycle.
+    #[inline]
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        self.current.load_full()
+    }
+
+    /// The current snapshot, without touching its reference count: for a
+    /// short look. Hold [`snapshot`](Self::snapshot) for longer work.
+    #[inline]
+    pub fn peek(&self) -> arc_swap::Guard<Arc<Snapshot>> {
+        self.current.load()
+    }
+
+    /// Whether `path` is a library this registry would load: in one of its
+    /// folders, with the platform's library extension, not hidden (a
+    /// temporary file being written), and for first-party-only folders named
+    /// `<prefix>foveal_skill_*`.
+    pub fn is_candidate(&self, path: &Path) -> bool {
+        self.rank(path).is_some()
+    }
+
+    /// The precedence of the folder holding `path` (0 is highest), or none
+    /// when the registry would not load it.
+    fn rank(&self, path: &Path) -> Option<usize> {
+        let name = path.file_name()?.to_str()?;
+        if name.starts_with('.') {
+            return None;
+        }
+        if path.extension()?.to_str()? != std::env::consts::DLL_EXTENSION {
+            return None;
+        }
+        let parent = path.parent()?;
+        self.dirs.iter().position(|dir| {
+            same_dir(&dir.path, parent)
+                && (!dir.first_party_only
+                    || name.starts_with(&format!("{}foveal_skill_", std::env::consts::DLL_PREFIX)))
+        })
+    }
+
+    /// Loads every candidate library in every folder, in precedence order
+    /// and by file name within a folder. Missing folders are skipped.
+    pub fn scan(&self) {
+        for dir in &self.dirs {
+            let Ok(entries) = std::fs::read_dir(&dir.path) else {
+                tracing::debug!(dir = %dir.path.display(), "plugins folder not found; skipped");
+                continue;
+            };
+            let mut paths: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
+            paths.sort();
+            for path in paths {
+                if self.is_candidate(&path) {
+                    self.load_path(&path);
+                }
+            }
+        }
+    }
+
+    /// Loads (or reloads) the library at `path` and publishes the result.
+    ///
+    /// A build that is refused never replaces a working build of the same
+    /// skill: the refusal is recorded beside it and the old build serves on.
+    pub fn load_path(&self, path: &Path) -> Change {
+        let Some(rank) = self.rank(path) else {
+            return Change::Unchanged;
+        };
+        let _writing = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        let current = self.current.load_full();
+        let identity = match FileIdentity::of(path) {
+            Ok(identity) => identity,
+            Err(_) => return self.remove_locked(&current, path),
+        };
+        if current_identity(&current, path) == Some(identity) {
+            return Change::Unchanged;
+        }
+        let mut next = (*current).clone();
+
+        let opened = match self.loader.open(path) {
+            Ok(opened) => opened,
+            Err(error) => {
+                self.refuse(&mut next, error, Some(identity));
+                return self.publish(next);
+            }
+        };
+        let name = opened.info.name.clone();
+
+        // The build at this path used to provide another skill: that skill
+        // goes (and a shadowed build of it may take over).
+        let previous_names: Vec<String> = next
+            .skills
+            .iter()
+            .filter(|(n, slot)| slot.skill.loaded.path == path && **n != name)
+            .map(|(n, _)| n.clone())
+            .collect();
+        for previous in previous_names {
+            next.skills.remove(&previous);
+            self.promote(&mut next, &previous);
+        }
+
+        if let Some(slot) = next.skills.get(&name) {
+            let holder = slot.skill.loaded.path.clone();
+            if holder != path && holder.exists() {
+                let holder_rank = self.rank(&holder).unwrap_or(usize::MAX);
+                if holder_rank < rank {
+                    next.idle.insert(
+                        path.to_owned(),
+                        Idle::Shadowed {
+                            name,
+                            by: holder,
+                            candidate: Candidate::Opened(Arc::new(opened)),
+                        },
+                    );
+                    return self.publish(next);
+                }
+                if holder_rank == rank {
+                    let error = LoadError::InvalidManifest {
+                        path: path.to_owned(),
+                        reason: format!(
+                            "duplicate skill `{name}`: {} already provides it; remove one of the two",
+                            holder.display()
+                        ),
+                    };
+                    self.refuse(&mut next, error, Some(identity));
+                    return self.publish(next);
+                }
+            }
+        }
+
+        match self.loader.init(opened) {
+            Ok(loaded) => {
+                tracing::info!(
+                    skill = %loaded.info.name,
+                    version = %loaded.info.version,
+                    path = %path.display(),
+                    load_ms = loaded.load_time.as_secs_f64() * 1e3,
+                    "skill loaded"
+                );
+                let skill = Arc::new(Skill::new(loaded, self.quarantine_after));
+                next.idle.remove(path);
+                if let Some(old) = next.skills.insert(
+                    name.clone(),
+                    Slot {
+                        skill,
+                        missing: Arc::from([]),
+                    },
+                ) {
+                    let old_path = old.skill.loaded.path.clone();
+                    if old_path != path && old_path.exists() {
+                        // A lower-precedence build steps aside but stays ready.
+                        next.idle.insert(
+                            old_path,
+                            Idle::Shadowed {
+                                name,
+                                by: path.to_owned(),
+                                candidate: Candidate::Ready(old.skill),
+                            },
+                        );
+                    }
+                }
+            }
+            Err(error) => self.refuse(&mut next, error, Some(identity)),
+        }
+        self.publish(next)
+    }
+
+    /// Forgets the library at `path` (it was removed or renamed away). The
+    /// skill it served leaves the registry; a shadowed build of the same
+    /// skill, if any, takes over.
+    pub fn remove_path(&self, path: &Path) -> Change {
+        if self.rank(path).is_none() {
+            return Change::Unchanged;
+        }
+        let _writing = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        let current = self.current.load_full();
+        self.remove_locked(&current, path)
+    }
+
+    fn remove_locked(&self, current: &Arc<Snapshot>, path: &Path) -> Change {
+        let serving: Vec<String> = current
+            .skills
+            .iter()
+            .filter(|(_, slot)| slot.skill.loaded.path == path)
+            .map(|(n, _)| n.clone())
+            .collect();
+        if serving.is_empty() && !current.idle.contains_key(path) {
+            return Change::Unchanged;
+        }
+        let mut next = (**current).clone();
+        next.idle.remove(path);
+        for name in serving {
+            next.skills.remove(&name);
+            tracing::info!(skill = %name, path = %path.display(), "skill removed");
+            self.promote(&mut next, &name);
+        }
+        self.publish(next)
+    }
+
+    /// After the serving build of `name` left, the best shadowed build of it
+    /// (highest precedence, file still present) takes over.
+    fn promote(&self, next: &mut Snapshot, name: &str) {
+        let best = next
+            .idle
+            .iter()
+            .filter_map(|(path, idle)| match idle {
+                Idle::Shadowed { name: n, candidate, .. } if n == name && path.exists() => {
+                    Some((self.rank(path).unwrap_or(usize::MAX), path.clone(), candidate.clone()))
+                }
+                _ => None,
+            })
+            .min_by_key(|(rank, path, _)| (*rank, path.clone()));
+        let Some((_, path, candidate)) = best else {
+            return;
+        };
+        next.idle.remove(&path);
+        let skill = match candidate {
+            Candidate::Ready(skill) => skill,
+            Candidate::Opened(opened) => {
+                let opened = Arc::unwrap_or_clone(opened);
+                match self.loader.init(opened) {
+                    Ok(loaded) => Arc::new(Skill::new(loaded, self.quarantine_after)),
+                    Err(error) => {
+                        let identity = FileIdentity::of(&path).ok();
+                        self.refuse(next, error, identity);
+                        return;
+                    }
+                }
+            }
+        };
+        // Other shadowed builds now defer to the new holder.
+        for idle in next.idle.values_mut() {
+            if let Idle::Shadowed { name: n, by, .. } = idle
+                && n == name
+            {
+                *by = path.clone();
+            }
+        }
+        tracing::info!(skill = %name, path = %path.display(), "shadowed build takes over");
+        next.skills.insert(
+            name.to_owned(),
+            Slot {
+                skill,
+                missing: Arc::from([]),
+            },
+        );
+    }
+
+    fn refuse(&self, next: &mut Snapshot, error: LoadError, identity: Option<FileIdentity>) {
+        let path = error.path().to_owned();
+        let serving = next.skills.values().any(|slot| slot.skill.loaded.path == path);
+        if serving {
+            tracing::error!(path = %path.display(), "new build refused, the previous build keeps serving: {}", error.reason());
+        } else {
+            tracing::error!(path = %path.display(), "skill library refused: {}", error.reason());
+        }
+        next.idle.insert(
+            path,
+            Idle::Refused {
+                error: Arc::new(error),
+                identity,
+            },
+        );
+    }
+
+    fn publish(&self, mut next: Snapshot) -> Change {
+        next.resolve_dependencies();
+        next.generation = self.current.load().generation + 1;
+        let generation = next.generation;
+        self.current.store(Arc::new(next));
+        tracing::debug!(generation, "registry generation published");
+        Change::Published(generation)
+    }
+}
+
+/// The identity of the build last seen at `path`, serving or idle.
+fn current_identity(snapshot: &Snapshot, path: &Path) -> Option<FileIdentity> {
+    match snapshot.idle.get(path) {
+        Some(Idle::Refused { identity, .. }) => *identity,
+        Some(Idle::Shadowed { candidate, .. }) => Some(candidate.identity()),
+        None => snapshot
+            .skills
+            .values()
+            .find(|slot| slot.skill.loaded.path == path)
+            .map(|slot| slot.skill.loaded.identity),
+    }
+}
+
+fn same_dir(a: &Path, b: &Path) -> bool {
+    if a == b {
+        return true;
+    }
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    }
+}

@@ -1,0 +1,226 @@
+//! Hot reload: watches the plugin folders and keeps the registry in step.
+//!
+//! The right way to install a skill is to write it under a temporary name in
+//! the same folder (a dotfile, or another extension) and `rename` it into
+//! place. A rename is atomic, so the watcher loads the library the moment the
+//! rename event arrives: no debounce, no half-written file.
+//!
+//! Other ways of writing are handled too, more slowly:
+//!
+//! - a file created in place (`cp`, cargo's hard link) is loaded when the
+//!   writer closes it, or after `debounce` without further writes;
+//! - an in-place overwrite is debounced the same way. It cannot crash the
+//!   host — the host runs a shadow copy, never the file in the folder — but a
+//!   reader could catch it half-written, which is why rename is the rule.
+//!
+//! A removed (or renamed-away) library leaves the registry at once.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use notify::event::{AccessKind, AccessMode, CreateKind, ModifyKind, RenameMode};
+use notify::{Event, EventKind, RecommendedWatcher, RecursiveMode, Watcher as _};
+
+use crate::registry::Registry;
+
+/// Watching failed to start.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot watch plugins folder {}: {source}", path.display())]
+pub struct WatchError {
+    /// The folder.
+    pub path: PathBuf,
+    /// What notify said.
+    pub source: notify::Error,
+}
+
+enum Message {
+    Event(notify::Result<Event>),
+    Stop,
+}
+
+/// A running watcher. Dropping it stops the watch and joins its thread.
+#[derive(Debug)]
+pub struct PluginWatcher {
+    watcher: Option<RecommendedWatcher>,
+    tx: mpsc::Sender<Message>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl PluginWatcher {
+    /// Starts watching every folder of `registry` that exists. Call after
+    /// [`Registry::scan`]; events are applied on a thread of the watcher's own.
+    pub fn start(registry: Arc<Registry>, debounce: Duration) -> Result<Self, WatchError> {
+        let (tx, rx) = mpsc::channel();
+        let event_tx = tx.clone();
+        let mut watcher = notify::recommended_watcher(move |event| {
+            let _ = event_tx.send(Message::Event(event));
+        })
+        .map_err(|source| WatchError {
+            path: PathBuf::new(),
+            source,
+        })?;
+        for dir in registry.dirs() {
+            if !dir.path.is_dir() {
+                continue;
+            }
+            watcher
+                .watch(&dir.path, RecursiveMode::NonRecursive)
+                .map_err(|source| WatchError {
+                    path: dir.path.clone(),
+                    source,
+                })?;
+        }
+        let thread = std::thread::Builder::new()
+            .name("foveal-plugin-watch".to_owned())
+            .spawn(move || run(&registry, &rx, debounce))
+            .map_err(|e| WatchError {
+                path: PathBuf::new(),
+                source: notify::Error::io(e),
+            })?;
+        Ok(Self {
+            watcher: Some(watcher),
+            tx,
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for PluginWatcher {
+    fn drop(&mut self) {
+        // Stop the OS watch first so no event arrives after the thread ends.
+        drop(self.watcher.take());
+        let _ = self.tx.send(Message::Stop);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// What to do with a path, decided from one event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Action {
+    LoadNow,
+    LoadLater,
+    Remove,
+    Ignore,
+}
+
+fn classify(kind: &EventKind) -> Action {
+    match kind {
+        // Atomic install: the file is complete.
+        EventKind::Modify(ModifyKind::Name(RenameMode::To)) => Action::LoadNow,
+        EventKind::Modify(ModifyKind::Name(RenameMode::From)) => Action::Remove,
+        // The writer closed the file: it is complete.
+        EventKind::Access(AccessKind::Close(AccessMode::Write)) => Action::LoadNow,
+        // Created or written in place: wait for close or quiet.
+        EventKind::Create(CreateKind::File | CreateKind::Any)
+        | EventKind::Modify(ModifyKind::Data(_) | ModifyKind::Any) => Action::LoadLater,
+        EventKind::Remove(_) => Action::Remove,
+        _ => Action::Ignore,
+    }
+}
+
+fn run(registry: &Registry, rx: &mpsc::Receiver<Message>, debounce: Duration) {
+    let mut pending: HashMap<PathBuf, Instant> = HashMap::new();
+    loop {
+        let timeout = pending
+            .values()
+            .min()
+            .map(|due| due.saturating_duration_since(Instant::now()))
+            .unwrap_or(Duration::from_secs(3600));
+        match rx.recv_timeout(timeout) {
+            Ok(Message::Stop) | Err(RecvTimeoutError::Disconnected) => return,
+            Ok(Message::Event(Err(error))) => {
+                tracing::warn!("plugin watch error: {error}");
+            }
+            Ok(Message::Event(Ok(event))) => handle(registry, &event, &mut pending, debounce),
+            Err(RecvTimeoutError::Timeout) => {}
+        }
+        let now = Instant::now();
+        let due: Vec<PathBuf> = pending
+            .iter()
+            .filter(|(_, at)| **at <= now)
+            .map(|(p, _)| p.clone())
+            .collect();
+        for path in due {
+            pending.remove(&path);
+            if path.exists() {
+                registry.load_path(&path);
+            } else {
+                registry.remove_path(&path);
+            }
+        }
+    }
+}
+
+fn handle(
+    registry: &Registry,
+    event: &Event,
+    pending: &mut HashMap<PathBuf, Instant>,
+    debounce: Duration,
+) {
+    // A rename within a watched folder may arrive as one event with both paths.
+    if let EventKind::Modify(ModifyKind::Name(RenameMode::Both)) = event.kind {
+        if let [from, to] = event.paths.as_slice() {
+            pending.remove(from);
+            registry.remove_path(from);
+            pending.remove(to);
+            registry.load_path(to);
+        }
+        return;
+    }
+    let action = match event.kind {
+        // A rename the backend could not pair: look at the file.
+        EventKind::Modify(ModifyKind::Name(_)) => {
+            if event.paths.iter().all(|p| p.exists()) {
+                Action::LoadNow
+            } else {
+                Action::Remove
+            }
+        }
+        ref kind => classify(kind),
+    };
+    for path in &event.paths {
+        if !registry.is_candidate(path) {
+            continue;
+        }
+        match action {
+            Action::LoadNow => {
+                pending.remove(path);
+                registry.load_path(path);
+            }
+            Action::LoadLater => {
+                pending.insert(path.clone(), Instant::now() + debounce);
+            }
+            Action::Remove => {
+                pending.remove(path);
+                registry.remove_path(path);
+            }
+            Action::Ignore => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use notify::event::RemoveKind;
+
+    #[test]
+    fn renames_and_closes_load_at_once_writes_wait() {
+        assert_eq!(classify(&EventKind::Modify(ModifyKind::Name(RenameMode::To))), Action::LoadNow);
+        assert_eq!(classify(&EventKind::Access(AccessKind::Close(AccessMode::Write))), Action::LoadNow);
+        assert_eq!(classify(&EventKind::Create(CreateKind::File)), Action::LoadLater);
+        assert_eq!(
+            classify(&EventKind::Modify(ModifyKind::Data(notify::event::DataChange::Content))),
+            Action::LoadLater
+        );
+        assert_eq!(classify(&EventKind::Remove(RemoveKind::File)), Action::Remove);
+        assert_eq!(classify(&EventKind::Modify(ModifyKind::Name(RenameMode::From))), Action::Remove);
+        assert_eq!(classify(&EventKind::Access(AccessKind::Read)), Action::Ignore);
+    }
+}

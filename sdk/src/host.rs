@@ -1,0 +1,86 @@
+//! The skill's side of the host API: logging through the host.
+//!
+//! Each skill library carries its own copy of `std` and of every crate it
+//! uses, so a `tracing` subscriber or a `log` logger set up by the host does
+//! not reach it. Skills log through the callback the host hands to `init`
+//! instead; [`log`] and the `skill_*!` macros do that.
+//!
+//! # Example
+//!
+//! ```
+//! foveal_sdk::skill_info!("rendered {} headlines", 42);
+//! ```
+
+use std::sync::OnceLock;
+
+use abi_stable::std_types::RStr;
+
+use crate::abi::{HostApiRef, LogLevel};
+
+struct Installed {
+    host: HostApiRef,
+    skill: &'static str,
+}
+
+static HOST: OnceLock<Installed> = OnceLock::new();
+
+/// Remembers the host API for this copy of the library. Called by the code
+/// [`export_skill!`](crate::export_skill) generates, before the skill's own
+/// `init`.
+#[doc(hidden)]
+pub fn install(host: HostApiRef, skill: &'static str) {
+    // A library copy is initialised once; a second call (which the host never
+    // makes) keeps the first host.
+    let _ = HOST.set(Installed { host, skill });
+    route_panics_to_host();
+}
+
+/// The host API, once `init` has run.
+pub fn host() -> Option<HostApiRef> {
+    HOST.get().map(|installed| installed.host)
+}
+
+/// Writes `message` to the host's log at `level`. Before `init` (in a unit
+/// test of the skill, say) the line goes to stderr.
+pub fn log(level: LogLevel, message: &str) {
+    match HOST.get() {
+        Some(installed) => (installed.host.log())(
+            level,
+            RStr::from_str(installed.skill),
+            RStr::from_str(message),
+        ),
+        None => eprintln!("[skill log {level:?}] {message}"),
+    }
+}
+
+/// Panics inside a skill are caught and returned as errors, but the default
+/// panic hook of the library's own `std` would still print to stderr. Send
+/// the message to the host's log instead, where it is attributed to the skill.
+fn route_panics_to_host() {
+    std::panic::set_hook(Box::new(|info| {
+        let location = info
+            .location()
+            .map(|l| format!(" at {}:{}", l.file(), l.line()))
+            .unwrap_or_default();
+        let message = crate::export::panic_message(info.payload());
+        log(LogLevel::ERROR, &format!("panicked{location}: {message}"));
+    }));
+}
+
+/// Logs at info level through the host: `skill_info!("x = {}", x)`.
+#[macro_export]
+macro_rules! skill_info {
+    ($($arg:tt)*) => { $crate::host::log($crate::LogLevel::INFO, &::std::format!($($arg)*)) };
+}
+
+/// Logs at warn level through the host.
+#[macro_export]
+macro_rules! skill_warn {
+    ($($arg:tt)*) => { $crate::host::log($crate::LogLevel::WARN, &::std::format!($($arg)*)) };
+}
+
+/// Logs at debug level through the host.
+#[macro_export]
+macro_rules! skill_debug {
+    ($($arg:tt)*) => { $crate::host::log($crate::LogLevel::DEBUG, &::std::format!($($arg)*)) };
+}
