@@ -205,7 +205,9 @@ impl Config {
         overrides: &Overrides,
         env: EnvLookup<'_>,
     ) -> Result<Self, ConfigError> {
-        let shown = path.map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("<config>"));
+        let shown = path
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| PathBuf::from("<config>"));
         let file: FileConfig =
             toml::from_str(text).map_err(|e| invalid_from_toml(&shown, text, &e))?;
         let base = path
@@ -236,19 +238,31 @@ impl Config {
         }
         if let Some(v) = &file.plugins.quarantine_after {
             if *v.get_ref() == 0 {
-                return Err(bad(v.span(), "plugins.quarantine_after", "must be at least 1".into()));
+                return Err(bad(
+                    v.span(),
+                    "plugins.quarantine_after",
+                    "must be at least 1".into(),
+                ));
             }
             plugins.quarantine_after = *v.get_ref();
         }
         if let Some(v) = &file.plugins.max_loads {
             if *v.get_ref() == 0 {
-                return Err(bad(v.span(), "plugins.max_loads", "must be at least 1".into()));
+                return Err(bad(
+                    v.span(),
+                    "plugins.max_loads",
+                    "must be at least 1".into(),
+                ));
             }
             plugins.max_loads = *v.get_ref();
         }
         if let Some(v) = &file.plugins.debounce_ms {
             if *v.get_ref() > 10_000 {
-                return Err(bad(v.span(), "plugins.debounce_ms", "must be at most 10000 (10 s)".into()));
+                return Err(bad(
+                    v.span(),
+                    "plugins.debounce_ms",
+                    "must be at most 10000 (10 s)".into(),
+                ));
             }
             plugins.debounce_ms = *v.get_ref();
         }
@@ -260,7 +274,11 @@ impl Config {
         };
         if let Some(v) = &file.context.max_tokens {
             if *v.get_ref() == 0 {
-                return Err(bad(v.span(), "context.max_tokens", "must be at least 1".into()));
+                return Err(bad(
+                    v.span(),
+                    "context.max_tokens",
+                    "must be at least 1".into(),
+                ));
             }
             context.max_tokens = *v.get_ref();
         }
@@ -270,7 +288,9 @@ impl Config {
                 return Err(bad(
                     v.span(),
                     "context.semantic_threshold",
-                    format!("{t} is not a cosine similarity; use a number from -1 to 1 (default 0.75)"),
+                    format!(
+                        "{t} is not a cosine similarity; use a number from -1 to 1 (default 0.75)"
+                    ),
                 ));
             }
             context.semantic_threshold = t;
@@ -279,7 +299,11 @@ impl Config {
             context.log_limit = *v.get_ref();
         }
 
-        let mut data_dir = file.data.dir.as_deref().map(|d| base.join(resolve_path(d, env)));
+        let mut data_dir = file
+            .data
+            .dir
+            .as_deref()
+            .map(|d| base.join(resolve_path(d, env)));
 
         // The environment wins over the file.
         if let Some(value) = env("FOVEAL_PLUGINS").filter(|v| !v.is_empty()) {
@@ -388,7 +412,12 @@ pub fn resolve_path(raw: &str, env: EnvLookup<'_>) -> PathBuf {
     }
 }
 
-fn env_number<T>(env: EnvLookup<'_>, name: &'static str, min: T, max: T) -> Result<Option<T>, ConfigError>
+fn env_number<T>(
+    env: EnvLookup<'_>,
+    name: &'static str,
+    min: T,
+    max: T,
+) -> Result<Option<T>, ConfigError>
 where
     T: std::str::FromStr + PartialOrd + std::fmt::Display + Copy,
 {
@@ -417,7 +446,10 @@ where
 fn line_column(text: &str, offset: usize) -> (usize, usize) {
     let before = &text[..offset.min(text.len())];
     let line = before.matches('\n').count() + 1;
-    let column = before.rfind('\n').map_or(before.len(), |nl| before.len() - nl - 1) + 1;
+    let column = before
+        .rfind('\n')
+        .map_or(before.len(), |nl| before.len() - nl - 1)
+        + 1;
     (line, column)
 }
 
@@ -509,7 +541,12 @@ mod tests {
     }
 
     fn parse(text: &str) -> Result<Config, ConfigError> {
-        Config::from_toml(text, Some(Path::new("conf/foveal.toml")), &Overrides::default(), &no_env)
+        Config::from_toml(
+            text,
+            Some(Path::new("conf/foveal.toml")),
+            &Overrides::default(),
+            &no_env,
+        )
     }
 
     #[test]
@@ -545,12 +582,24 @@ mod tests {
 
     #[test]
     fn bad_value_names_the_key_and_line() {
-        let err = parse("[context]\n\nsemantic_threshold = 3.5\n").unwrap_err().to_string();
+        let err = parse("[context]\n\nsemantic_threshold = 3.5\n")
+            .unwrap_err()
+            .to_string();
         assert!(err.starts_with("conf/foveal.toml:3:22: `context.semantic_threshold`: 3.5 is not a cosine similarity"), "{err}");
-        let err = parse("[context]\nmax_tokens = \"lots\"\n").unwrap_err().to_string();
-        assert!(err.starts_with("conf/foveal.toml:2:14: `context.max_tokens`:"), "{err}");
-        let err = parse("[plugins]\nquarantine_after = 0\n").unwrap_err().to_string();
-        assert!(err.contains("`plugins.quarantine_after`: must be at least 1"), "{err}");
+        let err = parse("[context]\nmax_tokens = \"lots\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("conf/foveal.toml:2:14: `context.max_tokens`:"),
+            "{err}"
+        );
+        let err = parse("[plugins]\nquarantine_after = 0\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("`plugins.quarantine_after`: must be at least 1"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -576,7 +625,10 @@ mod tests {
     fn bad_env_value_is_an_error_naming_the_variable() {
         let env = |n: &str| (n == "CONTEXT_SEMANTIC_THRESHOLD").then(|| "high".to_owned());
         let err = Config::from_toml("", None, &Overrides::default(), &env).unwrap_err();
-        assert_eq!(err.to_string(), "environment variable CONTEXT_SEMANTIC_THRESHOLD=\"high\": not a number");
+        assert_eq!(
+            err.to_string(),
+            "environment variable CONTEXT_SEMANTIC_THRESHOLD=\"high\": not a number"
+        );
     }
 
     #[test]
@@ -588,7 +640,10 @@ mod tests {
     #[test]
     fn paths_expand_variables_and_strip_quotes() {
         let env = |n: &str| (n == "BASE").then(|| "/srv".to_owned());
-        assert_eq!(resolve_path("\"$BASE/skills\"", &env), PathBuf::from("/srv/skills"));
+        assert_eq!(
+            resolve_path("\"$BASE/skills\"", &env),
+            PathBuf::from("/srv/skills")
+        );
         assert_eq!(resolve_path("${BASE}/x", &env), PathBuf::from("/srv/x"));
         assert_eq!(resolve_path("$UNSET/x", &env), PathBuf::from("$UNSET/x"));
     }

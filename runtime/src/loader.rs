@@ -105,6 +105,16 @@ pub enum LoadError {
         /// What is wrong.
         reason: String,
     },
+    /// Another library in the same folder already provides this skill.
+    #[error("{}: duplicate skill `{skill}`: {} already provides it; remove one of the two", path.display(), by.display())]
+    Duplicate {
+        /// The library.
+        path: PathBuf,
+        /// The skill's name.
+        skill: String,
+        /// The library that provides it.
+        by: PathBuf,
+    },
     /// The skill's `init` returned an error.
     #[error("{}: skill `{skill}` failed to initialise: {message}", path.display())]
     InitFailed {
@@ -147,6 +157,7 @@ impl LoadError {
             | Self::IncompatibleAbiStable { path, .. }
             | Self::Layout { path, .. }
             | Self::InvalidManifest { path, .. }
+            | Self::Duplicate { path, .. }
             | Self::InitFailed { path, .. }
             | Self::InitPanicked { path, .. }
             | Self::LoadLimit { path, .. } => path,
@@ -158,7 +169,9 @@ impl LoadError {
     pub fn reason(&self) -> String {
         let full = self.to_string();
         let prefix = format!("{}: ", self.path().display());
-        full.strip_prefix(&prefix).map(str::to_owned).unwrap_or(full)
+        full.strip_prefix(&prefix)
+            .map(str::to_owned)
+            .unwrap_or(full)
     }
 }
 
@@ -466,26 +479,55 @@ fn classify(path: &Path, error: LibraryError) -> LoadError {
     }
 }
 
-/// abi_stable's layout report is long (it prints both full type layouts).
-/// Keep the lines that say what differs: the error kinds and the fields.
+/// abi_stable's layout report is long: it prints both full type layouts.
+/// Keep what a person needs: the path of fields down to the difference
+/// (`inside:` section) and each `Error:` with its expected and found values.
 fn summarize_layout_error(report: &str) -> String {
-    let mut kept: Vec<&str> = Vec::new();
-    for line in report.lines().map(str::trim) {
-        let interesting = line.starts_with("Error")
-            || line.contains("expected")
-            || line.contains("found")
-            || line.starts_with("field");
-        if interesting && !line.is_empty() && !kept.contains(&line) {
-            kept.push(line);
+    let lines: Vec<&str> = report.lines().collect();
+    let mut problems = Vec::new();
+    let mut fields: Vec<String> = Vec::new();
+    let mut in_trace = false;
+    let mut i = 0;
+    while i < lines.len() {
+        let line = lines[i].trim();
+        if line.ends_with("error(s)inside:") {
+            in_trace = true;
+            fields.clear();
+        } else if line.starts_with("Layout of expected type:") {
+            in_trace = false;
+        } else if in_trace && let Some(name) = line.strip_prefix("field_name:") {
+            fields.push(name.to_owned());
+        } else if let Some(kind) = line.strip_prefix("Error:") {
+            let value_after = |label: &str| {
+                lines[i..]
+                    .iter()
+                    .position(|l| l.trim() == label)
+                    .and_then(|at| lines.get(i + at + 1))
+                    .map(|v| v.trim().to_owned())
+                    .unwrap_or_default()
+            };
+            let expected = value_after("Expected:");
+            let found = value_after("Found:");
+            let place = if fields.is_empty() {
+                String::new()
+            } else {
+                format!(" at field {}", fields.join("."))
+            };
+            problems.push(format!("{kind}{place}: expected {expected}, found {found}"));
         }
-        if kept.len() >= 8 {
-            break;
-        }
+        i += 1;
     }
-    if kept.is_empty() {
-        report.lines().take(8).collect::<Vec<_>>().join(" / ")
+    if problems.is_empty() {
+        report
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" / ")
     } else {
-        kept.join(" / ")
+        problems.truncate(4);
+        problems.join("; ")
     }
 }
 
@@ -496,7 +538,10 @@ fn dl_message(error: &LibraryError, shadow: &Path, original: &Path) -> String {
         LibraryError::OpenError { err, .. } => err.to_string(),
         other => other.to_string(),
     };
-    text.replace(&shadow.display().to_string(), &original.display().to_string())
+    text.replace(
+        &shadow.display().to_string(),
+        &original.display().to_string(),
+    )
 }
 
 /// Refuses a file that ends before its own headers say it should: a build
@@ -543,19 +588,45 @@ fn elf_required_len(header: &[u8]) -> Option<u64> {
     let little = *header.get(5)? == 1;
     let u16_at = |at: usize| -> Option<u64> {
         let b: [u8; 2] = header.get(at..at + 2)?.try_into().ok()?;
-        Some(u64::from(if little { u16::from_le_bytes(b) } else { u16::from_be_bytes(b) }))
+        Some(u64::from(if little {
+            u16::from_le_bytes(b)
+        } else {
+            u16::from_be_bytes(b)
+        }))
     };
     let u32_at = |at: usize| -> Option<u64> {
         let b: [u8; 4] = header.get(at..at + 4)?.try_into().ok()?;
-        Some(u64::from(if little { u32::from_le_bytes(b) } else { u32::from_be_bytes(b) }))
+        Some(u64::from(if little {
+            u32::from_le_bytes(b)
+        } else {
+            u32::from_be_bytes(b)
+        }))
     };
     let u64_at = |at: usize| -> Option<u64> {
         let b: [u8; 8] = header.get(at..at + 8)?.try_into().ok()?;
-        Some(if little { u64::from_le_bytes(b) } else { u64::from_be_bytes(b) })
+        Some(if little {
+            u64::from_le_bytes(b)
+        } else {
+            u64::from_be_bytes(b)
+        })
     };
     let (phoff, shoff, phentsize, phnum, shentsize, shnum) = match class {
-        1 => (u32_at(28)?, u32_at(32)?, u16_at(42)?, u16_at(44)?, u16_at(46)?, u16_at(48)?),
-        2 => (u64_at(32)?, u64_at(40)?, u16_at(54)?, u16_at(56)?, u16_at(58)?, u16_at(60)?),
+        1 => (
+            u32_at(28)?,
+            u32_at(32)?,
+            u16_at(42)?,
+            u16_at(44)?,
+            u16_at(46)?,
+            u16_at(48)?,
+        ),
+        2 => (
+            u64_at(32)?,
+            u64_at(40)?,
+            u16_at(54)?,
+            u16_at(56)?,
+            u16_at(58)?,
+            u16_at(60)?,
+        ),
         _ => return None,
     };
     let ph_end = phoff.checked_add(phentsize.checked_mul(phnum)?)?;

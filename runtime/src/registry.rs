@@ -101,7 +101,9 @@ pub enum Unavailable {
         missing: Vec<String>,
     },
     /// The skill panicked too often in a row and is no longer called.
-    #[error("skill `{skill}` is quarantined after {panics} consecutive panics; install a new build to lift it")]
+    #[error(
+        "skill `{skill}` is quarantined after {panics} consecutive panics; install a new build to lift it"
+    )]
     Quarantined {
         /// The skill.
         skill: String,
@@ -191,7 +193,11 @@ impl Skill {
             return;
         }
         self.health.total_panics.fetch_add(1, Ordering::Relaxed);
-        let run = self.health.consecutive_panics.fetch_add(1, Ordering::Relaxed) + 1;
+        let run = self
+            .health
+            .consecutive_panics
+            .fetch_add(1, Ordering::Relaxed)
+            + 1;
         if run >= self.quarantine_after && !self.health.quarantined.swap(true, Ordering::Relaxed) {
             tracing::error!(
                 skill = %self.loaded.info.name,
@@ -394,7 +400,11 @@ impl Snapshot {
     pub fn skills(&self) -> impl Iterator<Item = &Slot> {
         let mut slots: Vec<&Slot> = self.skills.values().collect();
         slots.sort_by(|a, b| {
-            b.skill.loaded.info.priority.cmp(&a.skill.loaded.info.priority)
+            b.skill
+                .loaded
+                .info
+                .priority
+                .cmp(&a.skill.loaded.info.priority)
                 .then_with(|| a.skill.loaded.info.name.cmp(&b.skill.loaded.info.name))
         });
         slots.into_iter()
@@ -451,7 +461,11 @@ impl Snapshot {
                     status: format!("refused: {}", error.reason()),
                     path: path.clone(),
                 }),
-                Idle::Shadowed { name, by, candidate } => {
+                Idle::Shadowed {
+                    name,
+                    by,
+                    candidate,
+                } => {
                     let info = candidate.info();
                     rows.push(Row {
                         name: name.clone(),
@@ -723,12 +737,10 @@ impl Registry {
                     return self.publish(next);
                 }
                 if holder_rank == rank {
-                    let error = LoadError::InvalidManifest {
+                    let error = LoadError::Duplicate {
                         path: path.to_owned(),
-                        reason: format!(
-                            "duplicate skill `{name}`: {} already provides it; remove one of the two",
-                            holder.display()
-                        ),
+                        skill: name,
+                        by: holder,
                     };
                     self.refuse(&mut next, error, Some(identity));
                     return self.publish(next);
@@ -812,9 +824,13 @@ impl Registry {
             .idle
             .iter()
             .filter_map(|(path, idle)| match idle {
-                Idle::Shadowed { name: n, candidate, .. } if n == name && path.exists() => {
-                    Some((self.rank(path).unwrap_or(usize::MAX), path.clone(), candidate.clone()))
-                }
+                Idle::Shadowed {
+                    name: n, candidate, ..
+                } if n == name && path.exists() => Some((
+                    self.rank(path).unwrap_or(usize::MAX),
+                    path.clone(),
+                    candidate.clone(),
+                )),
                 _ => None,
             })
             .min_by_key(|(rank, path, _)| (*rank, path.clone()));
@@ -856,7 +872,10 @@ impl Registry {
 
     fn refuse(&self, next: &mut Snapshot, error: LoadError, identity: Option<FileIdentity>) {
         let path = error.path().to_owned();
-        let serving = next.skills.values().any(|slot| slot.skill.loaded.path == path);
+        let serving = next
+            .skills
+            .values()
+            .any(|slot| slot.skill.loaded.path == path);
         if serving {
             tracing::error!(path = %path.display(), "new build refused, the previous build keeps serving: {}", error.reason());
         } else {

@@ -212,15 +212,35 @@ mod tests {
 
     #[test]
     fn renames_and_closes_load_at_once_writes_wait() {
-        assert_eq!(classify(&EventKind::Modify(ModifyKind::Name(RenameMode::To))), Action::LoadNow);
-        assert_eq!(classify(&EventKind::Access(AccessKind::Close(AccessMode::Write))), Action::LoadNow);
-        assert_eq!(classify(&EventKind::Create(CreateKind::File)), Action::LoadLater);
         assert_eq!(
-            classify(&EventKind::Modify(ModifyKind::Data(notify::event::DataChange::Content))),
+            classify(&EventKind::Modify(ModifyKind::Name(RenameMode::To))),
+            Action::LoadNow
+        );
+        assert_eq!(
+            classify(&EventKind::Access(AccessKind::Close(AccessMode::Write))),
+            Action::LoadNow
+        );
+        assert_eq!(
+            classify(&EventKind::Create(CreateKind::File)),
             Action::LoadLater
         );
-        assert_eq!(classify(&EventKind::Remove(RemoveKind::File)), Action::Remove);
-        assert_eq!(classify(&EventKind::Modify(ModifyKind::Name(RenameMode::From))), Action::Remove);
-        assert_eq!(classify(&EventKind::Access(AccessKind::Read)), Action::Ignore);
+        assert_eq!(
+            classify(&EventKind::Modify(ModifyKind::Data(
+                notify::event::DataChange::Content
+            ))),
+            Action::LoadLater
+        );
+        assert_eq!(
+            classify(&EventKind::Remove(RemoveKind::File)),
+            Action::Remove
+        );
+        assert_eq!(
+            classify(&EventKind::Modify(ModifyKind::Name(RenameMode::From))),
+            Action::Remove
+        );
+        assert_eq!(
+            classify(&EventKind::Access(AccessKind::Read)),
+            Action::Ignore
+        );
     }
 }

@@ -37,9 +37,15 @@ pub fn embed_source() {
     let files = source_files(&manifest_dir)
         .unwrap_or_else(|e| panic!("listing the source of {}: {e}", manifest_dir.display()));
     println!("cargo:rerun-if-changed={}", manifest_dir.display());
-    println!("cargo:rerun-if-changed={}", manifest_dir.join("src").display());
+    println!(
+        "cargo:rerun-if-changed={}",
+        manifest_dir.join("src").display()
+    );
     for file in &files {
-        println!("cargo:rerun-if-changed={}", manifest_dir.join(file).display());
+        println!(
+            "cargo:rerun-if-changed={}",
+            manifest_dir.join(file).display()
+        );
     }
     let text = render(&manifest_dir, &files)
         .unwrap_or_else(|e| panic!("reading the source of {}: {e}", manifest_dir.display()));
@@ -48,7 +54,8 @@ pub fn embed_source() {
 }
 
 fn env_var(name: &str) -> String {
-    std::env::var(name).unwrap_or_else(|_| panic!("{name} is not set: call embed_source() from build.rs"))
+    std::env::var(name)
+        .unwrap_or_else(|_| panic!("{name} is not set: call embed_source() from build.rs"))
 }
 
 /// The files that make up a skill's literate source, relative to the crate
@@ -141,10 +148,19 @@ mod tests {
         std::fs::write(root.join("build.rs"), "fn main(){}").unwrap();
 
         let files = source_files(root).unwrap();
-        let shown: Vec<_> = files.iter().map(|f| f.to_string_lossy().replace('\\', "/")).collect();
+        let shown: Vec<_> = files
+            .iter()
+            .map(|f| f.to_string_lossy().replace('\\', "/"))
+            .collect();
         assert_eq!(
             shown,
-            ["README.md", "notes.org", "Cargo.toml", "src/inner/a.rs", "src/lib.rs"]
+            [
+                "README.md",
+                "notes.org",
+                "Cargo.toml",
+                "src/inner/a.rs",
+                "src/lib.rs"
+            ]
         );
 
         let text = render(root, &files).unwrap();

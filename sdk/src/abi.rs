@@ -73,7 +73,13 @@ impl SkillError {
 
 impl std::fmt::Display for SkillError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} (code {}): {}", self.code_name(), self.code, self.message)
+        write!(
+            f,
+            "{} (code {}): {}",
+            self.code_name(),
+            self.code,
+            self.message
+        )
     }
 }
 
@@ -219,7 +225,8 @@ pub type ComponentsFn =
 pub type RedactFn = extern "C" fn(text: RStr<'_>) -> RResult<RString, SkillError>;
 /// The signature of the `invoke` hook: a named method with JSON arguments,
 /// returning JSON. For small, rarely-called, evolving calls (tools, config).
-pub type InvokeFn = extern "C" fn(method: RStr<'_>, args_json: RStr<'_>) -> RResult<RString, SkillError>;
+pub type InvokeFn =
+    extern "C" fn(method: RStr<'_>, args_json: RStr<'_>) -> RResult<RString, SkillError>;
 /// The signature of `init`.
 pub type InitFn = extern "C" fn(host: HostApiRef) -> RResult<(), SkillError>;
 

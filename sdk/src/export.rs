@@ -93,6 +93,8 @@ macro_rules! export_skill {
             use $crate::__private::abi_stable::prefix_type::PrefixTypeTrait as _;
 
             const __FOVEAL_NAME: &str = $name;
+            const __FOVEAL_DEPENDENCIES: &[$crate::__private::RStr<'static>] =
+                &[$($crate::__private::RStr::from_str($dep)),*];
 
             extern "C" fn __foveal_init(
                 host: $crate::HostApiRef,
@@ -111,9 +113,7 @@ macro_rules! export_skill {
                         version: $crate::__private::RStr::from_str(::core::env!("CARGO_PKG_VERSION")),
                         sdk_version: $crate::__private::RStr::from_str($crate::SDK_VERSION),
                         priority: $priority,
-                        dependencies: $crate::__private::RSlice::from_slice(&[
-                            $($crate::__private::RStr::from_str($dep)),*
-                        ]),
+                        dependencies: $crate::__private::RSlice::from_slice(__FOVEAL_DEPENDENCIES),
                         description: $crate::__private::RStr::from_str($description),
                         source: $crate::__private::RStr::from_str($crate::__foveal_source!($($source)?)),
                     },
@@ -157,7 +157,7 @@ macro_rules! __foveal_source {
 #[macro_export]
 macro_rules! __foveal_wrap_hook {
     (components, $f:path) => {{
-        extern "C" fn components(
+        extern "C" fn __foveal_hook(
             request: &$crate::ComponentsRequest<'_>,
         ) -> $crate::__private::abi_stable::std_types::RResult<
             $crate::__private::abi_stable::std_types::RVec<$crate::Component>,
@@ -167,10 +167,10 @@ macro_rules! __foveal_wrap_hook {
                 $f(request).map($crate::__private::abi_stable::std_types::RVec::from)
             })
         }
-        components as $crate::ComponentsFn
+        __foveal_hook as $crate::ComponentsFn
     }};
     (redact, $f:path) => {{
-        extern "C" fn redact(
+        extern "C" fn __foveal_hook(
             text: $crate::__private::RStr<'_>,
         ) -> $crate::__private::abi_stable::std_types::RResult<
             $crate::__private::abi_stable::std_types::RString,
@@ -180,10 +180,10 @@ macro_rules! __foveal_wrap_hook {
                 $f(text.as_str()).map($crate::__private::abi_stable::std_types::RString::from)
             })
         }
-        redact as $crate::RedactFn
+        __foveal_hook as $crate::RedactFn
     }};
     (invoke, $f:path) => {{
-        extern "C" fn invoke(
+        extern "C" fn __foveal_hook(
             method: $crate::__private::RStr<'_>,
             args_json: $crate::__private::RStr<'_>,
         ) -> $crate::__private::abi_stable::std_types::RResult<
@@ -195,7 +195,7 @@ macro_rules! __foveal_wrap_hook {
                     .map($crate::__private::abi_stable::std_types::RString::from)
             })
         }
-        invoke as $crate::InvokeFn
+        __foveal_hook as $crate::InvokeFn
     }};
     ($other:ident, $f:path) => {
         ::core::compile_error!(::core::concat!(

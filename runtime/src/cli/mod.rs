@@ -96,7 +96,10 @@ impl Exit {
 
 /// Resolves the configuration for a command: file, then environment, then
 /// these flags.
-pub fn load_config(cli_config: Option<&PathBuf>, plugins: &PluginArgs) -> Result<Config, ConfigError> {
+pub fn load_config(
+    cli_config: Option<&PathBuf>,
+    plugins: &PluginArgs,
+) -> Result<Config, ConfigError> {
     let overrides = Overrides {
         config: cli_config.cloned(),
         plugins: plugins.plugins.clone(),

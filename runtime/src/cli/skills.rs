@@ -72,7 +72,15 @@ pub fn list(config: &Config, json: bool) -> anyhow::Result<Exit> {
 
 /// The human table: aligned columns, `-` for an empty cell.
 pub fn table(rows: &[Row], registry: &Registry) -> String {
-    const HEADERS: [&str; 7] = ["NAME", "VERSION", "PRIORITY", "DEPENDENCIES", "HOOKS", "STATUS", "FILE"];
+    const HEADERS: [&str; 7] = [
+        "NAME",
+        "VERSION",
+        "PRIORITY",
+        "DEPENDENCIES",
+        "HOOKS",
+        "FILE",
+        "STATUS",
+    ];
     let cells: Vec<[String; 7]> = rows
         .iter()
         .map(|row| {
@@ -80,11 +88,12 @@ pub fn table(rows: &[Row], registry: &Registry) -> String {
             [
                 row.name.clone(),
                 row.version.clone().unwrap_or_else(|| "-".to_owned()),
-                row.priority.map_or_else(|| "-".to_owned(), |p| p.to_string()),
+                row.priority
+                    .map_or_else(|| "-".to_owned(), |p| p.to_string()),
                 or_dash(row.dependencies.join(",")),
                 or_dash(row.hooks.join(",")),
-                row.status.clone(),
                 display_path(&row.path).display().to_string(),
+                row.status.clone(),
             ]
         })
         .collect();
@@ -117,7 +126,10 @@ pub fn table(rows: &[Row], registry: &Registry) -> String {
             .iter()
             .map(|d| d.path.display().to_string())
             .collect();
-        text.push_str(&format!("(no skill libraries found in {})\n", dirs.join(", ")));
+        text.push_str(&format!(
+            "(no skill libraries found in {})\n",
+            dirs.join(", ")
+        ));
     }
     text
 }
@@ -139,7 +151,9 @@ pub fn source(config: &Config, name: &str) -> anyhow::Result<Exit> {
         None => {
             let known = snapshot.names();
             if known.is_empty() {
-                eprintln!("error: unknown skill `{name}`: no skills are loaded (see `foveal skill-list`)");
+                eprintln!(
+                    "error: unknown skill `{name}`: no skills are loaded (see `foveal skill-list`)"
+                );
             } else {
                 eprintln!(
                     "error: unknown skill `{name}`; known skills: {}",
