@@ -485,8 +485,9 @@ fn invalid_from_toml(path: &Path, text: &str, error: &toml::de::Error) -> Config
         Some((unknown, known)) => {
             let shown = key.clone().unwrap_or_else(|| unknown.clone());
             let mut m = format!("unknown key `{shown}`");
-            if let Some(best) = closest(&unknown, &known) {
-                m.push_str(&format!("; did you mean `{best}`?"));
+            match closest(&unknown, &known) {
+                Some(best) => m.push_str(&format!("; did you mean `{best}`?")),
+                None => m.push('.'),
             }
             if !known.is_empty() {
                 m.push_str(&format!(" Known keys here: {}.", known.join(", ")));
@@ -522,14 +523,22 @@ fn unknown_field(message: &str) -> Option<(String, Vec<String>)> {
 }
 
 /// The known key closest to `unknown`, if any is close enough to be a
-/// plausible typo.
+/// plausible typo: a few edits away (transpositions count as one), or
+/// sharing a long prefix.
 fn closest(unknown: &str, known: &[String]) -> Option<String> {
+    let allowed = (unknown.chars().count() / 3).max(1);
     known
         .iter()
-        .map(|k| (strsim::jaro_winkler(unknown, k), k))
-        .filter(|(score, _)| *score >= 0.7)
-        .max_by(|a, b| a.0.total_cmp(&b.0))
-        .map(|(_, k)| k.clone())
+        .map(|k| {
+            (
+                strsim::damerau_levenshtein(unknown, k),
+                -strsim::jaro_winkler(unknown, k),
+                k,
+            )
+        })
+        .filter(|(edits, neg_jw, _)| *edits <= allowed || -*neg_jw >= 0.9)
+        .min_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)))
+        .map(|(_, _, k)| k.clone())
 }
 
 #[cfg(test)]

@@ -708,24 +708,12 @@ impl Registry {
         };
         let name = opened.info.name.clone();
 
-        // The build at this path used to provide another skill: that skill
-        // goes (and a shadowed build of it may take over).
-        let previous_names: Vec<String> = next
-            .skills
-            .iter()
-            .filter(|(n, slot)| slot.skill.loaded.path == path && **n != name)
-            .map(|(n, _)| n.clone())
-            .collect();
-        for previous in previous_names {
-            next.skills.remove(&previous);
-            self.promote(&mut next, &previous);
-        }
-
         if let Some(slot) = next.skills.get(&name) {
             let holder = slot.skill.loaded.path.clone();
             if holder != path && holder.exists() {
                 let holder_rank = self.rank(&holder).unwrap_or(usize::MAX);
                 if holder_rank < rank {
+                    self.retire_others_at(&mut next, path, &name);
                     next.idle.insert(
                         path.to_owned(),
                         Idle::Shadowed {
@@ -758,6 +746,7 @@ impl Registry {
                     "skill loaded"
                 );
                 let skill = Arc::new(Skill::new(loaded, self.quarantine_after));
+                self.retire_others_at(&mut next, path, &name);
                 next.idle.remove(path);
                 if let Some(old) = next.skills.insert(
                     name.clone(),
@@ -815,6 +804,23 @@ impl Registry {
             self.promote(&mut next, &name);
         }
         self.publish(next)
+    }
+
+    /// The file at `path` now holds a working build of skill `name`; a skill
+    /// of another name that an earlier build at this path served goes (and
+    /// a shadowed build of that skill may take over). Done only once the new
+    /// build is known to work: a refused build changes nothing.
+    fn retire_others_at(&self, next: &mut Snapshot, path: &Path, name: &str) {
+        let previous: Vec<String> = next
+            .skills
+            .iter()
+            .filter(|(n, slot)| slot.skill.loaded.path == path && n.as_str() != name)
+            .map(|(n, _)| n.clone())
+            .collect();
+        for old in previous {
+            next.skills.remove(&old);
+            self.promote(next, &old);
+        }
     }
 
     /// After the serving build of `name` left, the best shadowed build of it

@@ -1,0 +1,272 @@
+//! `foveal skill-list` and `foveal skill-source` through the real binary,
+//! including every error path.
+
+use std::process::{Command, Output};
+
+use crate::support::{Sandbox, file_name, install, library};
+
+/// The real binary, run in the sandbox with a clean environment: no config
+/// file, the sandbox's plugins folder, state in the sandbox.
+fn foveal(sandbox: &Sandbox, args: &[&str]) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_foveal"));
+    command.args(args).current_dir(sandbox.root.path());
+    for (name, _) in std::env::vars() {
+        if name.starts_with("FOVEAL_") || name.starts_with("CONTEXT_") {
+            command.env_remove(name);
+        }
+    }
+    command
+        .env("FOVEAL_DATA_DIR", sandbox.root.path().join("data"))
+        .env("XDG_CONFIG_HOME", sandbox.root.path().join("xdg"));
+    command.output().expect("run foveal")
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8(output.stdout.clone()).unwrap()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8(output.stderr.clone()).unwrap()
+}
+
+#[test]
+fn skill_list_finds_the_first_party_skills_beside_the_binary() {
+    let sandbox = Sandbox::new();
+    let output = foveal(&sandbox, &["skill-list"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = stdout(&output);
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines[0].starts_with("NAME"), "{text}");
+    for header in [
+        "VERSION",
+        "PRIORITY",
+        "DEPENDENCIES",
+        "HOOKS",
+        "FILE",
+        "STATUS",
+    ] {
+        assert!(lines[0].contains(header), "{text}");
+    }
+    // Sorted by priority, highest first.
+    let names: Vec<&str> = lines[1..]
+        .iter()
+        .map(|l| l.split_whitespace().next().unwrap())
+        .collect();
+    assert_eq!(names, ["privacy", "token-economics", "awareness"], "{text}");
+    assert!(lines[1..].iter().all(|l| l.ends_with("loaded")), "{text}");
+}
+
+#[test]
+fn skill_list_json_has_the_documented_keys_and_lists_refusals() {
+    let sandbox = Sandbox::new();
+    install(
+        &library("counter-v1"),
+        &sandbox.plugins(),
+        &file_name("counter"),
+    );
+    install(
+        &library("not-a-skill"),
+        &sandbox.plugins(),
+        &file_name("stranger"),
+    );
+    let output = foveal(&sandbox, &["skill-list", "--json", "--no-builtin"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let rows: serde_json::Value = serde_json::from_str(&stdout(&output)).unwrap();
+    let rows = rows.as_array().unwrap();
+    assert_eq!(rows.len(), 2);
+    let keys: Vec<&str> = rows[0]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    let mut sorted = keys.clone();
+    sorted.sort_unstable();
+    assert_eq!(
+        sorted,
+        [
+            "dependencies",
+            "hooks",
+            "name",
+            "path",
+            "priority",
+            "status",
+            "version"
+        ]
+    );
+    assert_eq!(rows[0]["name"], "counter");
+    assert_eq!(rows[0]["version"], "1.0.0");
+    assert_eq!(rows[0]["priority"], 10);
+    assert_eq!(
+        rows[0]["hooks"],
+        serde_json::json!(["components", "invoke"])
+    );
+    assert_eq!(rows[0]["status"], "loaded");
+    // A refused library is named by its file stem.
+    assert_eq!(
+        rows[1]["name"],
+        format!("{}stranger", std::env::consts::DLL_PREFIX)
+    );
+    assert!(
+        rows[1]["status"]
+            .as_str()
+            .unwrap()
+            .starts_with("refused: not a foveal skill")
+    );
+}
+
+#[test]
+fn skill_list_takes_the_plugins_folder_from_flag_env_or_config() {
+    let sandbox = Sandbox::new();
+    let elsewhere = sandbox.root.path().join("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    install(&library("counter-v2"), &elsewhere, &file_name("counter"));
+
+    let by_flag = foveal(
+        &sandbox,
+        &["skill-list", "--no-builtin", "--plugins", "elsewhere"],
+    );
+    assert!(stdout(&by_flag).contains("counter"), "{}", stdout(&by_flag));
+
+    let mut command = Command::new(env!("CARGO_BIN_EXE_foveal"));
+    let by_env = command
+        .args(["skill-list", "--no-builtin"])
+        .current_dir(sandbox.root.path())
+        .env("FOVEAL_PLUGINS", &elsewhere)
+        .env("FOVEAL_DATA_DIR", sandbox.root.path().join("data"))
+        .output()
+        .unwrap();
+    assert!(stdout(&by_env).contains("counter"), "{}", stdout(&by_env));
+
+    let config = sandbox.root.path().join("foveal.toml");
+    std::fs::write(&config, "[plugins]\ndir = \"elsewhere\"\nbuiltin = false\n").unwrap();
+    let by_config = foveal(
+        &sandbox,
+        &["skill-list", "--config", config.to_str().unwrap()],
+    );
+    assert!(
+        stdout(&by_config).contains("counter"),
+        "{}",
+        stdout(&by_config)
+    );
+}
+
+#[test]
+fn skill_list_on_an_empty_folder_says_where_it_looked() {
+    let sandbox = Sandbox::new();
+    let output = foveal(&sandbox, &["skill-list", "--no-builtin"]);
+    assert!(output.status.success());
+    assert!(
+        stdout(&output).contains("(no skill libraries found in plugins)"),
+        "{}",
+        stdout(&output)
+    );
+}
+
+#[test]
+fn skill_source_prints_the_embedded_literate_source() {
+    let sandbox = Sandbox::new();
+    let output = foveal(&sandbox, &["skill-source", "awareness"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = stdout(&output);
+    assert!(text.starts_with("==> README.md <==\n# awareness"), "{text}");
+    assert!(text.contains("\n==> src/lib.rs <==\n"), "{text}");
+    assert!(text.contains("foveal_sdk::export_skill!"), "{text}");
+}
+
+#[test]
+fn skill_source_of_an_unknown_skill_fails_and_lists_the_known_ones() {
+    let sandbox = Sandbox::new();
+    let output = foveal(&sandbox, &["skill-source", "nonesuch"]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(stdout(&output).is_empty());
+    insta::assert_snapshot!(stderr(&output), @"error: unknown skill `nonesuch`; known skills: awareness, privacy, token-economics");
+}
+
+#[test]
+fn skill_source_refuses_a_name_that_is_a_path() {
+    let sandbox = Sandbox::new();
+    for name in ["../awareness", "a/b", "..", "x\\y"] {
+        let output = foveal(&sandbox, &["skill-source", name]);
+        assert_eq!(output.status.code(), Some(2), "{name}");
+        assert!(
+            stderr(&output).contains("a skill name is not a path"),
+            "{name}: {}",
+            stderr(&output)
+        );
+    }
+    let output = foveal(&sandbox, &["skill-source", "../awareness"]);
+    insta::assert_snapshot!(stderr(&output), @r#"error: invalid skill name "../awareness": a skill name is not a path (no '/', '\' or '..')"#);
+}
+
+#[test]
+fn a_bad_config_file_stops_the_command_naming_file_line_and_key() {
+    let sandbox = Sandbox::new();
+    let config = sandbox.root.path().join("foveal.toml");
+    std::fs::write(&config, "[plugins]\nbuiltin = false\ndri = \"x\"\n").unwrap();
+    let output = foveal(&sandbox, &["skill-list", "--config", "foveal.toml"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(stdout(&output).is_empty());
+    insta::assert_snapshot!(stderr(&output), @"error: foveal.toml:3:1: unknown key `plugins.dri`; did you mean `dir`? Known keys here: dir, builtin, watch, quarantine_after, max_loads, debounce_ms.");
+
+    std::fs::write(&config, "[context]\nsemantic_threshold = 2\n").unwrap();
+    let output = foveal(&sandbox, &["skill-list", "--config", "foveal.toml"]);
+    assert_eq!(output.status.code(), Some(2));
+    insta::assert_snapshot!(stderr(&output), @"error: foveal.toml:2:22: `context.semantic_threshold`: 2 is not a cosine similarity; use a number from -1 to 1 (default 0.75)");
+
+    let output = foveal(&sandbox, &["skill-list", "--config", "missing.toml"]);
+    assert_eq!(output.status.code(), Some(2));
+    insta::assert_snapshot!(stderr(&output), @"error: config file missing.toml (from --config) does not exist; create it from config/foveal.toml or drop --config");
+}
+
+#[test]
+fn a_bad_environment_value_stops_the_command_naming_the_variable() {
+    let sandbox = Sandbox::new();
+    let output = Command::new(env!("CARGO_BIN_EXE_foveal"))
+        .args(["skill-list"])
+        .current_dir(sandbox.root.path())
+        .env("CONTEXT_MAX_TOKENS", "-5")
+        .env("FOVEAL_DATA_DIR", sandbox.root.path().join("data"))
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    insta::assert_snapshot!(stderr(&output), @r#"error: environment variable CONTEXT_MAX_TOKENS="-5": not a number"#);
+}
+
+#[test]
+fn help_explains_the_commands() {
+    let sandbox = Sandbox::new();
+    let output = foveal(&sandbox, &["--help"]);
+    assert!(output.status.success());
+    let text = stdout(&output);
+    for needle in ["skill-list", "skill-source", "--config"] {
+        assert!(text.contains(needle), "{text}");
+    }
+    let output = foveal(&sandbox, &["skill-list", "--help"]);
+    let text = stdout(&output);
+    for needle in ["--json", "--plugins", "--no-builtin", "FOVEAL_PLUGINS"] {
+        assert!(text.contains(needle), "{text}");
+    }
+}
+
+#[test]
+fn the_host_survives_a_folder_of_failing_libraries() {
+    let sandbox = Sandbox::new();
+    for fixture in [
+        "init-panic",
+        "init-error",
+        "old-sdk",
+        "other-layout",
+        "not-a-skill",
+        "panicky",
+    ] {
+        install(&library(fixture), &sandbox.plugins(), &file_name(fixture));
+    }
+    let output = foveal(&sandbox, &["skill-list"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = stdout(&output);
+    assert_eq!(text.matches("refused:").count(), 5, "{text}");
+    assert!(text.contains("awareness"), "{text}");
+    // The panic message went to the host log (off by default), not stderr.
+    assert!(!stderr(&output).contains("panicked"), "{}", stderr(&output));
+}

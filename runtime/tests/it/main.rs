@@ -1,0 +1,12 @@
+//! Integration tests of the foveal runtime against real skill libraries.
+//!
+//! The fixture libraries are workspace crates under `tests/fixtures/`; they
+//! are built by `cargo build --workspace` (the README's test command runs it
+//! first), because `cargo test` does not build `cdylib` crates.
+
+mod support;
+
+mod cli;
+mod hot_reload;
+mod loading;
+mod registry;

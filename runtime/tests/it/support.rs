@@ -1,0 +1,120 @@
+//! Shared helpers: where the built libraries are, temporary plugin folders,
+//! installing by write-then-rename.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use foveal::registry::{PluginDir, Registry, RegistryOptions};
+
+/// The cargo profile folder the tests were built into (`target/debug`).
+pub fn profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    // target/debug/deps/it-<hash> → target/debug
+    exe.parent()
+        .and_then(Path::parent)
+        .expect("profile dir")
+        .to_path_buf()
+}
+
+/// The built library of a fixture crate (`counter-v1` → `libfoveal_fixture_counter_v1.so`)
+/// or of a first-party skill (`skill:awareness`).
+pub fn library(name: &str) -> PathBuf {
+    let stem = match name.strip_prefix("skill:") {
+        Some(skill) => format!("foveal_skill_{}", skill.replace('-', "_")),
+        None => format!("foveal_fixture_{}", name.replace('-', "_")),
+    };
+    let file = format!(
+        "{}{stem}.{}",
+        std::env::consts::DLL_PREFIX,
+        std::env::consts::DLL_EXTENSION
+    );
+    let path = profile_dir().join(file);
+    assert!(
+        path.is_file(),
+        "{} is missing: run `cargo build --workspace` before `cargo test` (cargo test does not build cdylib crates)",
+        path.display()
+    );
+    path
+}
+
+/// The file name a library gets in a plugins folder.
+pub fn file_name(stem: &str) -> String {
+    format!(
+        "{}{stem}.{}",
+        std::env::consts::DLL_PREFIX,
+        std::env::consts::DLL_EXTENSION
+    )
+}
+
+/// Installs `library` into `dir` as `name` the documented way: write a
+/// hidden temporary file in the same folder, then rename it into place.
+pub fn install(library: &Path, dir: &Path, name: &str) -> PathBuf {
+    let tmp = dir.join(format!(".{name}.tmp"));
+    std::fs::copy(library, &tmp).expect("copy to temporary file");
+    let target = dir.join(name);
+    std::fs::rename(&tmp, &target).expect("rename into place");
+    target
+}
+
+/// A plugins folder and a shadow folder that disappear with the value.
+pub struct Sandbox {
+    pub root: tempfile::TempDir,
+}
+
+impl Sandbox {
+    pub fn new() -> Self {
+        let root = tempfile::tempdir().expect("tempdir");
+        std::fs::create_dir(root.path().join("plugins")).unwrap();
+        Self { root }
+    }
+
+    pub fn plugins(&self) -> PathBuf {
+        self.root.path().join("plugins")
+    }
+
+    pub fn shadow(&self) -> PathBuf {
+        self.root.path().join("shadow")
+    }
+
+    pub fn options(&self) -> RegistryOptions {
+        RegistryOptions {
+            dirs: vec![PluginDir {
+                path: self.plugins(),
+                first_party_only: false,
+            }],
+            shadow_dir: self.shadow(),
+            quarantine_after: 3,
+            max_loads: 1000,
+        }
+    }
+
+    pub fn registry(&self) -> Registry {
+        Registry::new(self.options()).expect("registry")
+    }
+}
+
+/// Polls `condition` until it holds or `timeout` passes.
+pub fn wait_for(timeout: Duration, mut condition: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if condition() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    condition()
+}
+
+/// Calls the `invoke` hook of `skill` with `method` on the current snapshot.
+pub fn invoke(
+    registry: &Registry,
+    skill: &str,
+    method: &str,
+) -> Result<String, foveal::registry::Unavailable> {
+    registry
+        .snapshot()
+        .call(skill, foveal::registry::hooks::INVOKE, |f| {
+            f(method.into(), "{}".into())
+        })
+        .map(|s| s.into_string())
+}
