@@ -35,7 +35,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use abi_stable::std_types::{RErr, ROk, RResult};
@@ -598,6 +598,9 @@ pub struct Registry {
     quarantine_after: u32,
     current: ArcSwap<Snapshot>,
     writer: Mutex<()>,
+    /// The last published generation, for [`Registry::wait_for_change`].
+    published: Mutex<u64>,
+    changed: Condvar,
 }
 
 impl Registry {
@@ -610,6 +613,8 @@ impl Registry {
             quarantine_after: options.quarantine_after.max(1),
             current: ArcSwap::from_pointee(Snapshot::default()),
             writer: Mutex::new(()),
+            published: Mutex::new(0),
+            changed: Condvar::new(),
         })
     }
 
@@ -901,8 +906,22 @@ impl Registry {
         next.generation = self.current.load().generation + 1;
         let generation = next.generation;
         self.current.store(Arc::new(next));
+        *self.published.lock().unwrap_or_else(|e| e.into_inner()) = generation;
+        self.changed.notify_all();
         tracing::debug!(generation, "registry generation published");
         Change::Published(generation)
+    }
+
+    /// Blocks until a generation newer than `after` is published, or
+    /// `timeout` passes; returns the newest generation either way. This is
+    /// how a host turns skill changes into signals without polling.
+    pub fn wait_for_change(&self, after: u64, timeout: Duration) -> u64 {
+        let guard = self.published.lock().unwrap_or_else(|e| e.into_inner());
+        let (guard, _) = self
+            .changed
+            .wait_timeout_while(guard, timeout, |generation| *generation <= after)
+            .unwrap_or_else(|e| e.into_inner());
+        *guard
     }
 }
 
