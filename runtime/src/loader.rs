@@ -7,10 +7,13 @@
 //!   whole process, so it cannot reload. We use `RawLibrary::load_at` +
 //!   `lib_header_from_raw_library` + `init_root_module` on each build.
 //! - `dlopen` hands back the already-loaded handle for a path (and for a file
-//!   it has mapped before). Each build is therefore copied to a unique shadow
-//!   file `<stem>-<pid>-<seq>.<ext>` and the copy is loaded. The copy also
-//!   means the library in the plugins folder can be replaced, or even
-//!   overwritten, without touching the code the host is running.
+//!   it has mapped before). Each build is therefore copied and the copy is
+//!   loaded under a unique shadow name `<stem>-<pid>-<seq>.<ext>`. On Linux
+//!   the copy is an in-memory file (`memfd_create`) and the shadow name a
+//!   symlink to it, so a reload writes nothing to disk; elsewhere the copy is
+//!   a file. The copy also means the library in the plugins folder can be
+//!   replaced, or even overwritten in place, without touching the code the
+//!   host is running.
 //! - Libraries are never closed: abi_stable keeps process-wide layout state,
 //!   and unloading a library whose layout changed crashed the prototype. Each
 //!   load therefore leaks the library's mapping; [`Loader`] caps the number of
@@ -305,7 +308,9 @@ impl Loader {
             source,
         };
         let identity = FileIdentity::of(path).map_err(io)?;
-        check_complete(path, identity.len)?;
+        // One read: the bytes are checked, then mapped from the copy.
+        let bytes = fs::read(path).map_err(io)?;
+        check_complete(path, &bytes)?;
 
         let previous = self.loads.fetch_add(1, Ordering::Relaxed);
         if previous >= self.max_loads {
@@ -317,11 +322,7 @@ impl Loader {
         }
 
         let shadow = self.shadow_path(path);
-        fs::copy(path, &shadow).map_err(io)?;
-        let raw = RawLibrary::load_at(&shadow);
-        // The mapping keeps the copy's contents alive; the name is no longer
-        // needed, and removing it now leaves nothing behind if we crash later.
-        let _ = fs::remove_file(&shadow);
+        let raw = map_shadow(&bytes, &shadow).map_err(io)?;
         let raw = raw.map_err(|e| LoadError::Open {
             path: path.to_owned(),
             message: dl_message(&e, &shadow, path),
@@ -547,30 +548,12 @@ fn dl_message(error: &LibraryError, shadow: &Path, original: &Path) -> String {
 /// Refuses a file that ends before its own headers say it should: a build
 /// still being copied, or cut short. Checked for ELF (Linux and the BSDs);
 /// other formats are left to the dynamic loader.
-fn check_complete(path: &Path, len: u64) -> Result<(), LoadError> {
-    use std::io::Read as _;
-    let mut header = [0u8; 64];
-    let mut file = fs::File::open(path).map_err(|source| LoadError::Io {
-        path: path.to_owned(),
-        source,
-    })?;
-    let mut filled = 0;
-    while filled < header.len() {
-        match file.read(&mut header[filled..]) {
-            Ok(0) => break,
-            Ok(n) => filled += n,
-            Err(source) => {
-                return Err(LoadError::Io {
-                    path: path.to_owned(),
-                    source,
-                });
-            }
-        }
-    }
-    if filled < 4 || &header[..4] != b"\x7fELF" {
+fn check_complete(path: &Path, bytes: &[u8]) -> Result<(), LoadError> {
+    if !bytes.starts_with(b"\x7fELF") {
         return Ok(());
     }
-    let needed = elf_required_len(&header[..filled]).unwrap_or(64);
+    let len = bytes.len() as u64;
+    let needed = elf_required_len(&bytes[..bytes.len().min(64)]).unwrap_or(64);
     if len < needed {
         return Err(LoadError::Truncated {
             path: path.to_owned(),
@@ -579,6 +562,58 @@ fn check_complete(path: &Path, len: u64) -> Result<(), LoadError> {
         });
     }
     Ok(())
+}
+
+/// Maps `bytes` as a library under the unique name `shadow`.
+///
+/// On Linux the copy lives in memory (`memfd_create`) and `shadow` is only a
+/// symlink to it: no disk writes on a reload, nothing left behind, and a
+/// name `dlopen` has never seen. Where that is unavailable (another OS, or a
+/// kernel that forbids executable memfds) the bytes are written to `shadow`
+/// itself. Either way the name is removed once mapped.
+///
+/// The outer error is an I/O failure making the copy; the inner one is the
+/// dynamic loader's answer.
+fn map_shadow(bytes: &[u8], shadow: &Path) -> std::io::Result<Result<RawLibrary, LibraryError>> {
+    #[cfg(target_os = "linux")]
+    if let Some(memfd) = memfd_copy(bytes) {
+        use std::os::fd::AsRawFd as _;
+        let target = format!("/proc/self/fd/{}", memfd.as_raw_fd());
+        if std::os::unix::fs::symlink(&target, shadow).is_ok() {
+            let raw = RawLibrary::load_at(shadow);
+            let _ = fs::remove_file(shadow);
+            // Closing the memfd is fine: the mapping keeps its pages alive.
+            drop(memfd);
+            if raw.is_ok() {
+                return Ok(raw);
+            }
+            // Fall through: a kernel may refuse to execute from memfds.
+        }
+    }
+    fs::write(shadow, bytes)?;
+    let raw = RawLibrary::load_at(shadow);
+    // The mapping keeps the copy's contents alive; removing the name now
+    // leaves nothing behind if the host dies later.
+    let _ = fs::remove_file(shadow);
+    Ok(raw)
+}
+
+/// An anonymous in-memory file holding `bytes`, or none if the kernel does
+/// not offer one.
+#[cfg(target_os = "linux")]
+fn memfd_copy(bytes: &[u8]) -> Option<fs::File> {
+    use std::io::Write as _;
+    use std::os::fd::FromRawFd as _;
+    // SAFETY: `memfd_create` takes a NUL-terminated name and flags and
+    // returns a new file descriptor or -1; it touches no memory of ours.
+    let fd = unsafe { libc::memfd_create(c"foveal-skill".as_ptr(), libc::MFD_CLOEXEC) };
+    if fd < 0 {
+        return None;
+    }
+    // SAFETY: `fd` was just created above and is owned by nothing else.
+    let mut file = unsafe { fs::File::from_raw_fd(fd) };
+    file.write_all(bytes).ok()?;
+    Some(file)
 }
 
 /// The least size an ELF file must have: the end of its program header
