@@ -191,7 +191,9 @@ fn reload(c: &mut Criterion) {
                 std::fs::rename(&tmp, setup.plugins.join(&name)).unwrap();
                 // Block (not spin: on 2 cores a spinning waiter steals the
                 // watcher's core) until the new generation is published.
-                let now = setup.registry.wait_for_change(before, Duration::from_secs(5));
+                let now = setup
+                    .registry
+                    .wait_for_change(before, Duration::from_secs(5));
                 total += started.elapsed();
                 assert!(now > before, "reload never served");
             }

@@ -63,14 +63,15 @@ impl PluginWatcher {
         let (tx, rx) = mpsc::channel();
         let later = tx.clone();
         let callback_registry = Arc::clone(&registry);
-        let mut watcher = notify::recommended_watcher(move |event: notify::Result<Event>| match event {
-            Ok(event) => handle(&callback_registry, &event, &later),
-            Err(error) => tracing::warn!("plugin watch error: {error}"),
-        })
-        .map_err(|source| WatchError {
-            path: PathBuf::new(),
-            source,
-        })?;
+        let mut watcher =
+            notify::recommended_watcher(move |event: notify::Result<Event>| match event {
+                Ok(event) => handle(&callback_registry, &event, &later),
+                Err(error) => tracing::warn!("plugin watch error: {error}"),
+            })
+            .map_err(|source| WatchError {
+                path: PathBuf::new(),
+                source,
+            })?;
         for dir in registry.dirs() {
             if !dir.path.is_dir() {
                 continue;

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use foveal::registry::{Registry, Unavailable, hooks};
+use foveal::registry::{Reason, Registry, hooks};
 use foveal::watcher::PluginWatcher;
 
 use crate::support::{Sandbox, file_name, install, invoke, library, wait_for};
@@ -164,10 +164,10 @@ fn removing_a_library_removes_the_skill_from_the_running_host() {
     );
     let (registry, _watcher) = watched(&sandbox);
     std::fs::remove_file(&path).unwrap();
-    assert!(wait_for(PATIENCE, || matches!(
-        invoke(&registry, "counter", "version"),
-        Err(Unavailable::NotLoaded { .. })
-    )));
+    assert!(wait_for(PATIENCE, || invoke(
+        &registry, "counter", "version"
+    )
+    .is_err_and(|e| matches!(e.reason(), Reason::NotLoaded { .. }))));
 }
 
 #[test]

@@ -134,8 +134,8 @@ fn a_folder_of_bad_libraries_leaves_the_good_skills_answering() {
         f(&request())
     });
     assert!(matches!(
-        panicked,
-        Err(foveal::registry::Unavailable::Failed { .. })
+        panicked.unwrap_err().reason(),
+        foveal::registry::Reason::Failed { .. }
     ));
     let redacted = snapshot
         .call("panicky", foveal::registry::hooks::REDACT, |f| {

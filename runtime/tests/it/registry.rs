@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use foveal::registry::{Change, PluginDir, Registry, RegistryOptions, Unavailable, hooks};
+use foveal::registry::{Change, PluginDir, Reason, Registry, RegistryOptions, hooks};
 
 use crate::loading::request;
 use crate::support::{Sandbox, file_name, install, invoke, library};
@@ -22,8 +22,8 @@ fn an_absent_skill_or_hook_answers_not_loaded_so_the_caller_takes_its_fallback()
 
     let missing = snapshot.call("awareness", hooks::COMPONENTS, |f| f(&request()));
     assert_eq!(
-        missing.clone().unwrap_err(),
-        Unavailable::NotLoaded {
+        missing.clone().unwrap_err().into_reason(),
+        Reason::NotLoaded {
             skill: "awareness".into()
         }
     );
@@ -31,8 +31,8 @@ fn an_absent_skill_or_hook_answers_not_loaded_so_the_caller_takes_its_fallback()
 
     let no_hook = snapshot.call("counter", hooks::REDACT, |f| f("x".into()));
     assert_eq!(
-        no_hook.unwrap_err(),
-        Unavailable::NoHook {
+        no_hook.unwrap_err().into_reason(),
+        Reason::NoHook {
             skill: "counter".into(),
             hook: "redact"
         }
@@ -61,8 +61,8 @@ fn a_skill_that_panics_n_times_in_a_row_is_quarantined_and_reported() {
     // Two panics, then a success: the run is broken.
     for _ in 0..2 {
         let err = invoke(&registry, "counter", "panic").unwrap_err();
-        match err {
-            Unavailable::Failed { error, .. } => {
+        match err.into_reason() {
+            Reason::Failed { error, .. } => {
                 assert_eq!(error.code, foveal_sdk::SkillError::PANIC);
                 assert!(error.message.contains("counter was asked to panic"));
             }
@@ -81,8 +81,10 @@ fn a_skill_that_panics_n_times_in_a_row_is_quarantined_and_reported() {
         invoke(&registry, "counter", "panic").unwrap_err();
     }
     assert!(matches!(
-        invoke(&registry, "counter", "version"),
-        Err(Unavailable::Quarantined { panics: 3, .. })
+        invoke(&registry, "counter", "version")
+            .unwrap_err()
+            .reason(),
+        Reason::Quarantined { panics: 3, .. }
     ));
     let rows = registry.snapshot().rows();
     assert_eq!(rows[0].status, "quarantined after 3 consecutive panics");
@@ -111,8 +113,10 @@ fn a_skill_whose_dependency_is_missing_is_listed_with_the_reason_until_it_arrive
     assert_eq!(rows[0].name, "dependent");
     assert_eq!(rows[0].status, "missing dependency: counter");
     assert_eq!(
-        invoke(&registry, "dependent", "x").unwrap_err(),
-        Unavailable::MissingDependency {
+        invoke(&registry, "dependent", "x")
+            .unwrap_err()
+            .into_reason(),
+        Reason::MissingDependency {
             skill: "dependent".into(),
             missing: vec!["counter".into()]
         }
@@ -132,8 +136,8 @@ fn a_skill_whose_dependency_is_missing_is_listed_with_the_reason_until_it_arrive
     std::fs::remove_file(&counter).unwrap();
     registry.remove_path(&counter);
     assert!(matches!(
-        invoke(&registry, "dependent", "x"),
-        Err(Unavailable::MissingDependency { .. })
+        invoke(&registry, "dependent", "x").unwrap_err().reason(),
+        Reason::MissingDependency { .. }
     ));
 }
 
@@ -208,8 +212,10 @@ fn removing_a_library_removes_its_skill() {
     std::fs::remove_file(&path).unwrap();
     assert!(matches!(registry.remove_path(&path), Change::Published(_)));
     assert!(matches!(
-        invoke(&registry, "counter", "version"),
-        Err(Unavailable::NotLoaded { .. })
+        invoke(&registry, "counter", "version")
+            .unwrap_err()
+            .reason(),
+        Reason::NotLoaded { .. }
     ));
     assert!(registry.snapshot().rows().is_empty());
 }
