@@ -12,9 +12,7 @@
 //! `build.rs` of a skill crate:
 //!
 //! ```no_run
-//! fn main() {
-//!     foveal_sdk_build::embed_source();
-//! }
+//! foveal_sdk_build::embed_source();
 //! ```
 
 use std::fmt::Write as _;
