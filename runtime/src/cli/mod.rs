@@ -59,6 +59,12 @@ pub enum Command {
         /// priority, dependencies, hooks, status and path.
         #[arg(long)]
         json: bool,
+        /// Keep running: watch the plugin folders and print the list again
+        /// (with its generation number) each time a skill is added,
+        /// replaced or removed. With --json, one array per line. Stop with
+        /// Ctrl-C.
+        #[arg(long)]
+        watch: bool,
     },
     /// Print the literate source a skill embeds (its README and src/).
     ///
@@ -111,12 +117,16 @@ pub fn load_config(
 /// Runs the parsed command line.
 pub fn run(cli: Cli) -> anyhow::Result<Exit> {
     match cli.command {
-        Command::SkillList { plugins, json } => {
+        Command::SkillList {
+            plugins,
+            json,
+            watch,
+        } => {
             let config = match load_config(cli.config.as_ref(), &plugins) {
                 Ok(config) => config,
                 Err(error) => return Ok(config_error(&error)),
             };
-            skills::list(&config, json)
+            skills::list(&config, json, watch)
         }
         Command::SkillSource { name, plugins } => {
             let config = match load_config(cli.config.as_ref(), &plugins) {

@@ -5,10 +5,13 @@
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
 
 use crate::cli::Exit;
 use crate::config::Config;
-use crate::registry::{PluginDir, Registry, RegistryOptions, Row};
+use crate::registry::{PluginDir, Registry, RegistryOptions, Row, Snapshot};
+use crate::watcher::PluginWatcher;
 
 /// The registry options a configuration asks for: the drop-in folder first,
 /// then (unless disabled) the folder of the running executable, for the
@@ -49,25 +52,75 @@ fn open_registry(config: &Config) -> anyhow::Result<Registry> {
     Ok(registry)
 }
 
-/// `foveal skill-list [--json]`.
-pub fn list(config: &Config, json: bool) -> anyhow::Result<Exit> {
-    let registry = open_registry(config)?;
-    let rows = registry.snapshot().rows();
-    let mut out = std::io::stdout().lock();
-    if json {
-        let shown: Vec<Row> = rows
-            .into_iter()
-            .map(|mut row| {
-                row.path = display_path(&row.path);
-                row
-            })
-            .collect();
-        serde_json::to_writer_pretty(&mut out, &shown)?;
-        writeln!(out)?;
-    } else {
-        write!(out, "{}", table(&rows, &registry))?;
+/// `foveal skill-list [--json] [--watch]`.
+pub fn list(config: &Config, json: bool, watch: bool) -> anyhow::Result<Exit> {
+    if watch && !config.plugins.dir.exists() {
+        std::fs::create_dir_all(&config.plugins.dir).map_err(|e| {
+            anyhow::anyhow!(
+                "cannot create the plugins folder {} to watch it: {e}",
+                config.plugins.dir.display()
+            )
+        })?;
+        eprintln!(
+            "created the plugins folder {}",
+            config.plugins.dir.display()
+        );
     }
-    Ok(Exit::Ok)
+    let registry = Arc::new(open_registry(config)?);
+    let snapshot = registry.snapshot();
+    print_list(&snapshot, &registry, json, false)?;
+    if !watch {
+        return Ok(Exit::Ok);
+    }
+    let _watcher = PluginWatcher::start(
+        Arc::clone(&registry),
+        Duration::from_millis(config.plugins.debounce_ms),
+    )?;
+    let mut seen = snapshot.generation();
+    loop {
+        let now = registry.wait_for_change(seen, Duration::from_secs(3600));
+        if now > seen {
+            seen = now;
+            print_list(&registry.snapshot(), &registry, json, true)?;
+        }
+    }
+}
+
+/// Prints one snapshot: a table, pretty JSON, or (when watching) a
+/// generation header before the table, or one compact JSON line.
+fn print_list(
+    snapshot: &Snapshot,
+    registry: &Registry,
+    json: bool,
+    watching: bool,
+) -> anyhow::Result<()> {
+    let rows: Vec<Row> = snapshot
+        .rows()
+        .into_iter()
+        .map(|mut row| {
+            row.path = display_path(&row.path);
+            row
+        })
+        .collect();
+    let mut out = std::io::stdout().lock();
+    match (json, watching) {
+        (true, false) => {
+            serde_json::to_writer_pretty(&mut out, &rows)?;
+            writeln!(out)?;
+        }
+        (true, true) => {
+            serde_json::to_writer(&mut out, &rows)?;
+            writeln!(out)?;
+        }
+        (false, watching) => {
+            if watching {
+                writeln!(out, "\n# generation {}", snapshot.generation())?;
+            }
+            write!(out, "{}", table(&rows, registry))?;
+        }
+    }
+    out.flush()?;
+    Ok(())
 }
 
 /// The human table: aligned columns, `-` for an empty cell.
@@ -92,7 +145,7 @@ pub fn table(rows: &[Row], registry: &Registry) -> String {
                     .map_or_else(|| "-".to_owned(), |p| p.to_string()),
                 or_dash(row.dependencies.join(",")),
                 or_dash(row.hooks.join(",")),
-                display_path(&row.path).display().to_string(),
+                row.path.display().to_string(),
                 row.status.clone(),
             ]
         })

@@ -270,3 +270,67 @@ fn the_host_survives_a_folder_of_failing_libraries() {
     // The panic message went to the host log (off by default), not stderr.
     assert!(!stderr(&output).contains("panicked"), "{}", stderr(&output));
 }
+
+#[test]
+fn skill_list_watch_reports_each_change_while_running() {
+    use std::io::BufRead as _;
+    use std::time::Duration;
+
+    let sandbox = Sandbox::new();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_foveal"))
+        .args(["skill-list", "--watch", "--json", "--no-builtin"])
+        .current_dir(sandbox.root.path())
+        .env("FOVEAL_DATA_DIR", sandbox.root.path().join("data"))
+        .env("XDG_CONFIG_HOME", sandbox.root.path().join("xdg"))
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            if tx.send(line.unwrap()).is_err() {
+                break;
+            }
+        }
+    });
+    // The first list is pretty-printed; wait for its closing bracket.
+    let patience = Duration::from_secs(20);
+    let mut first = String::new();
+    while !first.trim_end().ends_with(']') {
+        first.push_str(&rx.recv_timeout(patience).expect("initial list"));
+    }
+    assert_eq!(first.trim(), "[]");
+
+    let next = |what: &str| -> Vec<serde_json::Value> {
+        let line = rx
+            .recv_timeout(patience)
+            .unwrap_or_else(|_| panic!("no line after {what}"));
+        serde_json::from_str::<serde_json::Value>(&line)
+            .unwrap()
+            .as_array()
+            .unwrap()
+            .clone()
+    };
+    let path = install(
+        &library("counter-v1"),
+        &sandbox.plugins(),
+        &file_name("counter"),
+    );
+    let rows = next("install");
+    assert_eq!(
+        (rows[0]["name"].as_str(), rows[0]["version"].as_str()),
+        (Some("counter"), Some("1.0.0"))
+    );
+    install(
+        &library("counter-v2"),
+        &sandbox.plugins(),
+        &file_name("counter"),
+    );
+    assert_eq!(next("replace")[0]["version"], "2.0.0");
+    std::fs::remove_file(&path).unwrap();
+    assert!(next("remove").is_empty());
+
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
