@@ -334,3 +334,38 @@ fn skill_list_watch_reports_each_change_while_running() {
     child.kill().unwrap();
     child.wait().unwrap();
 }
+
+#[test]
+fn every_refusal_reads_as_documented() {
+    let sandbox = Sandbox::new();
+    for fixture in [
+        "init-panic",
+        "init-error",
+        "old-sdk",
+        "other-layout",
+        "not-a-skill",
+        "dependent",
+        "counter-v1",
+    ] {
+        install(&library(fixture), &sandbox.plugins(), &file_name(fixture));
+    }
+    // A second build of `counter` in the same folder.
+    install(
+        &library("counter-v2"),
+        &sandbox.plugins(),
+        &file_name("zz-counter"),
+    );
+    std::fs::write(sandbox.plugins().join(file_name("text")), "not a library\n").unwrap();
+    let output = foveal(&sandbox, &["skill-list", "--no-builtin"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    // The dynamic loader's own wording varies by libc; keep ours.
+    let text: String = stdout(&output)
+        .lines()
+        .map(|line| match line.find("not a loadable library: ") {
+            Some(at) => format!("{}not a loadable library: <dlerror>", &line[..at]),
+            None => line.to_owned(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    insta::assert_snapshot!(text);
+}
