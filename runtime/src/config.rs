@@ -214,90 +214,65 @@ impl Config {
             .and_then(Path::parent)
             .map(Path::to_path_buf)
             .unwrap_or_default();
-        let bad = |span: std::ops::Range<usize>, key: &str, message: String| {
-            let (line, column) = line_column(text, span.start);
-            ConfigError::Invalid {
-                path: shown.clone(),
-                line,
-                column,
-                key: Some(key.to_owned()),
-                message: format!("`{key}`: {message}"),
-            }
-        };
+        let check = Checker { text, path: &shown };
 
         let mut plugins = PluginSettings {
             dir: PathBuf::from("plugins"),
             builtin: file.plugins.builtin.unwrap_or(true),
             watch: file.plugins.watch.unwrap_or(true),
-            quarantine_after: 3,
-            max_loads: 500,
-            debounce_ms: 100,
+            quarantine_after: check
+                .range(
+                    &file.plugins.quarantine_after,
+                    "plugins.quarantine_after",
+                    1,
+                    u32::MAX,
+                    "",
+                )?
+                .unwrap_or(3),
+            max_loads: check
+                .range(
+                    &file.plugins.max_loads,
+                    "plugins.max_loads",
+                    1,
+                    u32::MAX,
+                    "",
+                )?
+                .unwrap_or(500),
+            debounce_ms: check
+                .range(
+                    &file.plugins.debounce_ms,
+                    "plugins.debounce_ms",
+                    0,
+                    10_000,
+                    " (10 s)",
+                )?
+                .unwrap_or(100),
         };
         if let Some(dir) = &file.plugins.dir {
             plugins.dir = base.join(resolve_path(dir, env));
         }
-        if let Some(v) = &file.plugins.quarantine_after {
-            if *v.get_ref() == 0 {
-                return Err(bad(
-                    v.span(),
-                    "plugins.quarantine_after",
-                    "must be at least 1".into(),
-                ));
-            }
-            plugins.quarantine_after = *v.get_ref();
-        }
-        if let Some(v) = &file.plugins.max_loads {
-            if *v.get_ref() == 0 {
-                return Err(bad(
-                    v.span(),
-                    "plugins.max_loads",
-                    "must be at least 1".into(),
-                ));
-            }
-            plugins.max_loads = *v.get_ref();
-        }
-        if let Some(v) = &file.plugins.debounce_ms {
-            if *v.get_ref() > 10_000 {
-                return Err(bad(
-                    v.span(),
-                    "plugins.debounce_ms",
-                    "must be at most 10000 (10 s)".into(),
-                ));
-            }
-            plugins.debounce_ms = *v.get_ref();
-        }
 
         let mut context = ContextSettings {
-            max_tokens: 16_384,
-            semantic_threshold: 0.75,
-            log_limit: 20,
-        };
-        if let Some(v) = &file.context.max_tokens {
-            if *v.get_ref() == 0 {
-                return Err(bad(
-                    v.span(),
+            max_tokens: check
+                .range(
+                    &file.context.max_tokens,
                     "context.max_tokens",
-                    "must be at least 1".into(),
-                ));
-            }
-            context.max_tokens = *v.get_ref();
-        }
-        if let Some(v) = &file.context.semantic_threshold {
-            let t = *v.get_ref();
-            if !(-1.0..=1.0).contains(&t) {
-                return Err(bad(
-                    v.span(),
+                    1,
+                    u32::MAX,
+                    "",
+                )?
+                .unwrap_or(16_384),
+            semantic_threshold: check
+                .range(
+                    &file.context.semantic_threshold,
                     "context.semantic_threshold",
-                    format!(
-                        "{t} is not a cosine similarity; use a number from -1 to 1 (default 0.75)"
-                    ),
-                ));
-            }
-            context.semantic_threshold = t;
-        }
-        if let Some(v) = &file.context.log_limit {
-            context.log_limit = *v.get_ref();
-        }
+                    -1.0,
+                    1.0,
+                    ": a cosine similarity (default 0.75)",
+                )?
+                .unwrap_or(0.75),
+            log_limit: file.context.log_limit.as_ref().map_or(20, |v| *v.get_ref()),
+        };
 
         let mut data_dir = file
             .data
@@ -355,6 +330,67 @@ impl Config {
             data_dir,
         })
     }
+}
+
+/// Checks values read from the file against their ranges, reporting the
+/// file, line and key of a bad one.
+struct Checker<'a> {
+    text: &'a str,
+    path: &'a Path,
+}
+
+impl Checker<'_> {
+    /// The value, if set, when `min <= value <= max`; `max` equal to the
+    /// type's maximum means "no upper bound".
+    fn range<T>(
+        &self,
+        value: &Option<Spanned<T>>,
+        key: &str,
+        min: T,
+        max: T,
+        hint: &str,
+    ) -> Result<Option<T>, ConfigError>
+    where
+        T: Copy + PartialOrd + std::fmt::Display + Bounded,
+    {
+        let Some(spanned) = value else {
+            return Ok(None);
+        };
+        let v = *spanned.get_ref();
+        if v >= min && v <= max {
+            return Ok(Some(v));
+        }
+        let (line, column) = line_column(self.text, spanned.span().start);
+        let wanted = if max == T::MAX {
+            format!("must be at least {min}")
+        } else {
+            format!("must be from {min} to {max}")
+        };
+        Err(ConfigError::Invalid {
+            path: self.path.to_owned(),
+            line,
+            column,
+            key: Some(key.to_owned()),
+            message: format!("`{key}`: {v} is out of range; {wanted}{hint}"),
+        })
+    }
+}
+
+/// Numbers with a largest value.
+trait Bounded {
+    const MAX: Self;
+}
+
+impl Bounded for u32 {
+    const MAX: Self = u32::MAX;
+}
+
+impl Bounded for u64 {
+    const MAX: Self = u64::MAX;
+}
+
+impl Bounded for f64 {
+    const MAX: Self = f64::MAX;
 }
 
 fn find_file(overrides: &Overrides, env: EnvLookup<'_>) -> Result<Option<PathBuf>, ConfigError> {
@@ -594,7 +630,7 @@ mod tests {
         let err = parse("[context]\n\nsemantic_threshold = 3.5\n")
             .unwrap_err()
             .to_string();
-        assert!(err.starts_with("conf/foveal.toml:3:22: `context.semantic_threshold`: 3.5 is not a cosine similarity"), "{err}");
+        assert!(err.starts_with("conf/foveal.toml:3:22: `context.semantic_threshold`: 3.5 is out of range; must be from -1 to 1: a cosine similarity"), "{err}");
         let err = parse("[context]\nmax_tokens = \"lots\"\n")
             .unwrap_err()
             .to_string();
@@ -606,7 +642,7 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            err.contains("`plugins.quarantine_after`: must be at least 1"),
+            err.contains("`plugins.quarantine_after`: 0 is out of range; must be at least 1"),
             "{err}"
         );
     }

@@ -212,7 +212,7 @@ fn a_bad_config_file_stops_the_command_naming_file_line_and_key() {
     std::fs::write(&config, "[context]\nsemantic_threshold = 2\n").unwrap();
     let output = foveal(&sandbox, &["skill-list", "--config", "foveal.toml"]);
     assert_eq!(output.status.code(), Some(2));
-    insta::assert_snapshot!(stderr(&output), @"error: foveal.toml:2:22: `context.semantic_threshold`: 2 is not a cosine similarity; use a number from -1 to 1 (default 0.75)");
+    insta::assert_snapshot!(stderr(&output), @"error: foveal.toml:2:22: `context.semantic_threshold`: 2 is out of range; must be from -1 to 1: a cosine similarity (default 0.75)");
 
     let output = foveal(&sandbox, &["skill-list", "--config", "missing.toml"]);
     assert_eq!(output.status.code(), Some(2));
