@@ -5,9 +5,9 @@ use std::process::{Command, Output};
 
 use crate::support::{Sandbox, file_name, install, library};
 
-/// The real binary, run in the sandbox with a clean environment: no config
-/// file, the sandbox's plugins folder, state in the sandbox.
-fn foveal(sandbox: &Sandbox, args: &[&str]) -> Output {
+/// The real binary, to run in the sandbox with a clean environment: no
+/// config file, the sandbox's plugins folder, state in the sandbox.
+fn command(sandbox: &Sandbox, args: &[&str]) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_foveal"));
     command.args(args).current_dir(sandbox.root.path());
     for (name, _) in std::env::vars() {
@@ -18,7 +18,12 @@ fn foveal(sandbox: &Sandbox, args: &[&str]) -> Output {
     command
         .env("FOVEAL_DATA_DIR", sandbox.root.path().join("data"))
         .env("XDG_CONFIG_HOME", sandbox.root.path().join("xdg"));
-    command.output().expect("run foveal")
+    command
+}
+
+/// Runs [`command`] to completion.
+fn foveal(sandbox: &Sandbox, args: &[&str]) -> Output {
+    command(sandbox, args).output().expect("run foveal")
 }
 
 fn stdout(output: &Output) -> String {
@@ -128,12 +133,8 @@ fn skill_list_takes_the_plugins_folder_from_flag_env_or_config() {
     );
     assert!(stdout(&by_flag).contains("counter"), "{}", stdout(&by_flag));
 
-    let mut command = Command::new(env!("CARGO_BIN_EXE_foveal"));
-    let by_env = command
-        .args(["skill-list", "--no-builtin"])
-        .current_dir(sandbox.root.path())
+    let by_env = command(&sandbox, &["skill-list", "--no-builtin"])
         .env("FOVEAL_PLUGINS", &elsewhere)
-        .env("FOVEAL_DATA_DIR", sandbox.root.path().join("data"))
         .output()
         .unwrap();
     assert!(stdout(&by_env).contains("counter"), "{}", stdout(&by_env));
@@ -222,11 +223,8 @@ fn a_bad_config_file_stops_the_command_naming_file_line_and_key() {
 #[test]
 fn a_bad_environment_value_stops_the_command_naming_the_variable() {
     let sandbox = Sandbox::new();
-    let output = Command::new(env!("CARGO_BIN_EXE_foveal"))
-        .args(["skill-list"])
-        .current_dir(sandbox.root.path())
+    let output = command(&sandbox, &["skill-list"])
         .env("CONTEXT_MAX_TOKENS", "-5")
-        .env("FOVEAL_DATA_DIR", sandbox.root.path().join("data"))
         .output()
         .unwrap();
     assert_eq!(output.status.code(), Some(2));
@@ -277,14 +275,13 @@ fn skill_list_watch_reports_each_change_while_running() {
     use std::time::Duration;
 
     let sandbox = Sandbox::new();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_foveal"))
-        .args(["skill-list", "--watch", "--json", "--no-builtin"])
-        .current_dir(sandbox.root.path())
-        .env("FOVEAL_DATA_DIR", sandbox.root.path().join("data"))
-        .env("XDG_CONFIG_HOME", sandbox.root.path().join("xdg"))
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = command(
+        &sandbox,
+        &["skill-list", "--watch", "--json", "--no-builtin"],
+    )
+    .stdout(std::process::Stdio::piped())
+    .spawn()
+    .unwrap();
     let stdout = child.stdout.take().unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
