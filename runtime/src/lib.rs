@@ -11,11 +11,13 @@
 //! - [`watcher`] reloads skills when the plugins folder changes.
 //! - [`config`] reads `foveal.toml`, the environment and the flags.
 //! - [`host_api`] is what the host offers skills.
+//! - [`logs`] keeps the recent log lines the context can show.
 //! - [`cli`] is the `foveal` command.
 
 pub mod cli;
 pub mod config;
 pub mod host_api;
 pub mod loader;
+pub mod logs;
 pub mod registry;
 pub mod watcher;

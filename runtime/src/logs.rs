@@ -1,0 +1,158 @@
+//! The host's recent log lines, kept in memory (seed 000 `context-logs`).
+//!
+//! A `tracing` layer formats each event into one line and pushes it into a
+//! bounded ring; [`LogRing::recent`] answers the seed's `context-logs`: the
+//! newest lines first, at most `limit` of them (`CONTEXT_LOG_LIMIT`, default
+//! 20). The ring holds a fixed number of lines, so a chatty host cannot grow
+//! it without bound.
+//!
+//! # Example
+//!
+//! ```
+//! use foveal::logs::LogRing;
+//! use tracing_subscriber::layer::SubscriberExt as _;
+//!
+//! let ring = LogRing::new(100);
+//! let subscriber = tracing_subscriber::registry().with(ring.layer());
+//! tracing::subscriber::with_default(subscriber, || {
+//!     tracing::info!(target: "foveal::registry", skill = "awareness", "loaded");
+//! });
+//! assert_eq!(ring.recent(5), ["INFO foveal::registry: loaded skill=awareness"]);
+//! ```
+
+use std::collections::VecDeque;
+use std::fmt::Write as _;
+use std::sync::{Arc, Mutex};
+
+use tracing::field::{Field, Visit};
+use tracing::{Event, Subscriber};
+use tracing_subscriber::Layer;
+use tracing_subscriber::layer::Context;
+
+/// A bounded ring of formatted log lines, shared between the layer that
+/// fills it and whoever reads it.
+#[derive(Debug, Clone)]
+pub struct LogRing {
+    inner: Arc<Mutex<VecDeque<String>>>,
+    capacity: usize,
+}
+
+impl LogRing {
+    /// A ring that keeps the last `capacity` lines (at least one).
+    pub fn new(capacity: usize) -> Self {
+        let capacity = capacity.max(1);
+        Self {
+            inner: Arc::new(Mutex::new(VecDeque::with_capacity(capacity.min(4096)))),
+            capacity,
+        }
+    }
+
+    /// The `tracing` layer that feeds this ring.
+    pub fn layer(&self) -> RingLayer {
+        RingLayer { ring: self.clone() }
+    }
+
+    /// Appends one line, dropping the oldest when full.
+    pub fn push(&self, line: String) {
+        let mut lines = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        if lines.len() == self.capacity {
+            lines.pop_front();
+        }
+        lines.push_back(line);
+    }
+
+    /// The newest `limit` lines, newest first (seed 000 `context-logs`).
+    pub fn recent(&self, limit: usize) -> Vec<String> {
+        let lines = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        lines.iter().rev().take(limit).cloned().collect()
+    }
+
+    /// How many lines the ring holds now.
+    pub fn len(&self) -> usize {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    /// Whether the ring is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Formats events as `LEVEL target: message key=value …` into a [`LogRing`].
+#[derive(Debug)]
+pub struct RingLayer {
+    ring: LogRing,
+}
+
+impl<S: Subscriber> Layer<S> for RingLayer {
+    fn on_event(&self, event: &Event<'_>, _ctx: Context<'_, S>) {
+        let meta = event.metadata();
+        let mut line = LineVisitor::default();
+        event.record(&mut line);
+        let mut text = format!("{} {}: {}", meta.level(), meta.target(), line.message);
+        if !line.fields.is_empty() {
+            text.push(' ');
+            text.push_str(&line.fields);
+        }
+        self.ring.push(text);
+    }
+}
+
+#[derive(Default)]
+struct LineVisitor {
+    message: String,
+    fields: String,
+}
+
+impl Visit for LineVisitor {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        if field.name() == "message" {
+            self.message.push_str(value);
+        } else {
+            self.field(field, format_args!("{value}"));
+        }
+    }
+
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        if field.name() == "message" {
+            let _ = write!(self.message, "{value:?}");
+        } else {
+            self.field(field, format_args!("{value:?}"));
+        }
+    }
+}
+
+impl LineVisitor {
+    fn field(&mut self, field: &Field, value: std::fmt::Arguments<'_>) {
+        if !self.fields.is_empty() {
+            self.fields.push(' ');
+        }
+        let _ = write!(self.fields, "{}={}", field.name(), value);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tracing_subscriber::layer::SubscriberExt as _;
+
+    #[test]
+    fn recent_lines_come_newest_first_and_the_ring_is_bounded() {
+        let ring = LogRing::new(3);
+        let subscriber = tracing_subscriber::registry().with(ring.layer());
+        tracing::subscriber::with_default(subscriber, || {
+            for i in 0..5 {
+                tracing::warn!(n = i, "line {i}");
+            }
+        });
+        assert_eq!(ring.len(), 3);
+        let recent = ring.recent(2);
+        assert_eq!(recent.len(), 2);
+        assert!(
+            recent[0].starts_with("WARN ") && recent[0].contains("line 4 n=4"),
+            "{recent:?}"
+        );
+        assert!(recent[1].contains("line 3"), "{recent:?}");
+        assert_eq!(ring.recent(20).len(), 3);
+    }
+}
