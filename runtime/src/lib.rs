@@ -11,6 +11,7 @@
 //! - [`watcher`] reloads skills when the plugins folder changes.
 //! - [`config`] reads `foveal.toml`, the environment and the flags.
 //! - [`host_api`] is what the host offers skills.
+//! - [`memex`] is the knowledge base: Org files as an indexed snapshot.
 //! - [`logs`] keeps the recent log lines the context can show.
 //! - [`cli`] is the `foveal` command.
 
@@ -19,5 +20,6 @@ pub mod config;
 pub mod host_api;
 pub mod loader;
 pub mod logs;
+pub mod memex;
 pub mod registry;
 pub mod watcher;

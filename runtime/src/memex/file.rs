@@ -1,0 +1,412 @@
+//! One memex file: its text, its objects and its own indexes.
+//!
+//! A file is the unit of change: when it changes on disk only it is parsed
+//! again, and the snapshot swaps the old [`MemexFile`] for the new one.
+//! Objects keep byte ranges into the file's text instead of copies, so the
+//! memex costs little more than the Org bytes themselves, and write-back can
+//! splice an edit into the original text.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::memex::parse::{self, Headline, ParseError, Span, TodoKeywords};
+
+/// How an object got its id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum IdSource {
+    /// From its `:ID:` property.
+    Property,
+    /// Derived from the file and the outline path (see [`derived_id`]).
+    Derived,
+}
+
+/// The kind of a memex object. Only headlines for now; the seed's
+/// `context-query` filters on it, so it is part of the query API.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ObjectType {
+    /// An Org headline.
+    Headline,
+}
+
+impl ObjectType {
+    /// Parses `headline` (case-insensitive).
+    pub fn parse(text: &str) -> Option<Self> {
+        text.eq_ignore_ascii_case("headline")
+            .then_some(Self::Headline)
+    }
+}
+
+/// One headline of a file.
+#[derive(Debug, Clone)]
+pub struct Object {
+    /// Its structure as scanned.
+    pub headline: Headline,
+    /// Its id, unique in the memex when it comes from `:ID:`.
+    pub id: Box<str>,
+    /// Where the id came from.
+    pub id_source: IdSource,
+    /// Its children: a range of [`MemexFile::children`].
+    pub children: Span,
+    /// Its row in [`MemexFile::vectors`], when it has an `:EMBEDDING:`.
+    pub vector: Option<u32>,
+}
+
+/// Something odd in a file that did not stop it from loading.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Warning {
+    /// 1-based line.
+    pub line: u32,
+    /// What.
+    pub message: String,
+}
+
+/// A parsed memex file.
+#[derive(Debug)]
+pub struct MemexFile {
+    /// The file.
+    pub path: PathBuf,
+    /// Its text, exactly as read.
+    pub text: String,
+    /// Its TODO keywords.
+    pub keywords: TodoKeywords,
+    /// Its headlines, in file order (a parent before its children).
+    pub objects: Vec<Object>,
+    /// Child indices; each object's `children` is a range of this.
+    pub children: Vec<u32>,
+    /// Length of each embedding vector in this file (0 when none).
+    pub dim: usize,
+    /// All embedding vectors, `dim` floats per row.
+    pub vectors: Vec<f32>,
+    /// Things worth knowing that did not stop the load.
+    pub warnings: Vec<Warning>,
+    /// A hash of the text: write-back checks it against the disk to detect
+    /// an edit made behind the memex's back.
+    pub content_hash: u64,
+    /// How long parsing and indexing took.
+    pub parse_time: Duration,
+    by_tag: HashMap<Box<str>, Vec<u32>>,
+    by_todo: HashMap<Box<str>, Vec<u32>>,
+    by_id: HashMap<Box<str>, u32>,
+}
+
+impl MemexFile {
+    /// Parses `text` read from `path`. `id_base` is the path used to derive
+    /// ids for headlines without `:ID:` (relative to the memex root, so the
+    /// ids survive moving the whole memex).
+    pub fn parse(path: &Path, id_base: &str, text: String) -> Result<Self, ParseError> {
+        let started = std::time::Instant::now();
+        let parsed = parse::parse(&text)?;
+        let mut warnings = Vec::new();
+        let count = parsed.headlines.len();
+
+        // Children: parents come before children, so a counting pass gives
+        // each parent a contiguous range.
+        let mut child_count = vec![0u32; count];
+        for h in &parsed.headlines {
+            if let Some(p) = h.parent {
+                child_count[p as usize] += 1;
+            }
+        }
+        let mut starts = Vec::with_capacity(count);
+        let mut total = 0u32;
+        for c in &child_count {
+            starts.push(total);
+            total += c;
+        }
+        let mut children = vec![0u32; total as usize];
+        let mut fill = starts.clone();
+        for (i, h) in parsed.headlines.iter().enumerate() {
+            if let Some(p) = h.parent {
+                children[fill[p as usize] as usize] = i as u32;
+                fill[p as usize] += 1;
+            }
+        }
+
+        let ids = assign_ids(&text, id_base, &parsed.headlines);
+        let mut dim = 0usize;
+        let mut vectors = Vec::new();
+        let mut objects = Vec::with_capacity(count);
+        let mut by_tag: HashMap<Box<str>, Vec<u32>> = HashMap::new();
+        let mut by_todo: HashMap<Box<str>, Vec<u32>> = HashMap::new();
+        let mut by_id: HashMap<Box<str>, u32> = HashMap::with_capacity(count);
+        for (i, (headline, (id, id_source))) in parsed.headlines.into_iter().zip(ids).enumerate() {
+            let index = i as u32;
+            let mut vector = None;
+            if let Some(p) = headline
+                .properties
+                .iter()
+                .find(|p| slice(&text, &p.key).eq_ignore_ascii_case("EMBEDDING"))
+            {
+                match parse_vector(slice(&text, &p.value), &mut vectors) {
+                    Some(n) if dim == 0 || n == dim => {
+                        dim = n;
+                        vector = Some((vectors.len() / n - 1) as u32);
+                    }
+                    Some(n) => {
+                        vectors.truncate(vectors.len() - n);
+                        warnings.push(Warning {
+                            line: headline.line,
+                            message: format!(
+                                "`:EMBEDDING:` has {n} numbers, the file's first has {dim}; ignored"
+                            ),
+                        });
+                    }
+                    None => warnings.push(Warning {
+                        line: headline.line,
+                        message: "`:EMBEDDING:` is not a list of numbers; ignored".into(),
+                    }),
+                }
+            }
+            for tag in headline.tags.iter() {
+                let list = by_tag
+                    .entry(tag.to_lowercase().into_boxed_str())
+                    .or_default();
+                if list.last() != Some(&index) {
+                    list.push(index);
+                }
+            }
+            if let Some(todo) = &headline.todo {
+                by_todo.entry(todo.clone()).or_default().push(index);
+            }
+            if let Some(first) = by_id.insert(id.clone(), index) {
+                by_id.insert(id.clone(), first);
+                if id_source == IdSource::Property {
+                    warnings.push(Warning {
+                        line: headline.line,
+                        message: format!(
+                            "duplicate :ID: {id:?} (first at line {}); this headline is reachable only through its outline",
+                            objects.get(first as usize).map_or(0, |o: &Object| o.headline.line)
+                        ),
+                    });
+                }
+            }
+            objects.push(Object {
+                headline,
+                id,
+                id_source,
+                children: starts[i]..starts[i] + child_count[i],
+                vector,
+            });
+        }
+        let content_hash = fnv1a(text.as_bytes());
+        Ok(Self {
+            path: path.to_owned(),
+            keywords: parsed.keywords,
+            objects,
+            children,
+            dim,
+            vectors,
+            warnings,
+            content_hash,
+            parse_time: started.elapsed(),
+            by_tag,
+            by_todo,
+            by_id,
+            text,
+        })
+    }
+
+    /// The text of `span`.
+    #[inline]
+    pub fn slice(&self, span: &Span) -> &str {
+        slice(&self.text, span)
+    }
+
+    /// Objects with `tag` among their own tags (exact, case-insensitive).
+    pub fn with_tag(&self, tag_lowercase: &str) -> &[u32] {
+        self.by_tag.get(tag_lowercase).map_or(&[], Vec::as_slice)
+    }
+
+    /// Objects in TODO state `state` (exact, case-sensitive as in Org).
+    pub fn with_todo(&self, state: &str) -> &[u32] {
+        self.by_todo.get(state).map_or(&[], Vec::as_slice)
+    }
+
+    /// The distinct tags of this file, lowercased.
+    pub fn tags(&self) -> impl Iterator<Item = &str> {
+        self.by_tag.keys().map(|k| &**k)
+    }
+
+    /// The object with id `id` in this file.
+    pub fn index_of(&self, id: &str) -> Option<u32> {
+        self.by_id.get(id).copied()
+    }
+
+    /// The ids of this file's objects that its index answers for.
+    pub fn ids(&self) -> impl Iterator<Item = (&str, u32)> {
+        self.by_id.iter().map(|(k, v)| (&**k, *v))
+    }
+
+    /// The embedding of object `index`.
+    pub fn vector(&self, index: u32) -> Option<&[f32]> {
+        let row = self.objects.get(index as usize)?.vector? as usize;
+        self.vectors.get(row * self.dim..(row + 1) * self.dim)
+    }
+}
+
+#[inline]
+fn slice<'a>(text: &'a str, span: &Span) -> &'a str {
+    &text[span.start as usize..span.end as usize]
+}
+
+/// Appends the numbers of `text` to `out`; how many, or none (and `out`
+/// unchanged) when one is not a number.
+fn parse_vector(text: &str, out: &mut Vec<f32>) -> Option<usize> {
+    let before = out.len();
+    for token in text.split_ascii_whitespace() {
+        match token.parse::<f32>() {
+            Ok(x) if x.is_finite() => out.push(x),
+            _ => {
+                out.truncate(before);
+                return None;
+            }
+        }
+    }
+    let n = out.len() - before;
+    (n > 0).then_some(n).or_else(|| {
+        out.truncate(before);
+        None
+    })
+}
+
+/// Each headline's id: its `:ID:` property, or one derived from the file
+/// and its outline path.
+fn assign_ids(text: &str, id_base: &str, headlines: &[Headline]) -> Vec<(Box<str>, IdSource)> {
+    // The outline path of each headline, as titles; siblings with the same
+    // title are told apart by their rank among them.
+    let mut paths: Vec<String> = Vec::with_capacity(headlines.len());
+    let mut seen: HashMap<(Option<u32>, &str), u32> = HashMap::new();
+    let mut out = Vec::with_capacity(headlines.len());
+    for h in headlines {
+        let title = slice(text, &h.title);
+        let rank = seen.entry((h.parent, title)).or_insert(0);
+        *rank += 1;
+        let parent_path = h.parent.map_or("", |p| paths[p as usize].as_str());
+        let mut path = String::with_capacity(parent_path.len() + title.len() + 4);
+        path.push_str(parent_path);
+        path.push('/');
+        path.push_str(title);
+        if *rank > 1 {
+            path.push_str(&format!("#{rank}"));
+        }
+        let explicit = h
+            .properties
+            .iter()
+            .find(|p| slice(text, &p.key).eq_ignore_ascii_case("ID"))
+            .map(|p| slice(text, &p.value))
+            .filter(|v| !v.is_empty());
+        out.push(match explicit {
+            Some(id) => (Box::from(id), IdSource::Property),
+            None => (
+                derived_id(id_base, &path).into_boxed_str(),
+                IdSource::Derived,
+            ),
+        });
+        paths.push(path);
+    }
+    out
+}
+
+/// The id of a headline without `:ID:`: `org-` and 16 hex digits of the
+/// 64-bit FNV-1a hash of `<file>\0<outline path>`, where the file is its
+/// path relative to the memex root and the outline path is the titles from
+/// the top, each after a `/`, with `#N` after the N-th (N ≥ 2) sibling of the
+/// same title. The id stays the same while the file keeps its name and the
+/// headline its title and place; to keep an id through renames, give the
+/// headline an `:ID:` property.
+pub fn derived_id(file: &str, outline_path: &str) -> String {
+    let mut bytes = Vec::with_capacity(file.len() + outline_path.len() + 1);
+    bytes.extend_from_slice(file.as_bytes());
+    bytes.push(0);
+    bytes.extend_from_slice(outline_path.as_bytes());
+    format!("org-{:016x}", fnv1a(&bytes))
+}
+
+/// 64-bit FNV-1a: tiny, stable across Rust versions and platforms (unlike
+/// `DefaultHasher`), good enough for ids and change detection.
+pub fn fnv1a(bytes: &[u8]) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in bytes {
+        hash ^= u64::from(b);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    hash
+}
+
+/// A shared handle on a parsed file.
+pub type FileRef = Arc<MemexFile>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(text: &str) -> MemexFile {
+        MemexFile::parse(Path::new("/m/notes.org"), "notes.org", text.to_owned()).unwrap()
+    }
+
+    #[test]
+    fn children_ranges_follow_the_outline() {
+        let f = file("* a\n** b\n*** c\n** d\n* e\n");
+        let kids = |i: usize| -> Vec<u32> {
+            let r = &f.objects[i].children;
+            f.children[r.start as usize..r.end as usize].to_vec()
+        };
+        assert_eq!(kids(0), [1, 3]);
+        assert_eq!(kids(1), [2]);
+        assert!(kids(4).is_empty());
+    }
+
+    #[test]
+    fn ids_come_from_the_property_or_are_derived_stably() {
+        let f = file("* a\n:PROPERTIES:\n:ID: explicit\n:END:\n* b\n* b\n");
+        assert_eq!(&*f.objects[0].id, "explicit");
+        assert_eq!(f.objects[0].id_source, IdSource::Property);
+        assert_eq!(f.objects[1].id_source, IdSource::Derived);
+        assert_ne!(
+            f.objects[1].id, f.objects[2].id,
+            "same-titled siblings get distinct ids"
+        );
+        assert_eq!(&*f.objects[1].id, derived_id("notes.org", "/b"));
+        assert_eq!(&*f.objects[2].id, derived_id("notes.org", "/b#2"));
+        assert_eq!(
+            derived_id("notes.org", "/b"),
+            format!("org-{:016x}", fnv1a(b"notes.org\0/b"))
+        );
+        // FNV-1a's published test vectors: the hash must never change.
+        assert_eq!(fnv1a(b""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(fnv1a(b"a"), 0xaf63_dc4c_8601_ec8c);
+    }
+
+    #[test]
+    fn embeddings_go_into_one_contiguous_table() {
+        let f = file(
+            "* a\n:PROPERTIES:\n:EMBEDDING: 1 2 3\n:END:\n* b\n* c\n:PROPERTIES:\n:EMBEDDING: 4 5 6\n:END:\n* d\n:PROPERTIES:\n:EMBEDDING: 1 x 3\n:END:\n",
+        );
+        assert_eq!(f.dim, 3);
+        assert_eq!(f.vector(0), Some(&[1.0, 2.0, 3.0][..]));
+        assert_eq!(f.vector(1), None);
+        assert_eq!(f.vector(2), Some(&[4.0, 5.0, 6.0][..]));
+        assert_eq!(f.vector(3), None);
+        assert_eq!(f.warnings.len(), 1);
+        assert_eq!(f.warnings[0].line, 10, "the headline's line");
+    }
+
+    #[test]
+    fn tag_index_is_exact_and_case_insensitive() {
+        let f = file("* a :Project:\n* b :subprojects:\n* c :project:x:\n");
+        assert_eq!(f.with_tag("project"), [0, 2]);
+        assert!(f.with_tag("proj").is_empty());
+    }
+
+    #[test]
+    fn duplicate_ids_are_reported_and_the_first_wins() {
+        let f = file("* a\n:PROPERTIES:\n:ID: same\n:END:\n* b\n:PROPERTIES:\n:ID: same\n:END:\n");
+        assert_eq!(f.index_of("same"), Some(0));
+        assert_eq!(f.warnings.len(), 1);
+        assert!(f.warnings[0].message.contains("duplicate :ID:"));
+    }
+}

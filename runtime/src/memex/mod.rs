@@ -1,0 +1,437 @@
+//! The memex: the agent's long-term memory, a set of Org-mode files.
+//!
+//! Headlines become objects ([`file`]); the whole memex at one moment is an
+//! immutable, indexed [`MemexSnapshot`] with a generation number, published
+//! through `arc-swap`. Readers take a snapshot and keep it for as long as
+//! they need; a change to one file re-parses only that file and publishes a
+//! new snapshot that shares everything else with the old one.
+//!
+//! A file that cannot be read or parsed never replaces a good version of
+//! itself: the previous version stays in the snapshot and the error, with
+//! file and line, is recorded beside it ([`MemexSnapshot::failed`]). Nothing
+//! here writes to a file it could not read.
+//!
+//! # Example
+//!
+//! ```
+//! use foveal::memex::{Memex, Query};
+//!
+//! let dir = tempfile::tempdir().unwrap();
+//! std::fs::write(dir.path().join("work.org"), "* Launch :project:\n** TODO Write docs\n").unwrap();
+//! let memex = Memex::open(&[dir.path().to_path_buf()]).unwrap();
+//! let snapshot = memex.snapshot();
+//! let projects = snapshot.active_projects();
+//! assert_eq!(projects[0].title(), "Launch");
+//! let todo = snapshot.query(&Query { todo: Some("TODO".into()), ..Query::default() });
+//! assert_eq!(todo[0].parent().unwrap().title(), "Launch");
+//! ```
+
+pub mod file;
+pub mod parse;
+pub mod snapshot;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use arc_swap::ArcSwap;
+
+pub use file::{IdSource, MemexFile, ObjectType};
+pub use snapshot::{MemexSnapshot, ObjectRef, Query};
+
+/// Why a memex path or file could not be loaded. Every variant names the
+/// file; none of them leads to a write.
+#[derive(Debug, thiserror::Error)]
+pub enum MemexError {
+    /// A configured path does not exist.
+    #[error("{}: no such file or folder; check `memex.paths` or --memex", path.display())]
+    NotFound {
+        /// The path.
+        path: PathBuf,
+    },
+    /// The OS refused to read it.
+    #[error("{}: permission denied; the file was not loaded", path.display())]
+    PermissionDenied {
+        /// The path.
+        path: PathBuf,
+    },
+    /// Another I/O error.
+    #[error("{}: cannot read: {source}", path.display())]
+    Io {
+        /// The path.
+        path: PathBuf,
+        /// What the OS said.
+        source: std::io::Error,
+    },
+    /// The file is not UTF-8.
+    #[error("{}:{line}:{column}: not valid UTF-8; the file was not loaded and is left untouched (convert it to UTF-8)", path.display())]
+    NotUtf8 {
+        /// The path.
+        path: PathBuf,
+        /// 1-based line of the first bad byte.
+        line: usize,
+        /// 1-based byte column of the first bad byte.
+        column: usize,
+    },
+    /// The file is malformed.
+    #[error("{}:{line}: {message}", path.display())]
+    Parse {
+        /// The path.
+        path: PathBuf,
+        /// 1-based line.
+        line: u32,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+impl MemexError {
+    fn io(path: &Path, source: std::io::Error) -> Self {
+        match source.kind() {
+            std::io::ErrorKind::NotFound => Self::NotFound {
+                path: path.to_owned(),
+            },
+            std::io::ErrorKind::PermissionDenied => Self::PermissionDenied {
+                path: path.to_owned(),
+            },
+            _ => Self::Io {
+                path: path.to_owned(),
+                source,
+            },
+        }
+    }
+}
+
+/// A configured memex path: a file, or a folder searched recursively for
+/// `*.org`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Root {
+    path: PathBuf,
+    is_dir: bool,
+}
+
+/// The live memex: the current snapshot and the means to change it.
+#[derive(Debug)]
+pub struct Memex {
+    roots: Vec<Root>,
+    current: ArcSwap<MemexSnapshot>,
+    writer: Mutex<()>,
+}
+
+impl Memex {
+    /// Loads every `*.org` file under `paths` (files, or folders searched
+    /// recursively). A path that does not exist is an error; a file that
+    /// fails to load is recorded in the snapshot's [`failed`] list and the
+    /// others load.
+    ///
+    /// [`failed`]: MemexSnapshot::failed
+    pub fn open(paths: &[PathBuf]) -> Result<Self, MemexError> {
+        let mut roots = Vec::new();
+        for path in paths {
+            let meta = std::fs::metadata(path).map_err(|e| MemexError::io(path, e))?;
+            let path = path.canonicalize().map_err(|e| MemexError::io(path, e))?;
+            roots.push(Root {
+                is_dir: meta.is_dir(),
+                path,
+            });
+        }
+        let memex = Self {
+            roots,
+            current: ArcSwap::from_pointee(MemexSnapshot::default()),
+            writer: Mutex::new(()),
+        };
+        let mut snapshot = MemexSnapshot::default();
+        for path in memex.discover() {
+            snapshot = match memex.read(&path) {
+                Ok(file) => snapshot.with_file(Arc::new(file)),
+                Err(error) => snapshot.with_failure(&path, error),
+            };
+        }
+        memex.current.store(Arc::new(snapshot));
+        Ok(memex)
+    }
+
+    /// The current snapshot.
+    pub fn snapshot(&self) -> Arc<MemexSnapshot> {
+        self.current.load_full()
+    }
+
+    /// The configured roots.
+    pub fn roots(&self) -> impl Iterator<Item = &Path> {
+        self.roots.iter().map(|r| r.path.as_path())
+    }
+
+    /// Whether `path` belongs to this memex: a `*.org` file that is a root
+    /// or lies under a root folder (hidden files and folders excluded).
+    pub fn is_member(&self, path: &Path) -> bool {
+        self.root_of(path).is_some()
+    }
+
+    fn root_of(&self, path: &Path) -> Option<&Root> {
+        if path.extension().is_none_or(|e| e != "org") {
+            return None;
+        }
+        self.roots.iter().find(|root| {
+            if root.is_dir {
+                path.strip_prefix(&root.path).is_ok_and(|rest| {
+                    !rest
+                        .components()
+                        .any(|c| c.as_os_str().to_string_lossy().starts_with('.'))
+                })
+            } else {
+                root.path == path
+            }
+        })
+    }
+
+    /// The `*.org` files under the roots, sorted.
+    fn discover(&self) -> Vec<PathBuf> {
+        let mut out = Vec::new();
+        for root in &self.roots {
+            if root.is_dir {
+                walk(&root.path, &mut out);
+            } else {
+                out.push(root.path.clone());
+            }
+        }
+        out.sort();
+        out.dedup();
+        out
+    }
+
+    /// The path ids are derived from: relative to the root folder, or the
+    /// file name for a file root.
+    fn id_base(&self, path: &Path) -> String {
+        match self.root_of(path) {
+            Some(root) if root.is_dir => path
+                .strip_prefix(&root.path)
+                .unwrap_or(path)
+                .to_string_lossy()
+                .replace('\\', "/"),
+            _ => path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+        }
+    }
+
+    /// Reads and parses one file.
+    fn read(&self, path: &Path) -> Result<MemexFile, MemexError> {
+        let bytes = std::fs::read(path).map_err(|e| MemexError::io(path, e))?;
+        let text = String::from_utf8(bytes).map_err(|e| {
+            let bad = e.utf8_error().valid_up_to();
+            let bytes = e.as_bytes();
+            let line = bytes[..bad].iter().filter(|&&b| b == b'\n').count() + 1;
+            let column = bad
+                - bytes[..bad]
+                    .iter()
+                    .rposition(|&b| b == b'\n')
+                    .map_or(0, |i| i + 1)
+                + 1;
+            MemexError::NotUtf8 {
+                path: path.to_owned(),
+                line,
+                column,
+            }
+        })?;
+        MemexFile::parse(path, &self.id_base(path), text).map_err(|e| MemexError::Parse {
+            path: path.to_owned(),
+            line: e.line,
+            message: e.message,
+        })
+    }
+
+    /// Reads `path` again and publishes the result: the new version, or —
+    /// when it cannot be read or parsed — the error beside the previous
+    /// version. A file that is gone is removed. Returns the new generation.
+    pub fn reload_file(&self, path: &Path) -> u64 {
+        let _writing = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        let current = self.current.load();
+        let next = if !path.exists() {
+            current.without_file(path)
+        } else {
+            match self.read(path) {
+                Ok(file) => current.with_file(Arc::new(file)),
+                Err(error) => {
+                    tracing::warn!("memex file not reloaded, previous version kept: {error}");
+                    current.with_failure(path, error)
+                }
+            }
+        };
+        let generation = next.generation();
+        self.current.store(Arc::new(next));
+        generation
+    }
+
+    /// Forgets the file at `path` and publishes. Returns the new generation.
+    pub fn remove_file(&self, path: &Path) -> u64 {
+        let _writing = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        let next = self.current.load().without_file(path);
+        let generation = next.generation();
+        self.current.store(Arc::new(next));
+        generation
+    }
+}
+
+/// Collects `*.org` files under `dir`, skipping hidden entries and
+/// following no symlinked folders (no cycles).
+fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        tracing::warn!(dir = %dir.display(), "memex folder not readable; skipped");
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        if name.to_string_lossy().starts_with('.') {
+            continue;
+        }
+        let path = entry.path();
+        match entry.file_type() {
+            Ok(t) if t.is_dir() => walk(&path, out),
+            Ok(_) if path.extension().is_some_and(|e| e == "org") => out.push(path),
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn memex_with(files: &[(&str, &[u8])]) -> (tempfile::TempDir, Memex) {
+        let dir = tempfile::tempdir().unwrap();
+        for (name, text) in files {
+            let path = dir.path().join(name);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        }
+        let memex = Memex::open(&[dir.path().to_path_buf()]).unwrap();
+        (dir, memex)
+    }
+
+    #[test]
+    fn loads_org_files_recursively_and_skips_others() {
+        let (_dir, memex) = memex_with(&[
+            ("a.org", b"* A :project:\n"),
+            ("sub/b.org", b"* B\n"),
+            ("notes.txt", b"* not org\n"),
+            (".hidden/c.org", b"* hidden\n"),
+        ]);
+        let s = memex.snapshot();
+        assert_eq!(s.len(), 2);
+        assert_eq!(s.files().count(), 2);
+        assert_eq!(s.generation(), 2);
+    }
+
+    #[test]
+    fn tag_queries_are_exact_and_case_insensitive() {
+        let (_dir, memex) = memex_with(&[(
+            "a.org",
+            b"* One :Project:\n* Two :subprojects:\n* DONE Three :project:\n",
+        )]);
+        let s = memex.snapshot();
+        let titles =
+            |v: Vec<ObjectRef<'_>>| v.iter().map(|o| o.title().to_owned()).collect::<Vec<_>>();
+        assert_eq!(
+            titles(s.query(&Query {
+                tag: Some("project".into()),
+                ..Default::default()
+            })),
+            ["One", "Three"]
+        );
+        assert_eq!(titles(s.active_projects()), ["One"]);
+        assert_eq!(titles(s.recent_tasks()), ["Three"]);
+    }
+
+    #[test]
+    fn a_broken_edit_keeps_the_previous_version_and_reports_file_and_line() {
+        let (dir, memex) = memex_with(&[("a.org", b"* Good\n")]);
+        let path = dir.path().canonicalize().unwrap().join("a.org");
+        std::fs::write(&path, "* Good\n* Half\n:PROPERTIES:\n:ID: x\n").unwrap();
+        memex.reload_file(&path);
+        let s = memex.snapshot();
+        assert_eq!(s.len(), 1, "the good version stays");
+        let error = s.failed().get(&path).unwrap().to_string();
+        assert!(
+            error.ends_with(
+                "a.org:3: property drawer has no :END: (was the file cut off while being written?)"
+            ),
+            "{error}"
+        );
+
+        std::fs::write(&path, "* Good\n* Fixed\n").unwrap();
+        memex.reload_file(&path);
+        let s = memex.snapshot();
+        assert_eq!(s.len(), 2);
+        assert!(s.failed().is_empty());
+    }
+
+    #[test]
+    fn non_utf8_is_an_error_with_line_and_column_and_nothing_else_changes() {
+        let (dir, memex) = memex_with(&[("a.org", b"* ok\nbad \xff byte\n"), ("b.org", b"* B\n")]);
+        let s = memex.snapshot();
+        assert_eq!(s.len(), 1);
+        let path = dir.path().canonicalize().unwrap().join("a.org");
+        let error = s.failed().get(&path).unwrap().to_string();
+        assert!(error.contains("a.org:2:5: not valid UTF-8"), "{error}");
+        assert_eq!(std::fs::read(&path).unwrap(), b"* ok\nbad \xff byte\n");
+    }
+
+    #[test]
+    fn a_missing_path_is_a_clear_error() {
+        let err = Memex::open(&[PathBuf::from("/no/such/memex")]).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "/no/such/memex: no such file or folder; check `memex.paths` or --memex"
+        );
+    }
+
+    #[test]
+    fn republishing_one_file_keeps_ids_of_the_others_and_drops_its_old_ones() {
+        let (dir, memex) = memex_with(&[
+            ("a.org", b"* A\n:PROPERTIES:\n:ID: a1\n:END:\n"),
+            ("b.org", b"* B\n:PROPERTIES:\n:ID: b1\n:END:\n"),
+        ]);
+        let path = dir.path().canonicalize().unwrap().join("a.org");
+        std::fs::write(&path, "* A2\n:PROPERTIES:\n:ID: a2\n:END:\n").unwrap();
+        let before = memex.snapshot();
+        memex.reload_file(&path);
+        let s = memex.snapshot();
+        assert!(s.get("a1").is_none());
+        assert_eq!(s.get("a2").unwrap().title(), "A2");
+        assert_eq!(s.get("b1").unwrap().title(), "B");
+        assert_eq!(s.generation(), before.generation() + 1);
+        // The old snapshot is untouched.
+        assert_eq!(before.get("a1").unwrap().title(), "A");
+
+        std::fs::remove_file(&path).unwrap();
+        memex.reload_file(&path);
+        assert!(memex.snapshot().get("a2").is_none());
+    }
+
+    #[test]
+    fn an_edit_that_keeps_the_object_count_is_still_a_new_generation() {
+        // The seed detected changes by object count; we do by generation.
+        let (dir, memex) = memex_with(&[("a.org", b"* A\n")]);
+        let path = dir.path().canonicalize().unwrap().join("a.org");
+        let g = memex.snapshot().generation();
+        std::fs::write(&path, "* B\n").unwrap();
+        assert!(memex.reload_file(&path) > g);
+        assert_eq!(memex.snapshot().objects().next().unwrap().title(), "B");
+    }
+
+    #[test]
+    fn structure_queries_walk_the_outline() {
+        let (_dir, memex) = memex_with(&[("a.org", b"* P :project:x:\n** C\n*** G :y:\n")]);
+        let s = memex.snapshot();
+        let g = s.objects().nth(2).unwrap();
+        assert_eq!(
+            g.ancestors().map(|o| o.title()).collect::<Vec<_>>(),
+            ["C", "P"]
+        );
+        assert_eq!(g.inherited_tags(), ["project", "x"]);
+        assert_eq!(g.tags().collect::<Vec<_>>(), ["y"]);
+        let p = s.objects().next().unwrap();
+        assert_eq!(p.children().map(|o| o.title()).collect::<Vec<_>>(), ["C"]);
+        assert_eq!(s.get(g.id()).unwrap().title(), "G");
+    }
+}

@@ -1,0 +1,341 @@
+//! An immutable, indexed view of the whole memex at one generation.
+//!
+//! The snapshot holds each file as a shared [`MemexFile`] and two indexes
+//! over all of them: id → file, and tag → files having it. Both are
+//! persistent maps (`imbl`): publishing a change to one file copies only the
+//! paths of the maps that change, so the cost of a re-publish is
+//! proportional to that file, not to the memex. Queries answer from the
+//! per-file indexes of the files the global index names, so they cost in
+//! proportion to what they return.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::memex::MemexError;
+use crate::memex::file::{FileRef, MemexFile, Object, ObjectType};
+
+/// What to look for (seed 000 `context-query`). Every field set must match.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Query {
+    /// An own tag, matched exactly and case-insensitively (the seed's
+    /// substring match counted `subprojects` as `project`).
+    pub tag: Option<String>,
+    /// A TODO state, exactly as written (`DONE`).
+    pub todo: Option<String>,
+    /// The object type.
+    pub kind: Option<ObjectType>,
+}
+
+/// The memex at one generation.
+#[derive(Debug, Clone, Default)]
+pub struct MemexSnapshot {
+    generation: u64,
+    files: BTreeMap<Arc<Path>, FileRef>,
+    ids: imbl::HashMap<Box<str>, Arc<Path>>,
+    tag_files: imbl::HashMap<Box<str>, imbl::OrdSet<Arc<Path>>>,
+    failed: BTreeMap<PathBuf, Arc<MemexError>>,
+}
+
+/// One object in a snapshot: a file and an index into it.
+#[derive(Debug, Clone, Copy)]
+pub struct ObjectRef<'a> {
+    file: &'a MemexFile,
+    index: u32,
+}
+
+impl<'a> ObjectRef<'a> {
+    fn object(&self) -> &'a Object {
+        &self.file.objects[self.index as usize]
+    }
+
+    /// The file it is in.
+    pub fn file(&self) -> &'a MemexFile {
+        self.file
+    }
+
+    /// Its index in its file.
+    pub fn index(&self) -> u32 {
+        self.index
+    }
+
+    /// Its id.
+    pub fn id(&self) -> &'a str {
+        &self.object().id
+    }
+
+    /// Its type.
+    pub fn kind(&self) -> ObjectType {
+        ObjectType::Headline
+    }
+
+    /// Its title.
+    pub fn title(&self) -> &'a str {
+        self.file.slice(&self.object().headline.title)
+    }
+
+    /// Its TODO keyword.
+    pub fn todo(&self) -> Option<&'a str> {
+        self.object().headline.todo.as_deref()
+    }
+
+    /// Whether its TODO keyword is a done state of its file.
+    pub fn is_done(&self) -> bool {
+        self.object().headline.done
+    }
+
+    /// Its level (number of stars).
+    pub fn level(&self) -> u16 {
+        self.object().headline.level
+    }
+
+    /// Its 1-based line in its file.
+    pub fn line(&self) -> u32 {
+        self.object().headline.line
+    }
+
+    /// Its own tags.
+    pub fn tags(&self) -> impl Iterator<Item = &'a str> {
+        self.object().headline.tags.iter().map(|t| &**t)
+    }
+
+    /// The tags it inherits from its ancestors (nearest first), without its
+    /// own.
+    pub fn inherited_tags(&self) -> Vec<&'a str> {
+        let mut tags = Vec::new();
+        for ancestor in self.ancestors() {
+            for tag in ancestor.tags() {
+                if !tags.iter().any(|t: &&str| t.eq_ignore_ascii_case(tag)) {
+                    tags.push(tag);
+                }
+            }
+        }
+        tags
+    }
+
+    /// Its properties, in order, as `(key, value)`.
+    pub fn properties(&self) -> impl Iterator<Item = (&'a str, &'a str)> {
+        let file = self.file;
+        self.object()
+            .headline
+            .properties
+            .iter()
+            .map(move |p| (file.slice(&p.key), file.slice(&p.value)))
+    }
+
+    /// The value of property `key` (case-insensitive, as in Org).
+    pub fn property(&self, key: &str) -> Option<&'a str> {
+        self.properties()
+            .find(|(k, _)| k.eq_ignore_ascii_case(key))
+            .map(|(_, v)| v)
+    }
+
+    /// Its body: the text of its section after the planning line and the
+    /// property drawer, up to its first child.
+    pub fn body(&self) -> &'a str {
+        self.file.slice(&self.object().headline.body)
+    }
+
+    /// Its embedding vector.
+    pub fn vector(&self) -> Option<&'a [f32]> {
+        self.file.vector(self.index)
+    }
+
+    /// Its parent.
+    pub fn parent(&self) -> Option<ObjectRef<'a>> {
+        self.object().headline.parent.map(|index| ObjectRef {
+            file: self.file,
+            index,
+        })
+    }
+
+    /// Its children, in order.
+    pub fn children(&self) -> impl Iterator<Item = ObjectRef<'a>> {
+        let file = self.file;
+        let range = self.object().children.clone();
+        file.children[range.start as usize..range.end as usize]
+            .iter()
+            .map(move |&index| ObjectRef { file, index })
+    }
+
+    /// Its ancestors, nearest first.
+    pub fn ancestors(&self) -> impl Iterator<Item = ObjectRef<'a>> {
+        std::iter::successors(self.parent(), |o| o.parent())
+    }
+}
+
+impl MemexSnapshot {
+    /// The generation: bumped on every published change.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// The files, by path.
+    pub fn files(&self) -> impl Iterator<Item = &FileRef> {
+        self.files.values()
+    }
+
+    /// The file at `path`.
+    pub fn file(&self, path: &Path) -> Option<&FileRef> {
+        self.files.get(path)
+    }
+
+    /// Files whose latest version could not be loaded, with why. A file
+    /// that loaded before keeps its previous version in the snapshot.
+    pub fn failed(&self) -> &BTreeMap<PathBuf, Arc<MemexError>> {
+        &self.failed
+    }
+
+    /// The number of objects.
+    pub fn len(&self) -> usize {
+        self.files.values().map(|f| f.objects.len()).sum()
+    }
+
+    /// Whether there is no object.
+    pub fn is_empty(&self) -> bool {
+        self.files.values().all(|f| f.objects.is_empty())
+    }
+
+    /// The object with id `id` (seed 000 `lookup-object`).
+    pub fn get(&self, id: &str) -> Option<ObjectRef<'_>> {
+        let path = self.ids.get(id)?;
+        let file = self.files.get(path)?;
+        let index = file.index_of(id)?;
+        Some(ObjectRef { file, index })
+    }
+
+    /// Every object, file by file in path order, each file in outline order.
+    pub fn objects(&self) -> impl Iterator<Item = ObjectRef<'_>> {
+        self.files.values().flat_map(|file| {
+            (0..file.objects.len() as u32).map(move |index| ObjectRef { file, index })
+        })
+    }
+
+    /// The objects matching `query` (seed 000 `context-query`), in file
+    /// order. With a tag or a TODO state, the cost is proportional to the
+    /// number of objects carrying it.
+    pub fn query(&self, query: &Query) -> Vec<ObjectRef<'_>> {
+        let mut out = Vec::new();
+        let todo_ok = |o: &ObjectRef<'_>| query.todo.as_deref().is_none_or(|t| o.todo() == Some(t));
+        let kind_ok = |o: &ObjectRef<'_>| query.kind.is_none_or(|k| o.kind() == k);
+        if let Some(tag) = &query.tag {
+            let tag = tag.trim_matches(':').to_lowercase();
+            let Some(paths) = self.tag_files.get(tag.as_str()) else {
+                return out;
+            };
+            for path in paths {
+                let Some(file) = self.files.get(path) else {
+                    continue;
+                };
+                for &index in file.with_tag(&tag) {
+                    let o = ObjectRef { file, index };
+                    if todo_ok(&o) && kind_ok(&o) {
+                        out.push(o);
+                    }
+                }
+            }
+        } else if let Some(todo) = &query.todo {
+            for file in self.files.values() {
+                for &index in file.with_todo(todo) {
+                    let o = ObjectRef { file, index };
+                    if kind_ok(&o) {
+                        out.push(o);
+                    }
+                }
+            }
+        } else {
+            out.extend(self.objects().filter(|o| kind_ok(o)));
+        }
+        out
+    }
+
+    /// Headlines tagged `project` that are not done (seed 000
+    /// `context-active-projects`; "done" is any done state of the file's
+    /// `#+TODO:` keywords, not only `DONE`).
+    pub fn active_projects(&self) -> Vec<ObjectRef<'_>> {
+        let mut projects = self.query(&Query {
+            tag: Some("project".into()),
+            kind: Some(ObjectType::Headline),
+            ..Query::default()
+        });
+        projects.retain(|o| !o.is_done());
+        projects
+    }
+
+    /// Headlines in a done state (seed 000 `context-recent-tasks`).
+    pub fn recent_tasks(&self) -> Vec<ObjectRef<'_>> {
+        let mut out = Vec::new();
+        for file in self.files.values() {
+            for state in &file.keywords.done {
+                out.extend(
+                    file.with_todo(state)
+                        .iter()
+                        .map(|&index| ObjectRef { file, index }),
+                );
+            }
+        }
+        out
+    }
+
+    /// This snapshot with `file` added or replacing the file at its path,
+    /// and its failure (if any) forgotten.
+    pub(crate) fn with_file(&self, file: FileRef) -> Self {
+        let path: Arc<Path> = Arc::from(file.path.as_path());
+        let mut next = self.without_indexes_of(&path);
+        for (id, _) in file.ids() {
+            // The first file to claim an id keeps it.
+            if !next.ids.contains_key(id) {
+                next.ids.insert(Box::from(id), Arc::clone(&path));
+            }
+        }
+        for tag in file.tags() {
+            next.tag_files
+                .entry(Box::from(tag))
+                .or_default()
+                .insert(Arc::clone(&path));
+        }
+        next.failed.remove(&file.path);
+        next.files.insert(path, file);
+        next.generation += 1;
+        next
+    }
+
+    /// This snapshot without the file at `path`.
+    pub(crate) fn without_file(&self, path: &Path) -> Self {
+        let mut next = self.without_indexes_of(path);
+        next.files.remove(path);
+        next.failed.remove(path);
+        next.generation += 1;
+        next
+    }
+
+    /// This snapshot recording that the latest version of `path` failed to
+    /// load; its previous version, if any, stays.
+    pub(crate) fn with_failure(&self, path: &Path, error: MemexError) -> Self {
+        let mut next = self.clone();
+        next.failed.insert(path.to_owned(), Arc::new(error));
+        next.generation += 1;
+        next
+    }
+
+    /// A copy whose indexes no longer point into the file at `path`.
+    fn without_indexes_of(&self, path: &Path) -> Self {
+        let mut next = self.clone();
+        if let Some(old) = self.files.get(path) {
+            for (id, _) in old.ids() {
+                if next.ids.get(id).is_some_and(|p| &**p == path) {
+                    next.ids.remove(id);
+                }
+            }
+            for tag in old.tags() {
+                if let Some(set) = next.tag_files.get_mut(tag) {
+                    set.remove(path);
+                    if set.is_empty() {
+                        next.tag_files.remove(tag);
+                    }
+                }
+            }
+        }
+        next
+    }
+}
