@@ -29,6 +29,10 @@
 pub mod file;
 pub mod parse;
 pub mod snapshot;
+pub mod write;
+
+#[cfg(test)]
+mod proptests;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};

@@ -1,0 +1,1 @@
+//! Property tests of the scanner and the memex on random and mutated Org text.

@@ -1,0 +1,1 @@
+//! Write-back: edits to memex files, atomic and byte-preserving.
