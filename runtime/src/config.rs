@@ -72,6 +72,12 @@ pub struct Config {
     /// Where state lives (`data.dir`, `FOVEAL_DATA_DIR`, else the XDG data
     /// folder `…/foveal`).
     pub data_dir: PathBuf,
+    /// The memex's files and folders (`memex.paths`, `FOVEAL_MEMEX` as a
+    /// `:`-separated list, `--memex`; default `<data dir>/memex`).
+    pub memex_paths: Vec<PathBuf>,
+    /// Tags that make an object and its subtree private (`privacy.tags`,
+    /// default `@personal`; seed 000 `bouncer-privacy-tags`).
+    pub privacy_tags: Vec<String>,
 }
 
 impl Config {
@@ -90,6 +96,8 @@ pub struct Overrides {
     pub plugins: Option<PathBuf>,
     /// `--no-builtin` gives `Some(false)`.
     pub builtin: Option<bool>,
+    /// `--memex PATH`, repeatable.
+    pub memex: Vec<PathBuf>,
 }
 
 /// A configuration problem. The host refuses to start on any of these.
@@ -146,6 +154,22 @@ struct FileConfig {
     context: FileContext,
     #[serde(default)]
     data: FileData,
+    #[serde(default)]
+    memex: FileMemex,
+    #[serde(default)]
+    privacy: FilePrivacy,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileMemex {
+    paths: Option<Vec<String>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FilePrivacy {
+    tags: Option<Vec<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -323,11 +347,34 @@ impl Config {
         }
 
         let data_dir = data_dir.unwrap_or_else(default_data_dir);
+        let mut memex_paths: Vec<PathBuf> = match &file.memex.paths {
+            Some(paths) => paths
+                .iter()
+                .map(|p| base.join(resolve_path(p, env)))
+                .collect(),
+            None => vec![data_dir.join("memex")],
+        };
+        if let Some(value) = env("FOVEAL_MEMEX").filter(|v| !v.trim().is_empty()) {
+            memex_paths = std::env::split_paths(&value)
+                .filter(|p| !p.as_os_str().is_empty())
+                .map(|p| resolve_path(&p.to_string_lossy(), env))
+                .collect();
+        }
+        if !overrides.memex.is_empty() {
+            memex_paths = overrides.memex.clone();
+        }
+        let privacy_tags = file
+            .privacy
+            .tags
+            .clone()
+            .unwrap_or_else(|| vec!["@personal".to_owned()]);
         Ok(Self {
             file: path.map(Path::to_path_buf),
             plugins,
             context,
             data_dir,
+            memex_paths,
+            privacy_tags,
         })
     }
 }
@@ -605,10 +652,15 @@ mod tests {
     }
 
     #[test]
-    fn the_repository_default_file_parses_to_the_defaults() {
+    fn the_repository_default_file_parses_to_the_defaults_but_for_its_example_memex() {
         let text = include_str!("../../config/foveal.toml");
-        let from_file = Config::from_toml(text, None, &Overrides::default(), &no_env).unwrap();
+        let path = Path::new("config/foveal.toml");
+        let mut from_file =
+            Config::from_toml(text, Some(path), &Overrides::default(), &no_env).unwrap();
         let defaults = Config::from_toml("", None, &Overrides::default(), &no_env).unwrap();
+        assert_eq!(from_file.memex_paths, [PathBuf::from("config/memex")]);
+        from_file.memex_paths = defaults.memex_paths.clone();
+        from_file.file = None;
         assert_eq!(from_file, defaults);
     }
 

@@ -3,6 +3,7 @@
 //! Each subcommand lives in its own file and returns an [`Exit`]: what to
 //! print has been printed, and the code says how it went.
 
+pub mod memex;
 pub mod skills;
 
 use std::path::PathBuf;
@@ -66,6 +67,11 @@ pub enum Command {
         #[arg(long)]
         watch: bool,
     },
+    /// Inspect the memex: the Org files the agent remembers with.
+    Memex {
+        #[command(subcommand)]
+        command: MemexCommand,
+    },
     /// Print the literate source a skill embeds (its README and src/).
     ///
     /// Exits 1 when no loaded skill has that name (the known ones are
@@ -75,6 +81,47 @@ pub enum Command {
         name: String,
         #[command(flatten)]
         plugins: PluginArgs,
+    },
+}
+
+/// Options shared by the memex commands.
+#[derive(Debug, Clone, clap::Args)]
+pub struct MemexArgs {
+    /// An Org file, or a folder searched recursively for *.org; repeat for
+    /// several (default: config `memex.paths`, env FOVEAL_MEMEX).
+    #[arg(long = "memex", value_name = "PATH")]
+    pub paths: Vec<PathBuf>,
+}
+
+/// `foveal memex …`.
+#[derive(Debug, Subcommand)]
+pub enum MemexCommand {
+    /// Counts: objects, files, active projects, private objects, the
+    /// generation and the load time; and every file that failed to load.
+    Stats {
+        #[command(flatten)]
+        memex: MemexArgs,
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List the objects matching a tag, a TODO state and a type (all that
+    /// are given must match; with none, every object).
+    Query {
+        #[command(flatten)]
+        memex: MemexArgs,
+        /// An own tag, matched exactly and case-insensitively.
+        #[arg(long)]
+        tag: Option<String>,
+        /// A TODO state, exactly as written (e.g. DONE).
+        #[arg(long)]
+        todo: Option<String>,
+        /// The object type (headline).
+        #[arg(long = "type", value_name = "TYPE")]
+        kind: Option<String>,
+        /// Print a JSON array.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -100,18 +147,34 @@ impl Exit {
     }
 }
 
+impl PluginArgs {
+    fn overrides(&self, config: Option<&PathBuf>) -> Overrides {
+        Overrides {
+            config: config.cloned(),
+            plugins: self.plugins.clone(),
+            builtin: self.no_builtin.then_some(false),
+            ..Overrides::default()
+        }
+    }
+}
+
+impl MemexArgs {
+    fn overrides(&self, config: Option<&PathBuf>) -> Overrides {
+        Overrides {
+            config: config.cloned(),
+            memex: self.paths.clone(),
+            ..Overrides::default()
+        }
+    }
+}
+
 /// Resolves the configuration for a command: file, then environment, then
-/// these flags.
-pub fn load_config(
-    cli_config: Option<&PathBuf>,
-    plugins: &PluginArgs,
-) -> Result<Config, ConfigError> {
-    let overrides = Overrides {
-        config: cli_config.cloned(),
-        plugins: plugins.plugins.clone(),
-        builtin: plugins.no_builtin.then_some(false),
-    };
-    Config::load(&overrides, &crate::config::process_env)
+/// the command's flags. A bad configuration is reported and ends the command.
+fn load_config(overrides: &Overrides) -> Result<Config, Exit> {
+    Config::load(overrides, &crate::config::process_env).map_err(|error: ConfigError| {
+        eprintln!("error: {error}");
+        Exit::Usage
+    })
 }
 
 /// Runs the parsed command line.
@@ -121,24 +184,33 @@ pub fn run(cli: Cli) -> anyhow::Result<Exit> {
             plugins,
             json,
             watch,
-        } => {
-            let config = match load_config(cli.config.as_ref(), &plugins) {
-                Ok(config) => config,
-                Err(error) => return Ok(config_error(&error)),
-            };
-            skills::list(&config, json, watch)
-        }
+        } => match load_config(&plugins.overrides(cli.config.as_ref())) {
+            Ok(config) => skills::list(&config, json, watch),
+            Err(exit) => Ok(exit),
+        },
         Command::SkillSource { name, plugins } => {
-            let config = match load_config(cli.config.as_ref(), &plugins) {
-                Ok(config) => config,
-                Err(error) => return Ok(config_error(&error)),
-            };
-            skills::source(&config, &name)
+            match load_config(&plugins.overrides(cli.config.as_ref())) {
+                Ok(config) => skills::source(&config, &name),
+                Err(exit) => Ok(exit),
+            }
         }
+        Command::Memex { command } => match command {
+            MemexCommand::Stats { memex: args, json } => {
+                match load_config(&args.overrides(cli.config.as_ref())) {
+                    Ok(config) => memex::stats(&config, json),
+                    Err(exit) => Ok(exit),
+                }
+            }
+            MemexCommand::Query {
+                memex: args,
+                tag,
+                todo,
+                kind,
+                json,
+            } => match load_config(&args.overrides(cli.config.as_ref())) {
+                Ok(config) => memex::query(&config, tag, todo, kind.as_deref(), json),
+                Err(exit) => Ok(exit),
+            },
+        },
     }
-}
-
-fn config_error(error: &ConfigError) -> Exit {
-    eprintln!("error: {error}");
-    Exit::Usage
 }

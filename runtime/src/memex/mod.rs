@@ -28,6 +28,7 @@
 
 pub mod file;
 pub mod parse;
+pub mod privacy;
 pub mod snapshot;
 pub mod write;
 

@@ -1,0 +1,86 @@
+//! Privacy tags (seed 000 `bouncer-privacy-tags`): which objects are private.
+//!
+//! An object is private when it carries a privacy tag or any of its
+//! ancestors does — at every depth. (The seed checked top-level projects
+//! only, so a nested `@personal` headline leaked.) Tags match with or
+//! without surrounding colons, case-insensitively.
+//!
+//! # Example
+//!
+//! ```
+//! use foveal::memex::privacy::PrivacyTags;
+//!
+//! let tags = PrivacyTags::new([":@Personal:"]);
+//! assert!(tags.matches("@personal"));
+//! assert!(!tags.matches("personal"));
+//! ```
+
+use crate::memex::file::MemexFile;
+
+/// A normalised set of privacy tags.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PrivacyTags {
+    tags: Vec<String>,
+}
+
+impl PrivacyTags {
+    /// The tags, normalised: colons stripped, lowercased, empties dropped.
+    pub fn new<I, S>(tags: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let mut tags: Vec<String> = tags
+            .into_iter()
+            .map(|t| t.as_ref().trim().trim_matches(':').to_lowercase())
+            .filter(|t| !t.is_empty())
+            .collect();
+        tags.sort();
+        tags.dedup();
+        Self { tags }
+    }
+
+    /// Whether `tag` is a privacy tag.
+    pub fn matches(&self, tag: &str) -> bool {
+        let tag = tag.trim_matches(':');
+        self.tags
+            .iter()
+            .any(|t| t.eq_ignore_ascii_case(tag) || *t == tag.to_lowercase())
+    }
+
+    /// Whether there is no privacy tag at all.
+    pub fn is_empty(&self) -> bool {
+        self.tags.is_empty()
+    }
+
+    /// For each object of `file`, whether it is private: it or an ancestor
+    /// carries a privacy tag. One pass, since parents precede children.
+    pub fn private_mask(&self, file: &MemexFile) -> Vec<bool> {
+        let mut mask = Vec::with_capacity(file.objects.len());
+        for object in &file.objects {
+            let inherited = object.headline.parent.is_some_and(|p| mask[p as usize]);
+            mask.push(inherited || object.headline.tags.iter().any(|t| self.matches(t)));
+        }
+        mask
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    #[test]
+    fn privacy_is_inherited_at_every_depth() {
+        let text = "* Work :project:\n** Diary :@personal:\n*** Deep\n**** Deeper\n** Public\n* Home :@PERSONAL:\n";
+        let file = MemexFile::parse(Path::new("a.org"), "a.org", text.to_owned()).unwrap();
+        let mask = PrivacyTags::new(["@personal"]).private_mask(&file);
+        assert_eq!(mask, [false, true, true, true, false, true]);
+        assert!(
+            PrivacyTags::new(Vec::<String>::new())
+                .private_mask(&file)
+                .iter()
+                .all(|p| !p)
+        );
+    }
+}
