@@ -24,6 +24,8 @@ struct Stats {
     private_objects: usize,
     generation: u64,
     load_ms: f64,
+    /// Resident memory of the process after loading, in MiB (Linux).
+    resident_mib: Option<f64>,
     warnings: usize,
     failed: Vec<Failure>,
 }
@@ -54,6 +56,7 @@ pub fn stats(config: &Config, json: bool) -> anyhow::Result<Exit> {
             .sum(),
         generation: snapshot.generation(),
         load_ms,
+        resident_mib: resident_mib(),
         warnings: snapshot.files().map(|f| f.warnings.len()).sum(),
         failed: snapshot
             .failed()
@@ -75,6 +78,9 @@ pub fn stats(config: &Config, json: bool) -> anyhow::Result<Exit> {
         writeln!(out, "private objects  {}", stats.private_objects)?;
         writeln!(out, "generation       {}", stats.generation)?;
         writeln!(out, "load time        {:.1} ms", stats.load_ms)?;
+        if let Some(mib) = stats.resident_mib {
+            writeln!(out, "resident memory  {mib:.1} MiB")?;
+        }
         writeln!(out, "warnings         {}", stats.warnings)?;
         writeln!(out, "failed files     {}", stats.failed.len())?;
         for failure in &stats.failed {
@@ -92,6 +98,15 @@ pub fn stats(config: &Config, json: bool) -> anyhow::Result<Exit> {
         }
     }
     Ok(Exit::Ok)
+}
+
+/// The process's resident memory, from `/proc/self/statm` (Linux only).
+fn resident_mib() -> Option<f64> {
+    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: f64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+    // SAFETY: `sysconf` only reads a system constant.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    Some(pages * page as f64 / (1024.0 * 1024.0))
 }
 
 /// One object as `memex query --json` prints it.

@@ -30,6 +30,7 @@ pub mod file;
 pub mod parse;
 pub mod privacy;
 pub mod snapshot;
+pub mod watch;
 pub mod write;
 
 #[cfg(test)]
