@@ -1,0 +1,124 @@
+//! Benchmarks of the memex (issue targets in parentheses):
+//!
+//! - `memex_load/{10k,100k}`: loading the generated memex, one core
+//!   (100k headlines, 84 MB of Org: ≤ 1 s).
+//! - `memex_republish/*`: publishing after an edit to one file — a small
+//!   file beside the 100k one, and the 100k file itself (proportional to
+//!   that file).
+//! - `memex_query/*`: queries by tag on the 100k memex (proportional to the
+//!   result).
+//!
+//! The data comes from `../shared/bench/gen_memex.py` and is generated on
+//! first use into `target/bench-data/` (git-ignored):
+//!
+//! ```sh
+//! cargo bench -p foveal --bench memex
+//! ```
+
+use std::hint::black_box;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
+use foveal::memex::{Memex, Query};
+
+/// `target/bench-data/<n>/memex.org`, generated if missing.
+fn data(n: usize) -> PathBuf {
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let dir = workspace.join(format!("target/bench-data/{n}"));
+    let file = dir.join("memex.org");
+    if !file.is_file() {
+        let script = workspace.join("../shared/bench/gen_memex.py");
+        let status = Command::new("python3")
+            .arg(&script)
+            .arg(n.to_string())
+            .arg("42")
+            .arg(&dir)
+            .status()
+            .expect("python3 runs the benchmark data generator");
+        assert!(status.success(), "{} failed", script.display());
+    }
+    file
+}
+
+fn load(c: &mut Criterion) {
+    let mut group = c.benchmark_group("memex_load");
+    group
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(10));
+    for (name, n) in [("10k", 10_000), ("100k", 100_000)] {
+        let file = data(n);
+        group.bench_function(name, |b| {
+            b.iter(|| black_box(Memex::open(std::slice::from_ref(&file)).unwrap()))
+        });
+    }
+    group.finish();
+}
+
+fn republish(c: &mut Criterion) {
+    let big = data(100_000);
+    let dir = tempfile::tempdir().unwrap();
+    let small = dir.path().join("small.org");
+    std::fs::write(&small, "* Inbox :project:\n** TODO one\n").unwrap();
+    let memex = Memex::open(&[big.clone(), small.clone()]).unwrap();
+    let small = small.canonicalize().unwrap();
+    let big = big.canonicalize().unwrap();
+    let mut group = c.benchmark_group("memex_republish");
+    group
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(5));
+    let mut n = 0u64;
+    group.bench_function("small_file_beside_100k", |b| {
+        b.iter_batched(
+            || {
+                n += 1;
+                std::fs::write(&small, format!("* Inbox :project:\n** TODO item {n}\n")).unwrap();
+            },
+            |()| black_box(memex.reload_file(&small)),
+            BatchSize::PerIteration,
+        )
+    });
+    group.bench_function("the_100k_file", |b| {
+        b.iter(|| black_box(memex.reload_file(&big)))
+    });
+    group.finish();
+}
+
+fn query(c: &mut Criterion) {
+    let memex = Memex::open(&[data(100_000)]).unwrap();
+    let snapshot = memex.snapshot();
+    let mut group = c.benchmark_group("memex_query");
+    for tag in ["project", "@personal"] {
+        let count = snapshot
+            .query(&Query {
+                tag: Some(tag.into()),
+                ..Query::default()
+            })
+            .len();
+        group.bench_function(format!("tag_{tag}_{count}_results"), |b| {
+            b.iter(|| {
+                black_box(snapshot.query(&Query {
+                    tag: Some(black_box(tag).into()),
+                    ..Query::default()
+                }))
+            })
+        });
+    }
+    group.bench_function("tag_absent_0_results", |b| {
+        b.iter(|| {
+            black_box(snapshot.query(&Query {
+                tag: Some("no-such-tag".into()),
+                ..Query::default()
+            }))
+        })
+    });
+    let id = snapshot.objects().nth(50_000).unwrap().id().to_owned();
+    group.bench_function("lookup_by_id", |b| {
+        b.iter(|| black_box(snapshot.get(black_box(&id)).is_some()))
+    });
+    group.finish();
+}
+
+criterion_group!(benches, load, republish, query);
+criterion_main!(benches);
