@@ -9,4 +9,5 @@ mod support;
 mod cli;
 mod hot_reload;
 mod loading;
+mod memex_cli;
 mod registry;
