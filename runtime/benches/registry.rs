@@ -63,6 +63,7 @@ fn request() -> ComponentsRequest<'static> {
         focus: ROption::RNone,
         budget_tokens: ROption::RNone,
         config_json: "{}".into(),
+        memex: &foveal_sdk::memex::MemexView::EMPTY,
     }
 }
 

@@ -171,6 +171,8 @@ pub struct ComponentsRequest<'a> {
     pub budget_tokens: ROption<u32>,
     /// The skill's configuration table, as JSON (`{}` when there is none).
     pub config_json: RStr<'a>,
+    /// The memex, privacy-filtered, borrowed for the call.
+    pub memex: &'a crate::memex::MemexView<'a>,
 }
 
 /// What a skill says about itself. Embedded in the library at build time by

@@ -47,7 +47,7 @@
 //!         key: "hello".into(),
 //!         name: "Hello".into(),
 //!         role: Role::SYSTEM,
-//!         content: "Hello from a skill.".into(),
+//!         content: format!("Hello; the memex has {} files.", _request.memex.files.len()).into(),
 //!     }])
 //! }
 //!
@@ -67,6 +67,7 @@
 pub mod abi;
 pub mod export;
 pub mod host;
+pub mod memex;
 
 pub use abi::{
     Component, ComponentsFn, ComponentsRequest, HostApi, HostApiRef, InitFn, InvokeFn, LogLevel,

@@ -136,6 +136,11 @@ pub struct Headline {
     pub title: Span,
     /// Its own tags, in order.
     pub tags: Box<[Box<str>]>,
+    /// The `:a:b:` token its tags come from (empty, at the end of the
+    /// headline's text, when it has none).
+    pub tags_token: Span,
+    /// Where its TODO keyword is (empty when it has none).
+    pub todo_span: Span,
     /// Its property drawer's lines, in order.
     pub properties: Box<[Property]>,
     /// Index of the parent headline.
@@ -238,6 +243,8 @@ struct HeadlineFields {
     commented: bool,
     title: Span,
     tags: Box<[Box<str>]>,
+    tags_token: Span,
+    todo_span: Span,
 }
 
 /// Parses what follows the stars of a headline.
@@ -246,6 +253,8 @@ fn parse_headline_rest(text: &str, rest: &str, keywords: &TodoKeywords) -> Headl
     // Tags: the last token, preceded by whitespace (the space after the
     // stars counts, so `* :tag:` is a headline with a tag and no title).
     let mut tags: Vec<Box<str>> = Vec::new();
+    let end = offset(text, s) + s.len() as u32;
+    let mut tags_token = end..end;
     if s.ends_with(':') {
         let cut = s.rfind([' ', '\t']).map(|i| i + 1).unwrap_or(0);
         let token = &s[cut..];
@@ -255,31 +264,37 @@ fn parse_headline_rest(text: &str, rest: &str, keywords: &TodoKeywords) -> Headl
                 .filter(|t| !t.is_empty())
                 .map(Box::from)
                 .collect();
+            tags_token = span(text, token);
             s = s[..cut].trim_end_matches([' ', '\t']);
         }
     }
     let mut s = s.trim_start_matches([' ', '\t']);
     let mut todo = None;
     let mut done = false;
+    let start = offset(text, s);
+    let mut todo_span = start..start;
     let word_end = s.find([' ', '\t']).unwrap_or(s.len());
     if word_end > 0
         && let Some(is_done) = keywords.classify(&s[..word_end])
     {
         todo = Some(Box::from(&s[..word_end]));
+        todo_span = span(text, &s[..word_end]);
         done = is_done;
         s = s[word_end..].trim_start_matches([' ', '\t']);
     }
     let mut priority = None;
     let b = s.as_bytes();
-    if b.len() >= 4 && b[0] == b'[' && b[1] == b'#' {
-        if let Some(c) = s[2..].chars().next() {
-            let after = 2 + c.len_utf8();
-            if s[after..].starts_with(']')
-                && matches!(s.as_bytes().get(after + 1), None | Some(b' ') | Some(b'\t'))
-            {
-                priority = Some(c);
-                s = s[after + 1..].trim_start_matches([' ', '\t']);
-            }
+    if b.len() >= 4
+        && b[0] == b'['
+        && b[1] == b'#'
+        && let Some(c) = s[2..].chars().next()
+    {
+        let after = 2 + c.len_utf8();
+        if s[after..].starts_with(']')
+            && matches!(s.as_bytes().get(after + 1), None | Some(b' ') | Some(b'\t'))
+        {
+            priority = Some(c);
+            s = s[after + 1..].trim_start_matches([' ', '\t']);
         }
     }
     let mut commented = false;
@@ -296,6 +311,8 @@ fn parse_headline_rest(text: &str, rest: &str, keywords: &TodoKeywords) -> Headl
         commented,
         title: span(text, s.trim_end_matches([' ', '\t'])),
         tags: tags.into_boxed_slice(),
+        tags_token,
+        todo_span,
     }
 }
 
@@ -376,6 +393,8 @@ pub fn parse(text: &str) -> Result<Parsed, ParseError> {
             commented: fields.commented,
             title: fields.title,
             tags: fields.tags,
+            tags_token: fields.tags_token,
+            todo_span: fields.todo_span,
             properties: Box::new([]),
             parent: stack.last().copied(),
             subtree: at..end_of_text,
@@ -529,6 +548,10 @@ Body line one.
         assert_eq!(h.todo.as_deref(), Some("TODO"));
         assert_eq!(h.priority, Some('A'));
         assert_eq!(&*h.tags, [Box::from("work"), Box::from("urgent")]);
+        assert_eq!(get(EDGE, &h.tags_token), ":work:urgent:");
+        assert_eq!(get(EDGE, &h.todo_span), "TODO");
+        assert_eq!(get(EDGE, &p.headlines[5].tags_token), "");
+        assert_eq!(get(EDGE, &p.headlines[5].todo_span), "");
         assert_eq!(h.line, 5);
         let props: Vec<(String, String)> = h
             .properties

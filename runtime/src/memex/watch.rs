@@ -156,7 +156,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().canonicalize().unwrap();
         std::fs::write(root.join("a.org"), "* One\n").unwrap();
-        let memex = Arc::new(Memex::open(&[root.clone()]).unwrap());
+        let memex = Arc::new(Memex::open(std::slice::from_ref(&root)).unwrap());
         let _watcher = MemexWatcher::start(Arc::clone(&memex), DEFAULT_QUIET).unwrap();
         let before = memex.snapshot().generation();
 

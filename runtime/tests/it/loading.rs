@@ -182,5 +182,6 @@ pub fn request() -> foveal_sdk::ComponentsRequest<'static> {
         focus: abi_stable::std_types::ROption::RNone,
         budget_tokens: abi_stable::std_types::ROption::RNone,
         config_json: "{}".into(),
+        memex: &foveal_sdk::memex::MemexView::EMPTY,
     }
 }

@@ -1,0 +1,258 @@
+//! The memex as a skill sees it: a borrowed, read-only, ABI-stable view.
+//!
+//! A skill may walk a 100,000-headline memex on every cycle, so nothing here
+//! is copied per call and nothing calls back into the host per object. The
+//! host prepares, once per version of each file, a flat [`FileIndex`]: one
+//! [`ObjectRecord`] per headline with byte offsets into the file's text,
+//! child lists as ranges of one index array, tags as ranges of one tag
+//! array, and the embedding vectors in one contiguous table with a fixed
+//! stride. A hook call receives a [`MemexView`] that borrows those indexes
+//! and the file texts for the duration of the call.
+//!
+//! **Private objects are not in the view.** The host removes every object
+//! that carries a privacy tag, or sits under one that does, before building
+//! the index: a skill cannot leak what it never sees. Parent, child and
+//! tag references are renumbered accordingly.
+//!
+//! # Example
+//!
+//! ```
+//! use foveal_sdk::memex::MemexView;
+//!
+//! /// Titles of the active projects, depth-first with their children.
+//! fn outline(view: &MemexView<'_>) -> Vec<String> {
+//!     let mut lines = Vec::new();
+//!     for file in view.files() {
+//!         for index in file.with_tag("project") {
+//!             let o = file.object(*index);
+//!             if !o.done {
+//!                 lines.push(file.title(*index).to_owned());
+//!             }
+//!         }
+//!     }
+//!     lines
+//! }
+//! # let _ = outline;
+//! ```
+
+use abi_stable::StableAbi;
+use abi_stable::std_types::{RSlice, RStr, RVec};
+
+/// No parent, no vector: the sentinel for an absent index.
+pub const NONE: u32 = u32::MAX;
+
+/// A range of bytes or of entries: `start..start + len`.
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Range32 {
+    /// First byte or entry.
+    pub start: u32,
+    /// How many.
+    pub len: u32,
+}
+
+impl Range32 {
+    /// As a `usize` range.
+    pub fn range(self) -> std::ops::Range<usize> {
+        self.start as usize..(self.start + self.len) as usize
+    }
+}
+
+/// One headline, as offsets into its file's text and indexes.
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ObjectRecord {
+    /// Its id: in the file text (`:ID:`), or, when `id_derived`, in the
+    /// index's `derived_ids` pool.
+    pub id: Range32,
+    /// Whether the id was derived from the file and outline path.
+    pub id_derived: bool,
+    /// Whether its TODO keyword is a done state.
+    pub done: bool,
+    /// Number of stars.
+    pub level: u16,
+    /// 1-based line in the file.
+    pub line: u32,
+    /// The title, in the text.
+    pub title: Range32,
+    /// The TODO keyword, in the text (`len` 0 when none).
+    pub todo: Range32,
+    /// The body (section after the drawer, to the first child), in the text.
+    pub body: Range32,
+    /// Own tags: a range of [`FileIndex::tags`].
+    pub tags: Range32,
+    /// Index of the parent in this file's view, or [`NONE`].
+    pub parent: u32,
+    /// Children: a range of [`FileIndex::children`].
+    pub children: Range32,
+    /// Row in the vector table, or [`NONE`].
+    pub vector: u32,
+}
+
+/// One file's objects, prepared by the host once per version of the file
+/// (and privacy configuration). Owns no text: everything points into the
+/// text the [`FileView`] lends with it.
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone, Default)]
+pub struct FileIndex {
+    /// The visible objects, in outline order (a parent before its children).
+    pub objects: RVec<ObjectRecord>,
+    /// Child indices; each object's `children` is a range of this.
+    pub children: RVec<u32>,
+    /// Tags as ranges of the text; each object's `tags` is a range of this.
+    pub tags: RVec<Range32>,
+    /// Ids derived by the host for headlines without `:ID:`.
+    pub derived_ids: abi_stable::std_types::RString,
+    /// Floats per vector (0 when the file has none).
+    pub dim: u32,
+    /// Embedding vectors, `dim` floats per row.
+    pub vectors: RVec<f32>,
+    /// `(tag lowercased, object indices)`, sorted by tag: the objects
+    /// carrying each own tag, for [`FileView::with_tag`].
+    pub tag_index: RVec<TagEntry>,
+}
+
+/// The objects carrying one tag.
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone, Default, PartialEq, Eq)]
+pub struct TagEntry {
+    /// The tag, lowercased.
+    pub tag: abi_stable::std_types::RString,
+    /// The objects carrying it, in outline order.
+    pub objects: RVec<u32>,
+}
+
+/// One file lent to a skill for the duration of a hook call.
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone, Copy)]
+pub struct FileView<'a> {
+    /// The file's path, for messages.
+    pub path: RStr<'a>,
+    /// The file's text.
+    pub text: RStr<'a>,
+    /// Its prepared index.
+    pub index: &'a FileIndex,
+}
+
+impl<'a> FileView<'a> {
+    fn text_of(&self, range: Range32) -> &'a str {
+        self.text.as_str().get(range.range()).unwrap_or("")
+    }
+
+    /// How many visible objects the file has.
+    pub fn len(&self) -> usize {
+        self.index.objects.len()
+    }
+
+    /// Whether the file has no visible object.
+    pub fn is_empty(&self) -> bool {
+        self.index.objects.is_empty()
+    }
+
+    /// The record of object `index`.
+    pub fn object(&self, index: u32) -> &'a ObjectRecord {
+        &self.index.objects[index as usize]
+    }
+
+    /// Its id.
+    pub fn id(&self, index: u32) -> &'a str {
+        let o = self.object(index);
+        if o.id_derived {
+            self.index.derived_ids.as_str().get(o.id.range()).unwrap_or("")
+        } else {
+            self.text_of(o.id)
+        }
+    }
+
+    /// Its title.
+    pub fn title(&self, index: u32) -> &'a str {
+        self.text_of(self.object(index).title)
+    }
+
+    /// Its TODO keyword.
+    pub fn todo(&self, index: u32) -> Option<&'a str> {
+        let o = self.object(index);
+        (o.todo.len > 0).then(|| self.text_of(o.todo))
+    }
+
+    /// Its body.
+    pub fn body(&self, index: u32) -> &'a str {
+        self.text_of(self.object(index).body)
+    }
+
+    /// Its own tags.
+    pub fn tags(&self, index: u32) -> impl Iterator<Item = &'a str> + 'a {
+        let this = *self;
+        self.index.tags[self.object(index).tags.range()]
+            .iter()
+            .map(move |r| this.text_of(*r))
+    }
+
+    /// Its children's indices.
+    pub fn children(&self, index: u32) -> &'a [u32] {
+        &self.index.children[self.object(index).children.range()]
+    }
+
+    /// Its parent's index.
+    pub fn parent(&self, index: u32) -> Option<u32> {
+        let p = self.object(index).parent;
+        (p != NONE).then_some(p)
+    }
+
+    /// Its embedding vector.
+    pub fn vector(&self, index: u32) -> Option<&'a [f32]> {
+        let row = self.object(index).vector;
+        if row == NONE {
+            return None;
+        }
+        let dim = self.index.dim as usize;
+        self.index.vectors.get(row as usize * dim..(row as usize + 1) * dim)
+    }
+
+    /// The objects with own tag `tag` (exact, case-insensitive), in outline
+    /// order.
+    pub fn with_tag(&self, tag: &str) -> &'a [u32] {
+        let wanted = tag.trim_matches(':').to_lowercase();
+        match self
+            .index
+            .tag_index
+            .binary_search_by(|e| e.tag.as_str().cmp(wanted.as_str()))
+        {
+            Ok(at) => &self.index.tag_index[at].objects,
+            Err(_) => &[],
+        }
+    }
+}
+
+/// The whole memex lent to a skill for the duration of a hook call.
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone, Copy)]
+pub struct MemexView<'a> {
+    /// The memex generation this view shows.
+    pub generation: u64,
+    /// The files, in path order.
+    pub files: RSlice<'a, FileView<'a>>,
+}
+
+impl<'a> MemexView<'a> {
+    /// The files.
+    pub fn files(&self) -> impl Iterator<Item = &'a FileView<'a>> + 'a {
+        self.files.as_slice().iter()
+    }
+
+    /// An empty memex.
+    pub const EMPTY: MemexView<'static> = MemexView {
+        generation: 0,
+        files: RSlice::from_slice(&[]),
+    };
+
+    /// The object with id `id`, as `(file, index)`. Linear in the number of
+    /// objects: look ids up once, not per node.
+    pub fn find(&self, id: &str) -> Option<(&'a FileView<'a>, u32)> {
+        self.files().find_map(|file| {
+            (0..file.len() as u32)
+                .find(|&i| file.id(i) == id)
+                .map(|i| (file, i))
+        })
+    }
+}
