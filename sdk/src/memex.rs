@@ -158,7 +158,11 @@ impl<'a> FileView<'a> {
     pub fn id(&self, index: u32) -> &'a str {
         let o = self.object(index);
         if o.id_derived {
-            self.index.derived_ids.as_str().get(o.id.range()).unwrap_or("")
+            self.index
+                .derived_ids
+                .as_str()
+                .get(o.id.range())
+                .unwrap_or("")
         } else {
             self.text_of(o.id)
         }
@@ -206,7 +210,9 @@ impl<'a> FileView<'a> {
             return None;
         }
         let dim = self.index.dim as usize;
-        self.index.vectors.get(row as usize * dim..(row as usize + 1) * dim)
+        self.index
+            .vectors
+            .get(row as usize * dim..(row as usize + 1) * dim)
     }
 
     /// The objects with own tag `tag` (exact, case-insensitive), in outline

@@ -91,6 +91,14 @@ pub struct MemexFile {
     by_tag: HashMap<Box<str>, Vec<u32>>,
     by_todo: HashMap<Box<str>, Vec<u32>>,
     by_id: HashMap<Box<str>, u32>,
+    /// The skills' index of this file, built on first use for the privacy
+    /// tags it was built with (see [`crate::memex::view`]).
+    pub(crate) view_cache: std::sync::Mutex<
+        Option<(
+            crate::memex::privacy::PrivacyTags,
+            Arc<foveal_sdk::memex::FileIndex>,
+        )>,
+    >,
 }
 
 impl MemexFile {
@@ -206,6 +214,7 @@ impl MemexFile {
             by_tag,
             by_todo,
             by_id,
+            view_cache: std::sync::Mutex::new(None),
             text,
         })
     }
@@ -342,12 +351,22 @@ fn assign_ids(text: &str, id_base: &str, headlines: &[Headline]) -> Vec<(Box<str
         let mut path = String::new();
         for (title, rank) in parts.iter().rev() {
             path.push('/');
-            path.push_str(title);
+            // Escape the path's own separators so that `* x/y` and `* x`
+            // › `** y` (or a title `b#2`) cannot share a path.
+            for c in title.chars() {
+                if matches!(c, '\\' | '/' | '#') {
+                    path.push('\\');
+                }
+                path.push(c);
+            }
             if *rank > 1 {
                 path.push_str(&format!("#{rank}"));
             }
         }
-        out.push((derived_id(id_base, &path).into_boxed_str(), IdSource::Derived));
+        out.push((
+            derived_id(id_base, &path).into_boxed_str(),
+            IdSource::Derived,
+        ));
     }
     out
 }
@@ -368,8 +387,8 @@ fn sibling_ranks(text: &str, headlines: &[Headline]) -> Vec<u32> {
 /// The id of a headline without `:ID:`: `org-` and 16 hex digits of the
 /// 64-bit FNV-1a hash of `<file>\0<outline path>`, where the file is its
 /// path relative to the memex root and the outline path is the titles from
-/// the top, each after a `/`, with `#N` after the N-th (N ≥ 2) sibling of the
-/// same title. The id stays the same while the file keeps its name and the
+/// the top, each after a `/` (with `\`, `/` and `#` in titles escaped by
+/// a `\`), with `#N` after the N-th (N ≥ 2) sibling of the same title. The id stays the same while the file keeps its name and the
 /// headline its title and place; to keep an id through renames, give the
 /// headline an `:ID:` property.
 pub fn derived_id(file: &str, outline_path: &str) -> String {
@@ -469,8 +488,26 @@ mod tests {
     #[test]
     fn the_fast_float_path_agrees_with_str_parse() {
         for token in [
-            "0", "1", "-1", "0.1234", "-0.9999", "+0.5", "12345.67", "1234567", "0.0000001",
-            ".5", "5.", "-0.0", "1e3", "0.12345678", "123456789", "nan", "inf", "1.2.3", "-", "",
+            "0",
+            "1",
+            "-1",
+            "0.1234",
+            "-0.9999",
+            "+0.5",
+            "12345.67",
+            "1234567",
+            "0.0000001",
+            ".5",
+            "5.",
+            "-0.0",
+            "1e3",
+            "0.12345678",
+            "123456789",
+            "nan",
+            "inf",
+            "1.2.3",
+            "-",
+            "",
         ] {
             assert_eq!(
                 parse_f32(token).map(f32::to_bits),

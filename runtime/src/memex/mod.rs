@@ -30,6 +30,7 @@ pub mod file;
 pub mod parse;
 pub mod privacy;
 pub mod snapshot;
+pub mod view;
 pub mod watch;
 pub mod write;
 
@@ -189,6 +190,15 @@ impl Memex {
         })
     }
 
+    /// The member files under `dir` (a folder inside a root), sorted.
+    pub fn members_under(&self, dir: &Path) -> Vec<PathBuf> {
+        let mut out = Vec::new();
+        walk(dir, &mut out);
+        out.retain(|p| self.is_member(p));
+        out.sort();
+        out
+    }
+
     /// The `*.org` files under the roots, sorted.
     fn discover(&self) -> Vec<PathBuf> {
         let mut out = Vec::new();
@@ -223,6 +233,10 @@ impl Memex {
     /// Reads and parses one file.
     fn read(&self, path: &Path) -> Result<MemexFile, MemexError> {
         let bytes = std::fs::read(path).map_err(|e| MemexError::io(path, e))?;
+        self.parse_bytes(path, bytes)
+    }
+
+    fn parse_bytes(&self, path: &Path, bytes: Vec<u8>) -> Result<MemexFile, MemexError> {
         let text = String::from_utf8(bytes).map_err(|e| {
             let bad = e.utf8_error().valid_up_to();
             let bytes = e.as_bytes();
@@ -248,14 +262,30 @@ impl Memex {
 
     /// Reads `path` again and publishes the result: the new version, or —
     /// when it cannot be read or parsed — the error beside the previous
-    /// version. A file that is gone is removed. Returns the new generation.
+    /// version. A file that is gone is removed. Returns the generation now
+    /// current; when the file's bytes are those already served, nothing is
+    /// published and the generation stays.
     pub fn reload_file(&self, path: &Path) -> u64 {
         let _writing = self.writer.lock().unwrap_or_else(|e| e.into_inner());
         let current = self.current.load();
         let next = if !path.exists() {
+            if current.file(path).is_none() && !current.failed().contains_key(path) {
+                return current.generation();
+            }
             current.without_file(path)
         } else {
-            match self.read(path) {
+            let bytes = std::fs::read(path).map_err(|e| MemexError::io(path, e));
+            // The same bytes as the version being served (our own write-back
+            // coming back through the watcher, or a touch): nothing to do.
+            if let Ok(bytes) = &bytes
+                && !current.failed().contains_key(path)
+                && current
+                    .file(path)
+                    .is_some_and(|f| f.text.as_bytes() == bytes.as_slice())
+            {
+                return current.generation();
+            }
+            match bytes.and_then(|bytes| self.parse_bytes(path, bytes)) {
                 Ok(file) => current.with_file(Arc::new(file)),
                 Err(error) => {
                     tracing::warn!("memex file not reloaded, previous version kept: {error}");
@@ -423,6 +453,15 @@ mod tests {
         std::fs::write(&path, "* B\n").unwrap();
         assert!(memex.reload_file(&path) > g);
         assert_eq!(memex.snapshot().objects().next().unwrap().title(), "B");
+    }
+
+    #[test]
+    fn reloading_unchanged_bytes_publishes_nothing() {
+        let (dir, memex) = memex_with(&[("a.org", b"* A\n")]);
+        let path = dir.path().canonicalize().unwrap().join("a.org");
+        let g = memex.snapshot().generation();
+        assert_eq!(memex.reload_file(&path), g);
+        assert_eq!(memex.reload_file(&dir.path().join("never.org")), g);
     }
 
     #[test]

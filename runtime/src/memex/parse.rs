@@ -100,11 +100,15 @@ impl TodoKeywords {
                 done.push(last.to_string());
             }
         }
-        if found {
-            Self { todo, done }
-        } else {
-            Self::default()
+        if !found {
+            return Self::default();
         }
+        // A word declared twice counts once, and a word declared both ways
+        // is a not-done state (as `classify` answers).
+        let mut seen = std::collections::HashSet::new();
+        todo.retain(|w| seen.insert(w.clone()));
+        done.retain(|w| seen.insert(w.clone()));
+        Self { todo, done }
     }
 }
 
@@ -356,7 +360,9 @@ pub fn parse(text: &str) -> Result<Parsed, ParseError> {
     let bytes = text.as_bytes();
     let end_of_text = bytes.len() as u32;
     let mut headlines: Vec<Headline> = Vec::new();
-    let mut stack: Vec<u32> = Vec::new();
+    // Open subtrees as (index, real star count): `level` saturates at
+    // u16::MAX, the comparison must not.
+    let mut stack: Vec<(u32, usize)> = Vec::new();
     let mut current: Option<usize> = None;
     let mut lines = Lines { bytes, pos: 0 };
     let mut line_no = 0u32;
@@ -373,8 +379,8 @@ pub fn parse(text: &str) -> Result<Parsed, ParseError> {
             headlines[c].own.end = at;
             headlines[c].body.end = at;
         }
-        while let Some(&top) = stack.last() {
-            if usize::from(headlines[top as usize].level) >= level {
+        while let Some(&(top, top_level)) = stack.last() {
+            if top_level >= level {
                 headlines[top as usize].subtree.end = at;
                 stack.pop();
             } else {
@@ -396,7 +402,7 @@ pub fn parse(text: &str) -> Result<Parsed, ParseError> {
             tags_token: fields.tags_token,
             todo_span: fields.todo_span,
             properties: Box::new([]),
-            parent: stack.last().copied(),
+            parent: stack.last().map(|&(index, _)| index),
             subtree: at..end_of_text,
             own: at..end_of_text,
             after_headline: next as u32,
@@ -464,14 +470,14 @@ pub fn parse(text: &str) -> Result<Parsed, ParseError> {
         }
         headline.body = body_start as u32..end_of_text;
         headlines.push(headline);
-        stack.push(index);
+        stack.push((index, level));
         current = Some(index as usize);
     }
     if let Some(c) = current {
         headlines[c].own.end = end_of_text;
         headlines[c].body.end = end_of_text;
     }
-    for top in stack {
+    for (top, _) in stack {
         headlines[top as usize].subtree.end = end_of_text;
     }
     Ok(Parsed {

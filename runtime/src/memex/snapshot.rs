@@ -325,6 +325,14 @@ impl MemexSnapshot {
             for (id, _) in old.ids() {
                 if next.ids.get(id).is_some_and(|p| &**p == path) {
                     next.ids.remove(id);
+                    // Another file claiming the same id inherits it.
+                    if let Some((other, _)) = self
+                        .files
+                        .iter()
+                        .find(|(p, f)| &***p != path && f.index_of(id).is_some())
+                    {
+                        next.ids.insert(Box::from(id), Arc::clone(other));
+                    }
                 }
             }
             for tag in old.tags() {

@@ -52,35 +52,48 @@ impl MemexWatcher {
         let (tx, rx) = mpsc::channel();
         let events = tx.clone();
         let filter = Arc::clone(&memex);
-        let mut watcher = notify::recommended_watcher(move |event: notify::Result<Event>| match event {
-            Ok(event) => {
-                if matches!(event.kind, EventKind::Access(_)) {
-                    return;
-                }
-                for path in event.paths {
-                    if filter.is_member(&path) {
-                        let _ = events.send(Message::Dirty(path));
+        let mut watcher =
+            notify::recommended_watcher(move |event: notify::Result<Event>| match event {
+                Ok(event) => {
+                    if matches!(event.kind, EventKind::Access(_)) {
+                        return;
+                    }
+                    let created = matches!(event.kind, EventKind::Create(_));
+                    for path in event.paths {
+                        if filter.is_member(&path) {
+                            let _ = events.send(Message::Dirty(path));
+                        } else if created && path.is_dir() {
+                            // A new folder: files written into it before the
+                            // recursive watch reached it raised no event of
+                            // their own, so look.
+                            for file in filter.members_under(&path) {
+                                let _ = events.send(Message::Dirty(file));
+                            }
+                        }
                     }
                 }
-            }
-            Err(error) => tracing::warn!("memex watch error: {error}"),
-        })
-        .map_err(|source| WatchError {
-            path: PathBuf::new(),
-            source,
-        })?;
+                Err(error) => tracing::warn!("memex watch error: {error}"),
+            })
+            .map_err(|source| WatchError {
+                path: PathBuf::new(),
+                source,
+            })?;
         let roots: Vec<PathBuf> = memex.roots().map(PathBuf::from).collect();
         for root in roots {
             let (target, mode) = if root.is_dir() {
                 (root.clone(), RecursiveMode::Recursive)
             } else {
                 // A file root: watch its folder, so a save by rename is seen.
-                let parent = root.parent().map(PathBuf::from).unwrap_or_else(|| PathBuf::from("."));
+                let parent = root
+                    .parent()
+                    .map(PathBuf::from)
+                    .unwrap_or_else(|| PathBuf::from("."));
                 (parent, RecursiveMode::NonRecursive)
             };
-            watcher
-                .watch(&target, mode)
-                .map_err(|source| WatchError { path: target, source })?;
+            watcher.watch(&target, mode).map_err(|source| WatchError {
+                path: target,
+                source,
+            })?;
         }
         let thread = std::thread::Builder::new()
             .name("foveal-memex-watch".to_owned())
@@ -169,7 +182,11 @@ mod tests {
         std::fs::write(root.join(".a.org.tmp"), "* Three\n").unwrap();
         std::fs::rename(root.join(".a.org.tmp"), root.join("a.org")).unwrap();
         assert!(wait_for(Duration::from_secs(5), || {
-            memex.snapshot().objects().next().is_some_and(|o| o.title() == "Three")
+            memex
+                .snapshot()
+                .objects()
+                .next()
+                .is_some_and(|o| o.title() == "Three")
         }));
 
         // A new file in a new folder, and a removal.

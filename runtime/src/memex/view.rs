@@ -1,0 +1,280 @@
+//! Building the skills' view of the memex (`foveal_sdk::memex`).
+//!
+//! For each version of a file the host prepares one [`FileIndex`]: the
+//! visible objects as offsets into the file's text, with private objects
+//! (a privacy tag on them or an ancestor) left out and every parent, child
+//! and tag reference renumbered. The index is cached on the file, so a
+//! change to one file rebuilds only its index; a hook call then costs one
+//! small array of [`FileView`]s, one per file, borrowing the indexes and
+//! texts of the snapshot it runs on.
+//!
+//! # Example
+//!
+//! ```
+//! use foveal::memex::{Memex, privacy::PrivacyTags, view::SnapshotView};
+//!
+//! let dir = tempfile::tempdir().unwrap();
+//! std::fs::write(dir.path().join("a.org"), "* Work :project:\n* Diary :@personal:\n").unwrap();
+//! let memex = Memex::open(&[dir.path().to_path_buf()]).unwrap();
+//! let snapshot = memex.snapshot();
+//! let view = SnapshotView::new(&snapshot, &PrivacyTags::new(["@personal"]));
+//! let memex_view = view.view();
+//! let file = &memex_view.files[0];
+//! assert_eq!(file.len(), 1);
+//! assert_eq!(file.title(0), "Work");
+//! ```
+
+use std::sync::Arc;
+
+use abi_stable::std_types::{RSlice, RStr, RString, RVec};
+use foveal_sdk::memex::{FileIndex, FileView, MemexView, NONE, ObjectRecord, Range32, TagEntry};
+
+use crate::memex::file::{IdSource, MemexFile};
+use crate::memex::privacy::PrivacyTags;
+use crate::memex::snapshot::MemexSnapshot;
+
+fn range(span: &std::ops::Range<u32>) -> Range32 {
+    Range32 {
+        start: span.start,
+        len: span.end - span.start,
+    }
+}
+
+/// Builds the index of `file` without its private objects.
+pub fn file_index(file: &MemexFile, privacy: &PrivacyTags) -> FileIndex {
+    let mask = privacy.private_mask(file);
+    let mut remap = vec![NONE; file.objects.len()];
+    let mut visible = 0u32;
+    for (i, private) in mask.iter().enumerate() {
+        if !private {
+            remap[i] = visible;
+            visible += 1;
+        }
+    }
+    let mut index = FileIndex {
+        dim: file.dim as u32,
+        ..FileIndex::default()
+    };
+    let mut tag_lists: std::collections::BTreeMap<String, Vec<u32>> = Default::default();
+    let mut derived = String::new();
+    for (i, object) in file.objects.iter().enumerate() {
+        if mask[i] {
+            continue;
+        }
+        let h = &object.headline;
+        let me = remap[i];
+        let id = match object.id_source {
+            IdSource::Property => h
+                .properties
+                .iter()
+                .find(|p| file.slice(&p.key).eq_ignore_ascii_case("ID"))
+                .map(|p| range(&p.value))
+                .unwrap_or_default(),
+            IdSource::Derived => {
+                let start = derived.len() as u32;
+                derived.push_str(&object.id);
+                Range32 {
+                    start,
+                    len: object.id.len() as u32,
+                }
+            }
+        };
+        // Tags: split the `:a:b:` token into ranges of the text.
+        let tags_start = index.tags.len() as u32;
+        let token = file.slice(&h.tags_token);
+        let mut at = h.tags_token.start;
+        for part in token.split(':') {
+            if !part.is_empty() {
+                index.tags.push(Range32 {
+                    start: at,
+                    len: part.len() as u32,
+                });
+                let list = tag_lists.entry(part.to_lowercase()).or_default();
+                if list.last() != Some(&me) {
+                    list.push(me);
+                }
+            }
+            at += part.len() as u32 + 1;
+        }
+        let children_start = index.children.len() as u32;
+        for &child in &file.children[object.children.start as usize..object.children.end as usize] {
+            let c = remap[child as usize];
+            if c != NONE {
+                index.children.push(c);
+            }
+        }
+        let vector = match object.vector {
+            Some(row) => {
+                let row = row as usize;
+                let new_row = (index.vectors.len() / file.dim.max(1)) as u32;
+                index
+                    .vectors
+                    .extend_from_slice(&file.vectors[row * file.dim..(row + 1) * file.dim]);
+                new_row
+            }
+            None => NONE,
+        };
+        index.objects.push(ObjectRecord {
+            id,
+            id_derived: object.id_source == IdSource::Derived,
+            done: h.done,
+            level: h.level,
+            line: h.line,
+            title: range(&h.title),
+            todo: range(&h.todo_span),
+            body: range(&h.body),
+            tags: Range32 {
+                start: tags_start,
+                len: index.tags.len() as u32 - tags_start,
+            },
+            // A private parent makes its children private, so a visible
+            // object's parent is visible.
+            parent: h.parent.map_or(NONE, |p| remap[p as usize]),
+            children: Range32 {
+                start: children_start,
+                len: index.children.len() as u32 - children_start,
+            },
+            vector,
+        });
+    }
+    index.derived_ids = RString::from(derived);
+    index.tag_index = tag_lists
+        .into_iter()
+        .map(|(tag, objects)| TagEntry {
+            tag: RString::from(tag),
+            objects: RVec::from(objects),
+        })
+        .collect();
+    index
+}
+
+/// The cached index of `file` for `privacy`, built on first use.
+pub fn cached_index(file: &MemexFile, privacy: &PrivacyTags) -> Arc<FileIndex> {
+    let mut cache = file.view_cache.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((tags, index)) = cache.as_ref()
+        && tags == privacy
+    {
+        return Arc::clone(index);
+    }
+    let index = Arc::new(file_index(file, privacy));
+    *cache = Some((privacy.clone(), Arc::clone(&index)));
+    index
+}
+
+/// The indexes of one snapshot, ready to lend to hooks as a [`MemexView`].
+#[derive(Debug)]
+pub struct SnapshotView<'a> {
+    generation: u64,
+    indexes: Vec<(&'a MemexFile, Arc<FileIndex>)>,
+}
+
+impl<'a> SnapshotView<'a> {
+    /// Prepares (or takes from cache) every file's index.
+    pub fn new(snapshot: &'a MemexSnapshot, privacy: &PrivacyTags) -> Self {
+        Self {
+            generation: snapshot.generation(),
+            indexes: snapshot
+                .files()
+                .map(|f| (&**f, cached_index(f, privacy)))
+                .collect(),
+        }
+    }
+
+    /// The files as views; keep the returned vector alive while a
+    /// [`MemexView`] borrows it.
+    pub fn file_views(&self) -> Vec<FileView<'_>> {
+        self.indexes
+            .iter()
+            .map(|(file, index)| FileView {
+                path: RStr::from_str(file.path.to_str().unwrap_or("")),
+                text: RStr::from_str(&file.text),
+                index,
+            })
+            .collect()
+    }
+
+    /// The view to hand to a hook, borrowing `files` (from
+    /// [`file_views`](Self::file_views)).
+    pub fn view_of<'v>(&self, files: &'v [FileView<'v>]) -> MemexView<'v> {
+        MemexView {
+            generation: self.generation,
+            files: RSlice::from_slice(files),
+        }
+    }
+
+    /// A self-contained view for tests and one-off uses.
+    pub fn view(&self) -> OwnedView<'_> {
+        OwnedView {
+            generation: self.generation,
+            files: self.file_views(),
+        }
+    }
+}
+
+/// A [`MemexView`]'s files held together with it.
+#[derive(Debug)]
+pub struct OwnedView<'a> {
+    /// The generation.
+    pub generation: u64,
+    /// The files.
+    pub files: Vec<FileView<'a>>,
+}
+
+impl<'a> OwnedView<'a> {
+    /// The ABI view borrowing these files.
+    pub fn as_view(&self) -> MemexView<'_> {
+        MemexView {
+            generation: self.generation,
+            files: RSlice::from_slice(&self.files),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    const TEXT: &str = "* Work :project:x:\n:PROPERTIES:\n:ID: work\n:EMBEDDING: 1 0\n:END:\nwork body\n** Diary :@personal:\n:PROPERTIES:\n:EMBEDDING: 0 1\n:END:\nsecret canary\n*** Deep secret\n** TODO Public :y:\n:PROPERTIES:\n:EMBEDDING: 0.5 0.5\n:END:\n* Home :@personal:\n";
+
+    #[test]
+    fn private_objects_are_not_in_the_view_and_references_are_renumbered() {
+        let file = MemexFile::parse(Path::new("/m/a.org"), "a.org", TEXT.to_owned()).unwrap();
+        let index = file_index(&file, &PrivacyTags::new(["@personal"]));
+        let view = FileView {
+            path: RStr::from_str("a.org"),
+            text: RStr::from_str(&file.text),
+            index: &index,
+        };
+        assert_eq!(view.len(), 2);
+        assert_eq!((view.title(0), view.title(1)), ("Work", "Public"));
+        assert_eq!(view.id(0), "work");
+        assert!(view.id(1).starts_with("org-"));
+        assert_eq!(view.children(0), [1]);
+        assert_eq!(view.parent(1), Some(0));
+        assert_eq!(view.tags(0).collect::<Vec<_>>(), ["project", "x"]);
+        assert_eq!(view.todo(1), Some("TODO"));
+        assert_eq!(view.todo(0), None);
+        assert_eq!(view.body(0), "work body\n");
+        assert_eq!(view.vector(0), Some(&[1.0, 0.0][..]));
+        assert_eq!(view.vector(1), Some(&[0.5, 0.5][..]));
+        assert_eq!(view.with_tag("PROJECT"), [0]);
+        assert!(view.with_tag("@personal").is_empty());
+        // Nothing private is reachable through any field.
+        for i in 0..view.len() as u32 {
+            assert!(!view.body(i).contains("canary"));
+            assert!(!view.title(i).contains("secret") && !view.title(i).contains("Diary"));
+        }
+    }
+
+    #[test]
+    fn the_index_is_cached_per_privacy_configuration() {
+        let file = MemexFile::parse(Path::new("/m/a.org"), "a.org", TEXT.to_owned()).unwrap();
+        let strict = PrivacyTags::new(["@personal"]);
+        let a = cached_index(&file, &strict);
+        let b = cached_index(&file, &strict);
+        assert!(Arc::ptr_eq(&a, &b));
+        let open = cached_index(&file, &PrivacyTags::new(Vec::<String>::new()));
+        assert_eq!(open.objects.len(), 5);
+    }
+}
