@@ -52,8 +52,9 @@ pub struct PluginWatcher {
 }
 
 impl PluginWatcher {
-    /// Starts watching every folder of `registry` that exists. Call after
-    /// [`Registry::scan`].
+    /// Starts watching every folder of `registry` that exists. Start it
+    /// before [`Registry::scan`], so that a library installed while the scan
+    /// runs is not missed (a build seen twice is loaded once).
     ///
     /// Renames, closes after writing, and removals are applied at once, on
     /// the watch backend's own thread: one thread hop less between the

@@ -41,15 +41,18 @@ pub fn registry_options(config: &Config) -> RegistryOptions {
 }
 
 fn open_registry(config: &Config) -> anyhow::Result<Registry> {
-    let options = registry_options(config);
-    let registry = Registry::new(options).map_err(|e| {
+    let registry = new_registry(config)?;
+    registry.scan();
+    Ok(registry)
+}
+
+fn new_registry(config: &Config) -> anyhow::Result<Registry> {
+    Registry::new(registry_options(config)).map_err(|e| {
         anyhow::anyhow!(
             "cannot create the shadow folder {}: {e}; set FOVEAL_DATA_DIR to a writable folder",
             config.shadow_dir().display()
         )
-    })?;
-    registry.scan();
-    Ok(registry)
+    })
 }
 
 /// `foveal skill-list [--json] [--watch]`.
@@ -66,16 +69,21 @@ pub fn list(config: &Config, json: bool, watch: bool) -> anyhow::Result<Exit> {
             config.plugins.dir.display()
         );
     }
-    let registry = Arc::new(open_registry(config)?);
-    let snapshot = registry.snapshot();
-    print_list(&snapshot, &registry, json, false)?;
     if !watch {
+        let registry = open_registry(config)?;
+        print_list(&registry.snapshot(), &registry, json, false)?;
         return Ok(Exit::Ok);
     }
+    // Watch first, then scan: a library installed in between is seen by one
+    // or the other (the registry skips a build it already has).
+    let registry = Arc::new(new_registry(config)?);
     let _watcher = PluginWatcher::start(
         Arc::clone(&registry),
         Duration::from_millis(config.plugins.debounce_ms),
     )?;
+    registry.scan();
+    let snapshot = registry.snapshot();
+    print_list(&snapshot, &registry, json, false)?;
     let mut seen = snapshot.generation();
     loop {
         let now = registry.wait_for_change(seen, Duration::from_secs(3600));

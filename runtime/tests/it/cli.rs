@@ -280,9 +280,19 @@ fn skill_list_watch_reports_each_change_while_running() {
         &["skill-list", "--watch", "--json", "--no-builtin"],
     )
     .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::null())
     .spawn()
     .unwrap();
     let stdout = child.stdout.take().unwrap();
+    // Kill the child even when an assertion fails.
+    struct KillOnDrop(std::process::Child);
+    impl Drop for KillOnDrop {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let child = KillOnDrop(child);
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         for line in std::io::BufReader::new(stdout).lines() {
@@ -328,8 +338,7 @@ fn skill_list_watch_reports_each_change_while_running() {
     std::fs::remove_file(&path).unwrap();
     assert!(next("remove").is_empty());
 
-    child.kill().unwrap();
-    child.wait().unwrap();
+    drop(child);
 }
 
 #[test]
