@@ -45,14 +45,36 @@ impl ObjectType {
 pub struct Object {
     /// Its structure as scanned.
     pub headline: Headline,
-    /// Its id, unique in the memex when it comes from `:ID:`.
-    pub id: Box<str>,
+    /// Its id (read it with [`Object::id`]): unique in the memex when it
+    /// comes from `:ID:`.
+    pub id: IdText,
     /// Where the id came from.
     pub id_source: IdSource,
     /// Its children: a range of [`MemexFile::children`].
     pub children: Span,
     /// Its row in [`MemexFile::vectors`], when it has an `:EMBEDDING:`.
     pub vector: Option<u32>,
+}
+
+/// Where an object's id is kept: in the file's text (an `:ID:` value, not
+/// copied: 100,000 copies of a UUID cost megabytes), or derived.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IdText {
+    /// The `:ID:` value's span in the text.
+    Text(Span),
+    /// A derived id.
+    Derived(Box<str>),
+}
+
+impl Object {
+    /// Its id; `text` is its file's text.
+    #[inline]
+    pub fn id<'a>(&'a self, text: &'a str) -> &'a str {
+        match &self.id {
+            IdText::Text(span) => slice(text, span),
+            IdText::Derived(id) => id,
+        }
+    }
 }
 
 /// Something odd in a file that did not stop it from loading.
@@ -90,7 +112,8 @@ pub struct MemexFile {
     pub parse_time: Duration,
     by_tag: HashMap<Box<str>, Vec<u32>>,
     by_todo: HashMap<Box<str>, Vec<u32>>,
-    by_id: HashMap<Box<str>, u32>,
+    /// Object indices, hashed by [`id_hash`] of their id: no id is copied.
+    by_id: hashbrown::HashTable<u32>,
     /// The skills' index of this file, built on first use for the privacy
     /// tags it was built with (see [`crate::memex::view`]).
     pub(crate) view_cache: std::sync::Mutex<
@@ -140,7 +163,7 @@ impl MemexFile {
         let mut objects = Vec::with_capacity(count);
         let mut by_tag: HashMap<Box<str>, Vec<u32>> = HashMap::new();
         let mut by_todo: HashMap<Box<str>, Vec<u32>> = HashMap::new();
-        let mut by_id: HashMap<Box<str>, u32> = HashMap::with_capacity(count);
+        let mut by_id: hashbrown::HashTable<u32> = hashbrown::HashTable::with_capacity(count);
         for (i, (headline, (id, id_source))) in parsed.headlines.into_iter().zip(ids).enumerate() {
             let index = i as u32;
             let mut vector = None;
@@ -180,9 +203,18 @@ impl MemexFile {
             if let Some(todo) = &headline.todo {
                 by_todo.entry(todo.clone()).or_default().push(index);
             }
-            if let Some(first) = by_id.insert(id.clone(), index) {
-                by_id.insert(id.clone(), first);
+            let id_str = match &id {
+                IdText::Text(span) => slice(&text, span),
+                IdText::Derived(d) => d,
+            };
+            let hash = id_hash(id_str);
+            let id_of = |i: u32| -> &str {
+                let o: &Object = &objects[i as usize];
+                o.id(&text)
+            };
+            if let Some(&first) = by_id.find(hash, |&i| id_of(i) == id_str) {
                 if id_source == IdSource::Property {
+                    let id = id_str;
                     warnings.push(Warning {
                         line: headline.line,
                         message: format!(
@@ -191,6 +223,8 @@ impl MemexFile {
                         ),
                     });
                 }
+            } else {
+                by_id.insert_unique(hash, index, |&i| id_hash(id_of(i)));
             }
             objects.push(Object {
                 headline,
@@ -242,12 +276,18 @@ impl MemexFile {
 
     /// The object with id `id` in this file.
     pub fn index_of(&self, id: &str) -> Option<u32> {
-        self.by_id.get(id).copied()
+        self.by_id.find(id_hash(id), |&i| self.id(i) == id).copied()
+    }
+
+    /// The id of object `index`.
+    #[inline]
+    pub fn id(&self, index: u32) -> &str {
+        self.objects[index as usize].id(&self.text)
     }
 
     /// The ids of this file's objects that its index answers for.
     pub fn ids(&self) -> impl Iterator<Item = (&str, u32)> {
-        self.by_id.iter().map(|(k, v)| (&**k, *v))
+        self.by_id.iter().map(|&i| (self.id(i), i))
     }
 
     /// The embedding of object `index`.
@@ -323,12 +363,12 @@ fn parse_f32(token: &str) -> Option<f32> {
 /// Each headline's id: its `:ID:` property, or one derived from the file
 /// and its outline path. Outline paths are built only for headlines that
 /// need one (most memex headlines carry an `:ID:`), by walking up.
-fn assign_ids(text: &str, id_base: &str, headlines: &[Headline]) -> Vec<(Box<str>, IdSource)> {
+fn assign_ids(text: &str, id_base: &str, headlines: &[Headline]) -> Vec<(IdText, IdSource)> {
     let explicit = |h: &Headline| {
         h.properties
             .iter()
             .find(|p| slice(text, &p.key).eq_ignore_ascii_case("ID"))
-            .map(|p| slice(text, &p.value))
+            .map(|p| p.value.clone())
             .filter(|v| !v.is_empty())
     };
     // For each headline, its rank among the earlier siblings of the same
@@ -337,7 +377,7 @@ fn assign_ids(text: &str, id_base: &str, headlines: &[Headline]) -> Vec<(Box<str
     let mut out = Vec::with_capacity(headlines.len());
     for (i, h) in headlines.iter().enumerate() {
         if let Some(id) = explicit(h) {
-            out.push((Box::from(id), IdSource::Property));
+            out.push((IdText::Text(id), IdSource::Property));
             continue;
         }
         let ranks = ranks.get_or_insert_with(|| sibling_ranks(text, headlines));
@@ -364,7 +404,7 @@ fn assign_ids(text: &str, id_base: &str, headlines: &[Headline]) -> Vec<(Box<str
             }
         }
         out.push((
-            derived_id(id_base, &path).into_boxed_str(),
+            IdText::Derived(derived_id(id_base, &path).into_boxed_str()),
             IdSource::Derived,
         ));
     }
@@ -410,6 +450,13 @@ pub fn fnv1a(bytes: &[u8]) -> u64 {
     hash
 }
 
+/// The hash ids are indexed by, in files and in the snapshot: FNV-1a,
+/// fixed, so both agree.
+#[inline]
+pub fn id_hash(id: &str) -> u64 {
+    fnv1a(id.as_bytes())
+}
+
 /// A fast 64-bit hash of a file's bytes, eight at a time, for change
 /// detection (FNV-1a over 84 MB took 80 ms; this takes about 10). Not
 /// stable across versions of foveal, and not used for anything persisted.
@@ -453,15 +500,12 @@ mod tests {
     #[test]
     fn ids_come_from_the_property_or_are_derived_stably() {
         let f = file("* a\n:PROPERTIES:\n:ID: explicit\n:END:\n* b\n* b\n");
-        assert_eq!(&*f.objects[0].id, "explicit");
+        assert_eq!(f.id(0), "explicit");
         assert_eq!(f.objects[0].id_source, IdSource::Property);
         assert_eq!(f.objects[1].id_source, IdSource::Derived);
-        assert_ne!(
-            f.objects[1].id, f.objects[2].id,
-            "same-titled siblings get distinct ids"
-        );
-        assert_eq!(&*f.objects[1].id, derived_id("notes.org", "/b"));
-        assert_eq!(&*f.objects[2].id, derived_id("notes.org", "/b#2"));
+        assert_ne!(f.id(1), f.id(2), "same-titled siblings get distinct ids");
+        assert_eq!(f.id(1), derived_id("notes.org", "/b"));
+        assert_eq!(f.id(2), derived_id("notes.org", "/b#2"));
         assert_eq!(
             derived_id("notes.org", "/b"),
             format!("org-{:016x}", fnv1a(b"notes.org\0/b"))

@@ -154,6 +154,7 @@ impl Memex {
             };
         }
         memex.current.store(Arc::new(snapshot));
+        release_free_memory();
         Ok(memex)
     }
 
@@ -305,6 +306,16 @@ impl Memex {
         let generation = next.generation();
         self.current.store(Arc::new(next));
         generation
+    }
+}
+
+/// Hands memory freed during a load (the scanner's temporary arrays) back
+/// to the OS, so the resident size is what the memex keeps.
+fn release_free_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: `malloc_trim` only walks the allocator's own free lists.
+    unsafe {
+        libc::malloc_trim(0);
     }
 }
 

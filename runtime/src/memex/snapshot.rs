@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::memex::MemexError;
-use crate::memex::file::{FileRef, MemexFile, Object, ObjectType};
+use crate::memex::file::{FileRef, MemexFile, Object, ObjectType, id_hash};
 
 /// What to look for (seed 000 `context-query`). Every field set must match.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -32,7 +32,9 @@ pub struct Query {
 pub struct MemexSnapshot {
     generation: u64,
     files: BTreeMap<Arc<Path>, FileRef>,
-    ids: imbl::HashMap<Box<str>, Arc<Path>>,
+    /// `id_hash(id)` → the file holding it (ids are not copied; a lookup
+    /// checks the file, and falls back to a scan on a hash collision).
+    ids: imbl::HashMap<u64, Arc<Path>>,
     tag_files: imbl::HashMap<Box<str>, imbl::OrdSet<Arc<Path>>>,
     failed: BTreeMap<PathBuf, Arc<MemexError>>,
 }
@@ -61,7 +63,7 @@ impl<'a> ObjectRef<'a> {
 
     /// Its id.
     pub fn id(&self) -> &'a str {
-        &self.object().id
+        self.file.id(self.index)
     }
 
     /// Its type.
@@ -198,10 +200,16 @@ impl MemexSnapshot {
 
     /// The object with id `id` (seed 000 `lookup-object`).
     pub fn get(&self, id: &str) -> Option<ObjectRef<'_>> {
-        let path = self.ids.get(id)?;
-        let file = self.files.get(path)?;
-        let index = file.index_of(id)?;
-        Some(ObjectRef { file, index })
+        if let Some(path) = self.ids.get(&id_hash(id))
+            && let Some(file) = self.files.get(path)
+            && let Some(index) = file.index_of(id)
+        {
+            return Some(ObjectRef { file, index });
+        }
+        // Two ids sharing a 64-bit hash: astronomically rare, still right.
+        self.files
+            .values()
+            .find_map(|file| file.index_of(id).map(|index| ObjectRef { file, index }))
     }
 
     /// Every object, file by file in path order, each file in outline order.
@@ -284,8 +292,9 @@ impl MemexSnapshot {
         let mut next = self.without_indexes_of(&path);
         for (id, _) in file.ids() {
             // The first file to claim an id keeps it.
-            if !next.ids.contains_key(id) {
-                next.ids.insert(Box::from(id), Arc::clone(&path));
+            let key = id_hash(id);
+            if !next.ids.contains_key(&key) {
+                next.ids.insert(key, Arc::clone(&path));
             }
         }
         for tag in file.tags() {
@@ -323,15 +332,16 @@ impl MemexSnapshot {
         let mut next = self.clone();
         if let Some(old) = self.files.get(path) {
             for (id, _) in old.ids() {
-                if next.ids.get(id).is_some_and(|p| &**p == path) {
-                    next.ids.remove(id);
+                let key = id_hash(id);
+                if next.ids.get(&key).is_some_and(|p| &**p == path) {
+                    next.ids.remove(&key);
                     // Another file claiming the same id inherits it.
                     if let Some((other, _)) = self
                         .files
                         .iter()
                         .find(|(p, f)| &***p != path && f.index_of(id).is_some())
                     {
-                        next.ids.insert(Box::from(id), Arc::clone(other));
+                        next.ids.insert(key, Arc::clone(other));
                     }
                 }
             }

@@ -71,11 +71,12 @@ pub fn file_index(file: &MemexFile, privacy: &PrivacyTags) -> FileIndex {
                 .map(|p| range(&p.value))
                 .unwrap_or_default(),
             IdSource::Derived => {
+                let id = object.id(&file.text);
                 let start = derived.len() as u32;
-                derived.push_str(&object.id);
+                derived.push_str(id);
                 Range32 {
                     start,
-                    len: object.id.len() as u32,
+                    len: id.len() as u32,
                 }
             }
         };

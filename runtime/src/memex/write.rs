@@ -275,7 +275,7 @@ impl Plan {
     /// The id of the edited object after the edit — for
     /// [`Edit::AddChild`], the new child's.
     pub fn id(&self) -> &str {
-        &self.file.objects[self.index as usize].id
+        self.file.id(self.index)
     }
 
     /// The 1-based line of that object in the new text.
@@ -580,7 +580,7 @@ fn plan_in(
             }
             if key.eq_ignore_ascii_case("ID")
                 && !value.is_empty()
-                && value != &*object.id
+                && value != object.id(&base.text)
                 && (taken(value) || base.index_of(value).is_some())
             {
                 return Err(WriteError::DuplicateId {
