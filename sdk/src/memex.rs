@@ -110,6 +110,30 @@ pub struct FileIndex {
     /// `(tag lowercased, object indices)`, sorted by tag: the objects
     /// carrying each own tag, for [`FileView::with_tag`].
     pub tag_index: RVec<TagEntry>,
+    /// `(id_hash(id), object index)`, sorted: lookup by id in
+    /// `O(log n)`, for [`FileView::find`].
+    pub id_index: RVec<IdEntry>,
+}
+
+/// One entry of [`FileIndex::id_index`].
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct IdEntry {
+    /// [`id_hash`] of the id.
+    pub hash: u64,
+    /// The object.
+    pub index: u32,
+}
+
+/// The hash ids are indexed by: 64-bit FNV-1a of the id's bytes. Fixed, so
+/// the host and every skill agree.
+pub fn id_hash(id: &str) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in id.as_bytes() {
+        hash ^= u64::from(b);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    hash
 }
 
 /// The objects carrying one tag.
@@ -215,6 +239,18 @@ impl<'a> FileView<'a> {
             .get(row as usize * dim..(row as usize + 1) * dim)
     }
 
+    /// The object with id `id` in this file.
+    pub fn find(&self, id: &str) -> Option<u32> {
+        let hash = id_hash(id);
+        let entries = self.index.id_index.as_slice();
+        let start = entries.partition_point(|e| e.hash < hash);
+        entries[start..]
+            .iter()
+            .take_while(|e| e.hash == hash)
+            .map(|e| e.index)
+            .find(|&i| self.id(i) == id)
+    }
+
     /// The objects with own tag `tag` (exact, case-insensitive), in outline
     /// order.
     pub fn with_tag(&self, tag: &str) -> &'a [u32] {
@@ -252,13 +288,10 @@ impl<'a> MemexView<'a> {
         files: RSlice::from_slice(&[]),
     };
 
-    /// The object with id `id`, as `(file, index)`. Linear in the number of
-    /// objects: look ids up once, not per node.
+    /// The object with id `id`, as `(file, index)`: a binary search per
+    /// file.
     pub fn find(&self, id: &str) -> Option<(&'a FileView<'a>, u32)> {
-        self.files().find_map(|file| {
-            (0..file.len() as u32)
-                .find(|&i| file.id(i) == id)
-                .map(|i| (file, i))
-        })
+        self.files()
+            .find_map(|file| file.find(id).map(|i| (file, i)))
     }
 }

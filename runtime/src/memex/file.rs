@@ -454,7 +454,7 @@ pub fn fnv1a(bytes: &[u8]) -> u64 {
 /// fixed, so both agree.
 #[inline]
 pub fn id_hash(id: &str) -> u64 {
-    fnv1a(id.as_bytes())
+    foveal_sdk::memex::id_hash(id)
 }
 
 /// A fast 64-bit hash of a file's bytes, eight at a time, for change

@@ -27,7 +27,9 @@
 use std::sync::Arc;
 
 use abi_stable::std_types::{RSlice, RStr, RString, RVec};
-use foveal_sdk::memex::{FileIndex, FileView, MemexView, NONE, ObjectRecord, Range32, TagEntry};
+use foveal_sdk::memex::{
+    FileIndex, FileView, IdEntry, MemexView, NONE, ObjectRecord, Range32, TagEntry,
+};
 
 use crate::memex::file::{IdSource, MemexFile};
 use crate::memex::privacy::PrivacyTags;
@@ -138,6 +140,22 @@ pub fn file_index(file: &MemexFile, privacy: &PrivacyTags) -> FileIndex {
             vector,
         });
     }
+    let mut ids: Vec<IdEntry> = (0..index.objects.len() as u32)
+        .map(|i| {
+            let o = &index.objects[i as usize];
+            let id = if o.id_derived {
+                &derived[o.id.range()]
+            } else {
+                &file.text[o.id.range()]
+            };
+            IdEntry {
+                hash: foveal_sdk::memex::id_hash(id),
+                index: i,
+            }
+        })
+        .collect();
+    ids.sort_unstable();
+    index.id_index = RVec::from(ids);
     index.derived_ids = RString::from(derived);
     index.tag_index = tag_lists
         .into_iter()
@@ -260,6 +278,9 @@ mod tests {
         assert_eq!(view.vector(0), Some(&[1.0, 0.0][..]));
         assert_eq!(view.vector(1), Some(&[0.5, 0.5][..]));
         assert_eq!(view.with_tag("PROJECT"), [0]);
+        assert_eq!(view.find("work"), Some(0));
+        assert_eq!(view.find(view.id(1)), Some(1));
+        assert_eq!(view.find("nope"), None);
         assert!(view.with_tag("@personal").is_empty());
         // Nothing private is reachable through any field.
         for i in 0..view.len() as u32 {

@@ -10,4 +10,5 @@ mod cli;
 mod hot_reload;
 mod loading;
 mod memex_cli;
+mod memex_view;
 mod registry;
