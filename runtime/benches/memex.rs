@@ -7,6 +7,8 @@
 //!   that file).
 //! - `memex_query/*`: queries by tag on the 100k memex (proportional to the
 //!   result).
+//! - `memex_watch/*`: from an external write to the new generation
+//!   (≤ 200 ms).
 //!
 //! The data comes from `../shared/bench/gen_memex.py` and is generated on
 //! first use into `target/bench-data/` (git-ignored):
@@ -135,5 +137,44 @@ fn query(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, load, republish, query);
+fn watch(c: &mut Criterion) {
+    use foveal::memex::watch::{DEFAULT_QUIET, MemexWatcher};
+    use std::sync::Arc;
+    use std::time::Instant;
+
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let file = root.join("inbox.org");
+    std::fs::write(&file, "* Inbox\n").unwrap();
+    let memex = Arc::new(Memex::open(std::slice::from_ref(&root)).unwrap());
+    let _watcher = MemexWatcher::start(Arc::clone(&memex), DEFAULT_QUIET).unwrap();
+    let mut group = c.benchmark_group("memex_watch");
+    group
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(5));
+    let mut n = 0u64;
+    group.bench_function("external_write_to_new_generation", |b| {
+        b.iter_custom(|iterations| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iterations {
+                n += 1;
+                let before = memex.snapshot().generation();
+                let started = Instant::now();
+                std::fs::write(&file, format!("* Inbox\n** TODO item {n}\n")).unwrap();
+                while memex.snapshot().generation() == before {
+                    std::thread::sleep(Duration::from_micros(200));
+                    assert!(
+                        started.elapsed() < Duration::from_secs(5),
+                        "edit never published"
+                    );
+                }
+                total += started.elapsed();
+            }
+            total
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, load, republish, query, watch);
 criterion_main!(benches);

@@ -29,6 +29,13 @@ use tracing::{Event, Subscriber};
 use tracing_subscriber::Layer;
 use tracing_subscriber::layer::Context;
 
+/// The host process's ring (1,000 lines), fed by the layer the `foveal`
+/// binary installs.
+pub fn global() -> &'static LogRing {
+    static RING: std::sync::OnceLock<LogRing> = std::sync::OnceLock::new();
+    RING.get_or_init(|| LogRing::new(1000))
+}
+
 /// A bounded ring of formatted log lines, shared between the layer that
 /// fills it and whoever reads it.
 #[derive(Debug, Clone)]

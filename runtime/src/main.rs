@@ -4,16 +4,29 @@ use std::process::ExitCode;
 
 use clap::Parser as _;
 use tracing_subscriber::EnvFilter;
+use tracing_subscriber::Layer as _;
+use tracing_subscriber::layer::SubscriberExt as _;
+use tracing_subscriber::util::SubscriberInitExt as _;
 
 fn main() -> ExitCode {
     let cli = foveal::cli::Cli::parse();
     // Logs go to stderr. FOVEAL_LOG takes an env-filter directive
     // (`debug`, `foveal=trace`, …). The one-shot commands report everything
     // they need on stdout, so they log only what FOVEAL_LOG asks for.
+    // The in-memory ring (seed 000 `context-logs`) keeps info and above
+    // whatever stderr shows.
     let filter = EnvFilter::try_from_env("FOVEAL_LOG").unwrap_or_else(|_| EnvFilter::new("off"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+    tracing_subscriber::registry()
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_filter(filter),
+        )
+        .with(
+            foveal::logs::global()
+                .layer()
+                .with_filter(tracing_subscriber::filter::LevelFilter::INFO),
+        )
         .init();
     match foveal::cli::run(cli) {
         Ok(exit) => ExitCode::from(exit.code()),
