@@ -1,0 +1,119 @@
+//! Writing to disk: new ids, and the atomic replace (temp file, fsync,
+//! rename, fsync of the folder).
+
+use super::*;
+
+/// A random UUID (version 4), as Org's `org-id-new` writes them: from
+/// `/dev/urandom`, or — where there is none — from the standard library's
+/// randomly keyed hasher mixed with the time, the process and a counter.
+pub(super) fn new_uuid() -> String {
+    let mut b = [0u8; 16];
+    let random = fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut b));
+    if random.is_err() {
+        use std::hash::{BuildHasher as _, Hasher as _};
+        static COUNTER: AtomicU64 = AtomicU64::new(0);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let count = COUNTER.fetch_add(1, Ordering::Relaxed);
+        for (half, chunk) in b.chunks_mut(8).enumerate() {
+            let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+            hasher.write_u128(nanos);
+            hasher.write_u32(std::process::id());
+            hasher.write_u64(count);
+            hasher.write_usize(half);
+            let mixed = hasher.finish() ^ fnv1a(&nanos.to_le_bytes()).rotate_left(half as u32 * 7);
+            chunk.copy_from_slice(&mixed.to_le_bytes());
+        }
+    }
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..]
+    )
+}
+
+/// Replaces `target` (the resolved `path`) with `bytes`: a temporary file in
+/// its folder, with its permissions, fsynced, renamed over it; then the
+/// folder fsynced.
+pub(super) fn replace_atomically(
+    path: &Path,
+    target: &Path,
+    bytes: &[u8],
+) -> Result<(), WriteError> {
+    let io = |action: &'static str| {
+        move |source| WriteError::Io {
+            path: path.to_owned(),
+            action,
+            source,
+        }
+    };
+    let dir = target.parent().unwrap_or(Path::new("."));
+    let meta = fs::metadata(target).map_err(io("read its permissions"))?;
+    // Refuse a file we may not write, as an editor would: replacing it by
+    // rename would succeed where writing to it does not. Opening to append
+    // changes nothing.
+    fs::OpenOptions::new()
+        .append(true)
+        .open(target)
+        .map_err(io("open it for writing"))?;
+
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let name = target
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let (temp, mut file) = loop {
+        // Hidden, so the memex and its watcher ignore it.
+        let temp = dir.join(format!(
+            ".{name}.{}-{}.foveal-tmp",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        ));
+        match fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&temp)
+        {
+            Ok(file) => break (temp, file),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(io("create a temporary file beside it")(e)),
+        }
+    };
+    let written = (|| {
+        file.set_permissions(meta.permissions())
+            .map_err(io("give the temporary file its permissions"))?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::MetadataExt as _;
+            // Best effort: only root may give a file to another user.
+            let _ = std::os::unix::fs::fchown(&file, Some(meta.uid()), Some(meta.gid()));
+        }
+        file.write_all(bytes)
+            .map_err(io("write the temporary file"))?;
+        file.sync_all()
+            .map_err(io("flush the temporary file to disk"))?;
+        drop(file);
+        fs::rename(&temp, target).map_err(io("rename the temporary file over it"))
+    })();
+    if let Err(error) = written {
+        let _ = fs::remove_file(&temp);
+        return Err(error);
+    }
+    // The rename is done: the file has its new text. A failed folder sync
+    // only weakens durability across a crash, so it is a warning.
+    #[cfg(unix)]
+    if let Err(error) = fs::File::open(dir).and_then(|d| d.sync_all()) {
+        tracing::warn!(
+            "memex write of {}: the folder was not synced ({error}); the edit may not survive a crash",
+            path.display()
+        );
+    }
+    Ok(())
+}
