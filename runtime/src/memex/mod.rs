@@ -1,6 +1,6 @@
 //! The memex: the agent's long-term memory, a set of Org-mode files.
 //!
-//! Headlines become objects ([`file`]); the whole memex at one moment is an
+//! Headlines become objects ([`file`](mod@file)); the whole memex at one moment is an
 //! immutable, indexed [`MemexSnapshot`] with a generation number, published
 //! through `arc-swap`. Readers take a snapshot and keep it for as long as
 //! they need; a change to one file re-parses only that file and publishes a
