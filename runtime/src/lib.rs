@@ -17,6 +17,7 @@
 
 pub mod cli;
 pub mod config;
+pub mod debounce;
 pub mod host_api;
 pub mod loader;
 pub mod logs;

@@ -15,16 +15,14 @@
 //!
 //! A removed (or renamed-away) library leaves the registry at once.
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::mpsc::{self, RecvTimeoutError};
-use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use notify::event::{AccessKind, AccessMode, CreateKind, ModifyKind, RenameMode};
 use notify::{Event, EventKind, RecommendedWatcher, RecursiveMode, Watcher as _};
 
+use crate::debounce::{Debouncer, Marker};
 use crate::registry::Registry;
 
 /// Watching failed to start.
@@ -37,18 +35,12 @@ pub struct WatchError {
     pub source: notify::Error,
 }
 
-enum Message {
-    /// Load this path once it has been quiet for the debounce time.
-    Later(PathBuf),
-    Stop,
-}
-
 /// A running watcher. Dropping it stops the watch and joins its thread.
 #[derive(Debug)]
 pub struct PluginWatcher {
-    watcher: Option<RecommendedWatcher>,
-    tx: mpsc::Sender<Message>,
-    thread: Option<JoinHandle<()>>,
+    // Field order is drop order: the OS watch stops before the debouncer.
+    _watcher: RecommendedWatcher,
+    _debouncer: Debouncer,
 }
 
 impl PluginWatcher {
@@ -61,8 +53,21 @@ impl PluginWatcher {
     /// rename and the new build serving. Writes in place are handed to a
     /// debounce thread.
     pub fn start(registry: Arc<Registry>, debounce: Duration) -> Result<Self, WatchError> {
-        let (tx, rx) = mpsc::channel();
-        let later = tx.clone();
+        let debounce_registry = Arc::clone(&registry);
+        let (debouncer, later) =
+            Debouncer::start("foveal-plugin-debounce", debounce, move |path| {
+                // A path loaded meanwhile by a close or rename event is not
+                // loaded twice: the registry skips a build it already has.
+                if path.exists() {
+                    debounce_registry.load_path(path);
+                } else {
+                    debounce_registry.remove_path(path);
+                }
+            })
+            .map_err(|e| WatchError {
+                path: PathBuf::new(),
+                source: notify::Error::io(e),
+            })?;
         let callback_registry = Arc::clone(&registry);
         let mut watcher =
             notify::recommended_watcher(move |event: notify::Result<Event>| match event {
@@ -84,29 +89,10 @@ impl PluginWatcher {
                     source,
                 })?;
         }
-        let thread = std::thread::Builder::new()
-            .name("foveal-plugin-debounce".to_owned())
-            .spawn(move || debounce_loop(&registry, &rx, debounce))
-            .map_err(|e| WatchError {
-                path: PathBuf::new(),
-                source: notify::Error::io(e),
-            })?;
         Ok(Self {
-            watcher: Some(watcher),
-            tx,
-            thread: Some(thread),
+            _watcher: watcher,
+            _debouncer: debouncer,
         })
-    }
-}
-
-impl Drop for PluginWatcher {
-    fn drop(&mut self) {
-        // Stop the OS watch first so no event arrives after the thread ends.
-        drop(self.watcher.take());
-        let _ = self.tx.send(Message::Stop);
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
     }
 }
 
@@ -134,7 +120,7 @@ fn classify(kind: &EventKind) -> Action {
     }
 }
 
-fn handle(registry: &Registry, event: &Event, later: &mpsc::Sender<Message>) {
+fn handle(registry: &Registry, event: &Event, later: &Marker) {
     // `Both` repeats a `From` and a `To` already reported on their own; a
     // rename the backend could not pair arrives as `Any` or `Other`.
     let action = match event.kind {
@@ -160,47 +146,12 @@ fn handle(registry: &Registry, event: &Event, later: &mpsc::Sender<Message>) {
                 registry.load_path(path);
             }
             Action::LoadLater => {
-                let _ = later.send(Message::Later(path.clone()));
+                later.mark(path.clone());
             }
             Action::Remove => {
                 registry.remove_path(path);
             }
             Action::Ignore => {}
-        }
-    }
-}
-
-/// Loads paths that were written in place once no write has touched them
-/// for `debounce`. A path loaded meanwhile by a close or rename event is not
-/// loaded twice: the registry skips a build it already has.
-fn debounce_loop(registry: &Registry, rx: &mpsc::Receiver<Message>, debounce: Duration) {
-    let mut pending: HashMap<PathBuf, Instant> = HashMap::new();
-    loop {
-        let timeout = pending
-            .values()
-            .min()
-            .map(|due| due.saturating_duration_since(Instant::now()))
-            .unwrap_or(Duration::from_secs(3600));
-        match rx.recv_timeout(timeout) {
-            Ok(Message::Stop) | Err(RecvTimeoutError::Disconnected) => return,
-            Ok(Message::Later(path)) => {
-                pending.insert(path, Instant::now() + debounce);
-            }
-            Err(RecvTimeoutError::Timeout) => {}
-        }
-        let now = Instant::now();
-        let due: Vec<PathBuf> = pending
-            .iter()
-            .filter(|(_, at)| **at <= now)
-            .map(|(p, _)| p.clone())
-            .collect();
-        for path in due {
-            pending.remove(&path);
-            if path.exists() {
-                registry.load_path(&path);
-            } else {
-                registry.remove_path(&path);
-            }
         }
     }
 }

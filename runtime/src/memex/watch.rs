@@ -8,15 +8,13 @@
 //! default), so one save gives one re-parse. A file that fails to parse
 //! keeps its previous version (see [`Memex::reload_file`]).
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::mpsc::{self, RecvTimeoutError};
-use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use notify::{Event, EventKind, RecommendedWatcher, RecursiveMode, Watcher as _};
 
+use crate::debounce::Debouncer;
 use crate::memex::Memex;
 
 /// The quiet time after the last event on a file before it is re-read.
@@ -32,25 +30,27 @@ pub struct WatchError {
     pub source: notify::Error,
 }
 
-enum Message {
-    Dirty(PathBuf),
-    Stop,
-}
-
 /// A running memex watcher; dropping it stops the watch and joins its thread.
 #[derive(Debug)]
 pub struct MemexWatcher {
-    watcher: Option<RecommendedWatcher>,
-    tx: mpsc::Sender<Message>,
-    thread: Option<JoinHandle<()>>,
+    // Field order is drop order: the OS watch stops before the debouncer.
+    _watcher: RecommendedWatcher,
+    _debouncer: Debouncer,
 }
 
 impl MemexWatcher {
     /// Watches every root of `memex` (folders recursively, files through
     /// their folder) and reloads changed files.
     pub fn start(memex: Arc<Memex>, quiet: Duration) -> Result<Self, WatchError> {
-        let (tx, rx) = mpsc::channel();
-        let events = tx.clone();
+        let reloader = Arc::clone(&memex);
+        let (debouncer, events) = Debouncer::start("foveal-memex-watch", quiet, move |path| {
+            let generation = reloader.reload_file(path);
+            tracing::debug!(path = %path.display(), generation, "memex file reloaded");
+        })
+        .map_err(|e| WatchError {
+            path: PathBuf::new(),
+            source: notify::Error::io(e),
+        })?;
         let filter = Arc::clone(&memex);
         let mut watcher =
             notify::recommended_watcher(move |event: notify::Result<Event>| match event {
@@ -61,13 +61,13 @@ impl MemexWatcher {
                     let created = matches!(event.kind, EventKind::Create(_));
                     for path in event.paths {
                         if filter.is_member(&path) {
-                            let _ = events.send(Message::Dirty(path));
+                            events.mark(path);
                         } else if created && path.is_dir() {
                             // A new folder: files written into it before the
                             // recursive watch reached it raised no event of
                             // their own, so look.
                             for file in filter.members_under(&path) {
-                                let _ = events.send(Message::Dirty(file));
+                                events.mark(file);
                             }
                         }
                     }
@@ -95,57 +95,10 @@ impl MemexWatcher {
                 source,
             })?;
         }
-        let thread = std::thread::Builder::new()
-            .name("foveal-memex-watch".to_owned())
-            .spawn(move || run(&memex, &rx, quiet))
-            .map_err(|e| WatchError {
-                path: PathBuf::new(),
-                source: notify::Error::io(e),
-            })?;
         Ok(Self {
-            watcher: Some(watcher),
-            tx,
-            thread: Some(thread),
+            _watcher: watcher,
+            _debouncer: debouncer,
         })
-    }
-}
-
-impl Drop for MemexWatcher {
-    fn drop(&mut self) {
-        drop(self.watcher.take());
-        let _ = self.tx.send(Message::Stop);
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
-
-fn run(memex: &Memex, rx: &mpsc::Receiver<Message>, quiet: Duration) {
-    let mut dirty: HashMap<PathBuf, Instant> = HashMap::new();
-    loop {
-        let timeout = dirty
-            .values()
-            .min()
-            .map(|due| due.saturating_duration_since(Instant::now()))
-            .unwrap_or(Duration::from_secs(3600));
-        match rx.recv_timeout(timeout) {
-            Ok(Message::Stop) | Err(RecvTimeoutError::Disconnected) => return,
-            Ok(Message::Dirty(path)) => {
-                dirty.insert(path, Instant::now() + quiet);
-            }
-            Err(RecvTimeoutError::Timeout) => {}
-        }
-        let now = Instant::now();
-        let due: Vec<PathBuf> = dirty
-            .iter()
-            .filter(|(_, at)| **at <= now)
-            .map(|(p, _)| p.clone())
-            .collect();
-        for path in due {
-            dirty.remove(&path);
-            let generation = memex.reload_file(&path);
-            tracing::debug!(path = %path.display(), generation, "memex file reloaded");
-        }
     }
 }
 
@@ -154,6 +107,7 @@ mod tests {
     use super::*;
 
     fn wait_for(timeout: Duration, mut condition: impl FnMut() -> bool) -> bool {
+        use std::time::Instant;
         let deadline = Instant::now() + timeout;
         while Instant::now() < deadline {
             if condition() {
