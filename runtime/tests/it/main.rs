@@ -6,6 +6,7 @@
 
 mod support;
 
+mod awareness;
 mod cli;
 mod hot_reload;
 mod loading;
