@@ -192,7 +192,7 @@ impl MemexFile {
                     }),
                 }
             }
-            for tag in headline.tags.iter() {
+            for tag in headline.tags(&text) {
                 let list = by_tag
                     .entry(tag.to_lowercase().into_boxed_str())
                     .or_default();

@@ -59,7 +59,7 @@ impl PrivacyTags {
         let mut mask = Vec::with_capacity(file.objects.len());
         for object in &file.objects {
             let inherited = object.headline.parent.is_some_and(|p| mask[p as usize]);
-            mask.push(inherited || object.headline.tags.iter().any(|t| self.matches(t)));
+            mask.push(inherited || object.headline.tags(&file.text).any(|t| self.matches(t)));
         }
         mask
     }

@@ -424,7 +424,7 @@ fn check_parsed(text: &str, p: &Parsed) -> Result<(), TestCaseError> {
             Some(k) => prop_assert_eq!(p.keywords.classify(k), Some(h.done)),
             None => prop_assert!(!h.done),
         }
-        for tag in h.tags.iter() {
+        for tag in h.tags(text) {
             prop_assert!(
                 !tag.is_empty() && !tag.contains(':') && !tag.contains(char::is_whitespace)
             );
@@ -582,8 +582,7 @@ fn check_file(text: &str, result: &Result<Parsed, ParseError>) -> Result<(), Tes
             prop_assert!(
                 f.objects[i as usize]
                     .headline
-                    .tags
-                    .iter()
+                    .tags(&f.text)
                     .any(|t| t.to_lowercase() == tag)
             );
         }
@@ -617,7 +616,7 @@ fn check_file(text: &str, result: &Result<Parsed, ParseError>) -> Result<(), Tes
         let mut expected = false;
         while let Some(j) = at {
             let h = &f.objects[j as usize].headline;
-            expected |= h.tags.iter().any(|t| {
+            expected |= h.tags(&f.text).any(|t| {
                 let t = t.to_lowercase();
                 t == "@personal" || t == "project"
             });
@@ -975,7 +974,7 @@ impl Expected {
             priority: h.priority,
             commented: h.commented,
             title: slice(text, &h.title).to_owned(),
-            tags: h.tags.iter().map(|t| t.to_string()).collect(),
+            tags: h.tags(text).map(|t| t.to_string()).collect(),
             properties: h
                 .properties
                 .iter()

@@ -98,7 +98,7 @@ impl<'a> ObjectRef<'a> {
 
     /// Its own tags.
     pub fn tags(&self) -> impl Iterator<Item = &'a str> {
-        self.object().headline.tags.iter().map(|t| &**t)
+        self.object().headline.tags(&self.file.text)
     }
 
     /// The tags it inherits from its ancestors (nearest first), without its

@@ -446,7 +446,7 @@ pub(super) struct Shape<'a> {
     priority: Option<char>,
     commented: bool,
     title: &'a str,
-    tags: &'a [Box<str>],
+    tags: &'a str,
     properties: Vec<(&'a str, &'a str)>,
     parent: Option<u32>,
 }
@@ -459,7 +459,7 @@ pub(super) fn shape(file: &MemexFile, index: usize) -> Shape<'_> {
         priority: h.priority,
         commented: h.commented,
         title: file.slice(&h.title),
-        tags: &h.tags,
+        tags: file.slice(&h.tags_token),
         properties: h
             .properties
             .iter()
@@ -569,7 +569,7 @@ pub(super) fn verify(
             priority: None,
             commented: false,
             title,
-            tags: &[],
+            tags: "",
             properties: vec![("ID", id.as_str())],
             parent: Some(index as u32),
         };
