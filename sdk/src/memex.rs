@@ -107,6 +107,9 @@ pub struct FileIndex {
     pub dim: u32,
     /// Embedding vectors, `dim` floats per row.
     pub vectors: RVec<f32>,
+    /// The Euclidean norm of each row of `vectors`, precomputed so that a
+    /// similarity scan is one dot product per object.
+    pub norms: RVec<f32>,
     /// `(tag lowercased, object indices)`, sorted by tag: the objects
     /// carrying each own tag, for [`FileView::with_tag`].
     pub tag_index: RVec<TagEntry>,
@@ -249,6 +252,15 @@ impl<'a> FileView<'a> {
             .take_while(|e| e.hash == hash)
             .map(|e| e.index)
             .find(|&i| self.id(i) == id)
+    }
+
+    /// The norm of its embedding vector (0 when it has none).
+    pub fn norm(&self, index: u32) -> f32 {
+        let row = self.object(index).vector;
+        if row == NONE {
+            return 0.0;
+        }
+        self.index.norms.get(row as usize).copied().unwrap_or(0.0)
     }
 
     /// The objects with own tag `tag` (exact, case-insensitive), in outline

@@ -110,9 +110,11 @@ pub fn file_index(file: &MemexFile, privacy: &PrivacyTags) -> FileIndex {
             Some(row) => {
                 let row = row as usize;
                 let new_row = (index.vectors.len() / file.dim.max(1)) as u32;
+                let v = &file.vectors[row * file.dim..(row + 1) * file.dim];
+                index.vectors.extend_from_slice(v);
                 index
-                    .vectors
-                    .extend_from_slice(&file.vectors[row * file.dim..(row + 1) * file.dim]);
+                    .norms
+                    .push(v.iter().map(|x| x * x).sum::<f32>().sqrt());
                 new_row
             }
             None => NONE,

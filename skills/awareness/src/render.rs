@@ -69,21 +69,27 @@ pub struct Rendered {
     pub included: Vec<(String, Reason)>,
 }
 
-/// Cosine similarity; 0 when either vector is zero or the lengths differ.
-fn cosine(a: &[f32], b: &[f32]) -> f32 {
-    if a.len() != b.len() {
+/// Cosine similarity from a dot product and the two norms the host
+/// precomputed; 0 when either vector is zero or the lengths differ.
+#[inline]
+fn cosine(a: &[f32], norm_a: f32, b: &[f32], norm_b: f32) -> f32 {
+    if a.len() != b.len() || norm_a == 0.0 || norm_b == 0.0 {
         return 0.0;
     }
-    let (mut dot, mut na, mut nb) = (0.0f32, 0.0f32, 0.0f32);
-    for (x, y) in a.iter().zip(b) {
+    // Eight independent accumulators: the compiler can vectorise them.
+    let mut acc = [0.0f32; 8];
+    let mut ca = a.chunks_exact(8);
+    let mut cb = b.chunks_exact(8);
+    for (x, y) in (&mut ca).zip(&mut cb) {
+        for k in 0..8 {
+            acc[k] += x[k] * y[k];
+        }
+    }
+    let mut dot: f32 = acc.iter().sum();
+    for (x, y) in ca.remainder().iter().zip(cb.remainder()) {
         dot += x * y;
-        na += x * x;
-        nb += y * y;
     }
-    if na == 0.0 || nb == 0.0 {
-        return 0.0;
-    }
-    dot / (na.sqrt() * nb.sqrt())
+    dot / (norm_a * norm_b)
 }
 
 /// Renders the outline of every active project in `memex`, with `focus` (an
@@ -94,7 +100,7 @@ pub fn render(memex: &MemexView<'_>, focus: Option<&str>, options: &Options) -> 
         included: Vec::new(),
     };
     let foveal = focus.and_then(|id| memex.find(id));
-    let foveal_vector = foveal.and_then(|(file, i)| file.vector(i));
+    let foveal_vector = foveal.and_then(|(file, i)| file.vector(i).map(|v| (v, file.norm(i))));
     let mut any = false;
     for file in memex.files() {
         let mut reasons: Vec<Option<Reason>> = Vec::new();
@@ -136,7 +142,7 @@ fn select(
     p: u32,
     end: u32,
     foveal: Option<(&FileView<'_>, u32)>,
-    foveal_vector: Option<&[f32]>,
+    foveal_vector: Option<(&[f32], f32)>,
     options: &Options,
     reasons: &mut [Option<Reason>],
 ) {
@@ -150,8 +156,8 @@ fn select(
         let in_fovea = matches!((foveal_here, foveal_end), (Some(f), Some(e)) if i >= f && i < e);
         let reason = if in_fovea {
             Some(Reason::Foveal)
-        } else if let (Some(v), Some(w)) = (foveal_vector, file.vector(i))
-            && let score = cosine(v, w)
+        } else if let (Some((v, nv)), Some(w)) = (foveal_vector, file.vector(i))
+            && let score = cosine(v, nv, w, file.norm(i))
             && score >= options.threshold
         {
             Some(Reason::Semantic(score))
