@@ -1,48 +1,14 @@
 //! The awareness skill, loaded as a real library, rendering a real memex
 //! view: the seed's own tests ported, the seed's faults fixed, snapshots.
 
-use abi_stable::std_types::ROption;
-use foveal::memex::Memex;
-use foveal::memex::privacy::PrivacyTags;
-use foveal::memex::view::SnapshotView;
-use foveal::registry::{Registry, hooks};
-use foveal_sdk::{ComponentsRequest, SignalKind};
-
-use crate::support::{Sandbox, file_name, install, library};
+use crate::support::{components_for, library};
 
 /// Renders `org` with the awareness skill, focus and threshold given.
 fn render(org: &str, focus: Option<&str>, config: &str) -> String {
-    let sandbox = Sandbox::new();
-    install(
-        &library("skill:awareness"),
-        &sandbox.plugins(),
-        &file_name("awareness"),
-    );
-    let registry: Registry = sandbox.registry();
-    registry.scan();
-    let dir = sandbox.root.path().join("memex");
-    std::fs::create_dir(&dir).unwrap();
-    std::fs::write(dir.join("m.org"), org).unwrap();
-    let memex = Memex::open(&[dir]).unwrap();
-    let snapshot = memex.snapshot();
-    let prepared = SnapshotView::new(&snapshot, &PrivacyTags::new(["@personal"]));
-    let files = prepared.file_views();
-    let view = prepared.view_of(&files);
-    let request = ComponentsRequest {
-        signal: SignalKind::USER,
-        focus: focus
-            .map(|f| f.into())
-            .map_or(ROption::RNone, ROption::RSome),
-        budget_tokens: ROption::RNone,
-        config_json: config.into(),
-        memex: &view,
-    };
-    let components = registry
-        .snapshot()
-        .call("awareness", hooks::COMPONENTS, |f| f(&request))
-        .unwrap();
-    assert_eq!(components[0].id, 2000);
-    components[0].content.to_string()
+    let (component, _) =
+        components_for(&library("skill:awareness"), "awareness", org, focus, config);
+    assert_eq!(component.id, 2000);
+    component.content.to_string()
 }
 
 /// Seed 000 `test-foveal-rendering`.

@@ -118,3 +118,43 @@ pub fn invoke(
         })
         .map(|s| s.into_string())
 }
+
+/// What one skill's `components` hook renders for a memex of one Org file
+/// (`@personal` private): the skill is installed from `library` into a fresh
+/// sandbox and called through the registry with a real memex view.
+/// Returns the first component's content and the memex generation.
+pub fn components_for(
+    library: &Path,
+    skill: &str,
+    org: &str,
+    focus: Option<&str>,
+    config: &str,
+) -> (foveal_sdk::Component, u64) {
+    use abi_stable::std_types::ROption;
+    use foveal::memex::{Memex, privacy::PrivacyTags, view::SnapshotView};
+
+    let sandbox = Sandbox::new();
+    install(library, &sandbox.plugins(), &file_name(skill));
+    let registry = sandbox.registry();
+    registry.scan();
+    let dir = sandbox.root.path().join("memex");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::write(dir.join("main.org"), org).unwrap();
+    let memex = Memex::open(&[dir]).unwrap();
+    let snapshot = memex.snapshot();
+    let prepared = SnapshotView::new(&snapshot, &PrivacyTags::new(["@personal"]));
+    let files = prepared.file_views();
+    let view = prepared.view_of(&files);
+    let request = foveal_sdk::ComponentsRequest {
+        signal: foveal_sdk::SignalKind::USER,
+        focus: focus.map_or(ROption::RNone, |f| ROption::RSome(f.into())),
+        budget_tokens: ROption::RNone,
+        config_json: config.into(),
+        memex: &view,
+    };
+    let mut components = registry
+        .snapshot()
+        .call(skill, foveal::registry::hooks::COMPONENTS, |f| f(&request))
+        .unwrap();
+    (components.remove(0), snapshot.generation())
+}
