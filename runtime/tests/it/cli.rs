@@ -64,16 +64,8 @@ fn skill_list_finds_the_first_party_skills_beside_the_binary() {
 #[test]
 fn skill_list_json_has_the_documented_keys_and_lists_refusals() {
     let sandbox = Sandbox::new();
-    install(
-        &library("counter-v1"),
-        &sandbox.plugins(),
-        &file_name("counter"),
-    );
-    install(
-        &library("not-a-skill"),
-        &sandbox.plugins(),
-        &file_name("stranger"),
-    );
+    sandbox.install("counter-v1", "counter");
+    sandbox.install("not-a-skill", "stranger");
     let output = foveal(&sandbox, &["skill-list", "--json", "--no-builtin"]);
     assert!(output.status.success(), "{}", stderr(&output));
     let rows: serde_json::Value = serde_json::from_str(&stdout(&output)).unwrap();
@@ -319,21 +311,13 @@ fn skill_list_watch_reports_each_change_while_running() {
             .unwrap()
             .clone()
     };
-    let path = install(
-        &library("counter-v1"),
-        &sandbox.plugins(),
-        &file_name("counter"),
-    );
+    let path = sandbox.install("counter-v1", "counter");
     let rows = next("install");
     assert_eq!(
         (rows[0]["name"].as_str(), rows[0]["version"].as_str()),
         (Some("counter"), Some("1.0.0"))
     );
-    install(
-        &library("counter-v2"),
-        &sandbox.plugins(),
-        &file_name("counter"),
-    );
+    sandbox.install("counter-v2", "counter");
     assert_eq!(next("replace")[0]["version"], "2.0.0");
     std::fs::remove_file(&path).unwrap();
     assert!(next("remove").is_empty());
@@ -356,11 +340,7 @@ fn every_refusal_reads_as_documented() {
         install(&library(fixture), &sandbox.plugins(), &file_name(fixture));
     }
     // A second build of `counter` in the same folder.
-    install(
-        &library("counter-v2"),
-        &sandbox.plugins(),
-        &file_name("zz-counter"),
-    );
+    sandbox.install("counter-v2", "zz-counter");
     std::fs::write(sandbox.plugins().join(file_name("text")), "not a library\n").unwrap();
     let output = foveal(&sandbox, &["skill-list", "--no-builtin"]);
     assert!(output.status.success(), "{}", stderr(&output));

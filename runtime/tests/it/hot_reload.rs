@@ -26,11 +26,7 @@ fn serves(registry: &Registry, version: &str) -> bool {
 #[test]
 fn replacing_a_library_100_times_under_load_loses_no_call() {
     let sandbox = Sandbox::new();
-    install(
-        &library("counter-v1"),
-        &sandbox.plugins(),
-        &file_name("counter"),
-    );
+    sandbox.install("counter-v1", "counter");
     let (registry, _watcher) = watched(&sandbox);
     assert!(serves(&registry, "1.0.0"));
     let first_generation = registry.snapshot().generation();
@@ -130,19 +126,11 @@ fn replacing_a_library_100_times_under_load_loses_no_call() {
 #[test]
 fn a_bad_build_renamed_over_a_good_one_leaves_the_good_one_serving() {
     let sandbox = Sandbox::new();
-    install(
-        &library("counter-v1"),
-        &sandbox.plugins(),
-        &file_name("counter"),
-    );
+    sandbox.install("counter-v1", "counter");
     let (registry, _watcher) = watched(&sandbox);
     let generation = registry.snapshot().generation();
 
-    install(
-        &library("init-panic"),
-        &sandbox.plugins(),
-        &file_name("counter"),
-    );
+    sandbox.install("init-panic", "counter");
     assert!(wait_for(PATIENCE, || registry.snapshot().generation() > generation));
     assert_eq!(invoke(&registry, "counter", "version").unwrap(), "1.0.0");
     let rows = registry.snapshot().rows();
@@ -157,11 +145,7 @@ fn a_bad_build_renamed_over_a_good_one_leaves_the_good_one_serving() {
 #[test]
 fn removing_a_library_removes_the_skill_from_the_running_host() {
     let sandbox = Sandbox::new();
-    let path = install(
-        &library("counter-v1"),
-        &sandbox.plugins(),
-        &file_name("counter"),
-    );
+    let path = sandbox.install("counter-v1", "counter");
     let (registry, _watcher) = watched(&sandbox);
     std::fs::remove_file(&path).unwrap();
     assert!(wait_for(PATIENCE, || invoke(
@@ -175,11 +159,7 @@ fn a_new_library_dropped_in_is_loaded() {
     let sandbox = Sandbox::new();
     let (registry, _watcher) = watched(&sandbox);
     assert!(registry.snapshot().names().is_empty());
-    install(
-        &library("counter-v2"),
-        &sandbox.plugins(),
-        &file_name("counter"),
-    );
+    sandbox.install("counter-v2", "counter");
     assert!(wait_for(PATIENCE, || serves(&registry, "2.0.0")));
 }
 

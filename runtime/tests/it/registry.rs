@@ -11,11 +11,7 @@ use crate::support::{Sandbox, file_name, install, invoke, library};
 #[test]
 fn an_absent_skill_or_hook_answers_not_loaded_so_the_caller_takes_its_fallback() {
     let sandbox = Sandbox::new();
-    install(
-        &library("counter-v1"),
-        &sandbox.plugins(),
-        &file_name("counter"),
-    );
+    sandbox.install("counter-v1", "counter");
     let registry = sandbox.registry();
     registry.scan();
     let snapshot = registry.snapshot();
@@ -50,11 +46,7 @@ fn an_absent_skill_or_hook_answers_not_loaded_so_the_caller_takes_its_fallback()
 #[test]
 fn a_skill_that_panics_n_times_in_a_row_is_quarantined_and_reported() {
     let sandbox = Sandbox::new();
-    install(
-        &library("counter-v1"),
-        &sandbox.plugins(),
-        &file_name("counter"),
-    );
+    sandbox.install("counter-v1", "counter");
     let registry = sandbox.registry(); // quarantine_after = 3
     registry.scan();
 
@@ -90,11 +82,7 @@ fn a_skill_that_panics_n_times_in_a_row_is_quarantined_and_reported() {
     assert_eq!(rows[0].status, "quarantined after 3 consecutive panics");
 
     // A new build lifts the quarantine.
-    install(
-        &library("counter-v2"),
-        &sandbox.plugins(),
-        &file_name("counter"),
-    );
+    sandbox.install("counter-v2", "counter");
     registry.load_path(&sandbox.plugins().join(file_name("counter")));
     assert_eq!(invoke(&registry, "counter", "version").unwrap(), "2.0.0");
 }
@@ -102,11 +90,7 @@ fn a_skill_that_panics_n_times_in_a_row_is_quarantined_and_reported() {
 #[test]
 fn a_skill_whose_dependency_is_missing_is_listed_with_the_reason_until_it_arrives() {
     let sandbox = Sandbox::new();
-    install(
-        &library("dependent"),
-        &sandbox.plugins(),
-        &file_name("dependent"),
-    );
+    sandbox.install("dependent", "dependent");
     let registry = sandbox.registry();
     registry.scan();
     let rows = registry.snapshot().rows();
@@ -122,11 +106,7 @@ fn a_skill_whose_dependency_is_missing_is_listed_with_the_reason_until_it_arrive
         }
     );
 
-    let counter = install(
-        &library("counter-v1"),
-        &sandbox.plugins(),
-        &file_name("counter"),
-    );
+    let counter = sandbox.install("counter-v1", "counter");
     registry.load_path(&counter);
     assert_eq!(
         invoke(&registry, "dependent", "x").unwrap(),
@@ -144,11 +124,7 @@ fn a_skill_whose_dependency_is_missing_is_listed_with_the_reason_until_it_arrive
 #[test]
 fn a_bad_build_installed_over_a_good_one_leaves_the_good_one_serving() {
     let sandbox = Sandbox::new();
-    let path = install(
-        &library("counter-v1"),
-        &sandbox.plugins(),
-        &file_name("counter"),
-    );
+    let path = sandbox.install("counter-v1", "counter");
     let registry = sandbox.registry();
     registry.scan();
     let generation = registry.snapshot().generation();
@@ -175,11 +151,7 @@ fn a_bad_build_installed_over_a_good_one_leaves_the_good_one_serving() {
     );
 
     // Then a good build replaces it.
-    install(
-        &library("counter-v2"),
-        &sandbox.plugins(),
-        &file_name("counter"),
-    );
+    sandbox.install("counter-v2", "counter");
     registry.load_path(&path);
     assert_eq!(invoke(&registry, "counter", "version").unwrap(), "2.0.0");
     assert_eq!(registry.snapshot().rows().len(), 1);
@@ -188,11 +160,7 @@ fn a_bad_build_installed_over_a_good_one_leaves_the_good_one_serving() {
 #[test]
 fn the_same_build_notified_twice_is_loaded_once() {
     let sandbox = Sandbox::new();
-    let path = install(
-        &library("counter-v1"),
-        &sandbox.plugins(),
-        &file_name("counter"),
-    );
+    let path = sandbox.install("counter-v1", "counter");
     let registry = sandbox.registry();
     assert!(matches!(registry.load_path(&path), Change::Published(1)));
     assert_eq!(registry.load_path(&path), Change::Unchanged);
@@ -202,11 +170,7 @@ fn the_same_build_notified_twice_is_loaded_once() {
 #[test]
 fn removing_a_library_removes_its_skill() {
     let sandbox = Sandbox::new();
-    let path = install(
-        &library("counter-v1"),
-        &sandbox.plugins(),
-        &file_name("counter"),
-    );
+    let path = sandbox.install("counter-v1", "counter");
     let registry = sandbox.registry();
     registry.scan();
     std::fs::remove_file(&path).unwrap();
@@ -223,20 +187,12 @@ fn removing_a_library_removes_its_skill() {
 #[test]
 fn an_in_flight_cycle_finishes_on_the_version_it_started_with() {
     let sandbox = Sandbox::new();
-    let path = install(
-        &library("counter-v1"),
-        &sandbox.plugins(),
-        &file_name("counter"),
-    );
+    let path = sandbox.install("counter-v1", "counter");
     let registry = sandbox.registry();
     registry.scan();
     let cycle = registry.snapshot();
 
-    install(
-        &library("counter-v2"),
-        &sandbox.plugins(),
-        &file_name("counter"),
-    );
+    sandbox.install("counter-v2", "counter");
     registry.load_path(&path);
     let call = |snapshot: &foveal::registry::Snapshot| {
         snapshot
@@ -282,11 +238,7 @@ fn a_library_in_the_drop_in_folder_shadows_a_built_in_one_and_gives_way_when_rem
     assert_eq!(registry.snapshot().names(), ["counter"]);
     assert_eq!(invoke(&registry, "counter", "version").unwrap(), "1.0.0");
 
-    let dropped = install(
-        &library("counter-v2"),
-        &sandbox.plugins(),
-        &file_name("counter"),
-    );
+    let dropped = sandbox.install("counter-v2", "counter");
     registry.load_path(&dropped);
     assert_eq!(invoke(&registry, "counter", "version").unwrap(), "2.0.0");
     let rows = registry.snapshot().rows();
@@ -301,16 +253,8 @@ fn a_library_in_the_drop_in_folder_shadows_a_built_in_one_and_gives_way_when_rem
 #[test]
 fn two_libraries_of_one_skill_in_one_folder_refuse_the_second() {
     let sandbox = Sandbox::new();
-    install(
-        &library("counter-v1"),
-        &sandbox.plugins(),
-        &file_name("a_counter"),
-    );
-    install(
-        &library("counter-v2"),
-        &sandbox.plugins(),
-        &file_name("b_counter"),
-    );
+    sandbox.install("counter-v1", "a_counter");
+    sandbox.install("counter-v2", "b_counter");
     let registry = sandbox.registry();
     registry.scan();
     assert_eq!(invoke(&registry, "counter", "version").unwrap(), "1.0.0");

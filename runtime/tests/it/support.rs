@@ -88,6 +88,12 @@ impl Sandbox {
         }
     }
 
+    /// Installs the built `fixture` (see [`library`]) into the plugins
+    /// folder as `name` (see [`file_name`]), by write-then-rename.
+    pub fn install(&self, fixture: &str, name: &str) -> PathBuf {
+        install(&library(fixture), &self.plugins(), &file_name(name))
+    }
+
     pub fn registry(&self) -> Registry {
         Registry::new(self.options()).expect("registry")
     }
