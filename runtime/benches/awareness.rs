@@ -1,6 +1,9 @@
-//! The awareness skill on the 100k memex, through the real library and the
-//! registry: one `components` call with the focus from the generator's
-//! `focus.txt` (the full semantic scan included), and `@personal` private.
+//! The context section on the 100k memex, through the real awareness
+//! library and the registry, the focus from the generator's `focus.txt` and
+//! `@personal` private: uncached (the full semantic scan, no reuse), cached
+//! (the host's cache), and after a one-headline edit (the skill reuses its
+//! scan and unchanged text). `foveal bench awareness` measures the same on
+//! any memex.
 //!
 //! ```sh
 //! cargo build --release --workspace && cargo bench -p foveal --bench awareness
@@ -10,13 +13,13 @@ use std::hint::black_box;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use abi_stable::std_types::ROption;
 use criterion::{Criterion, criterion_group, criterion_main};
+use foveal::context::{ContextCache, ContextRequest};
 use foveal::memex::Memex;
+use foveal::memex::write::Edit;
 use foveal::memex::privacy::PrivacyTags;
 use foveal::memex::view::SnapshotView;
-use foveal::registry::{PluginDir, Registry, RegistryOptions, hooks};
-use foveal_sdk::{ComponentsRequest, SignalKind};
+use foveal::registry::{PluginDir, Registry, RegistryOptions};
 
 fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -66,31 +69,57 @@ fn awareness(c: &mut Criterion) {
     let memex = Memex::open(&[dir.join("memex.org")]).unwrap();
     let snapshot = memex.snapshot();
     let privacy = PrivacyTags::new(["@personal"]);
-    let prepared = SnapshotView::new(&snapshot, &privacy);
-    let files = prepared.file_views();
-    let view = prepared.view_of(&files);
-    let request = ComponentsRequest {
-        signal: SignalKind::USER,
-        focus: ROption::RSome(focus.as_str().into()),
-        budget_tokens: ROption::RNone,
-        config_json: "{}".into(),
-        memex: &view,
-    };
     let skills = registry.snapshot();
-    let slot = skills.get("awareness").unwrap();
-    let out = slot.call(hooks::COMPONENTS, |f| f(&request)).unwrap();
-    eprintln!(
-        "awareness output on 100k: {} bytes, {} visible objects",
-        out[0].content.len(),
-        files.iter().map(|f| f.len()).sum::<usize>()
-    );
+    let request = ContextRequest {
+        focus: Some(focus.clone()),
+        ..ContextRequest::default()
+    };
+    let uncached = ContextRequest {
+        skill_cache: false,
+        ..request.clone()
+    };
+    // Two versions of the memex one body edit apart, indexes built (the
+    // memex builds them when it publishes a file).
+    let plan = memex
+        .plan(
+            &snapshot,
+            &focus,
+            &Edit::AppendBody {
+                text: "An edit.".to_owned(),
+            },
+        )
+        .unwrap();
+    let edited = plan.preview(&snapshot);
+    drop(SnapshotView::new(&edited, &privacy));
+    drop(SnapshotView::new(&snapshot, &privacy));
+    let out = foveal::context::render(&skills, &snapshot, &privacy, &request);
+    eprintln!("awareness output on 100k: {} bytes", out.text().len());
 
     let mut group = c.benchmark_group("awareness_100k");
     group
         .sample_size(20)
         .measurement_time(Duration::from_secs(5));
-    group.bench_function("render_full_scan", |b| {
-        b.iter(|| black_box(slot.call(hooks::COMPONENTS, |f| f(black_box(&request)))))
+    group.bench_function("uncached_full_scan", |b| {
+        b.iter(|| black_box(foveal::context::render(&skills, &snapshot, &privacy, &uncached)))
+    });
+    let cache = ContextCache::default();
+    group.bench_function("cached", |b| {
+        b.iter(|| black_box(cache.section(&skills, &snapshot, &privacy, black_box(&request))))
+    });
+    // Each render sees another generation than the one before, one
+    // headline's body apart: what a render after an edit costs.
+    let versions = [&snapshot, &edited];
+    let mut turn = 0usize;
+    group.bench_function("after_edit", |b| {
+        b.iter(|| {
+            turn += 1;
+            black_box(foveal::context::render(
+                &skills,
+                versions[turn % 2],
+                &privacy,
+                &request,
+            ))
+        })
     });
     group.bench_function("prepare_view_cached_indexes", |b| {
         b.iter(|| {

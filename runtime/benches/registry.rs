@@ -64,6 +64,7 @@ fn request() -> ComponentsRequest<'static> {
         budget_tokens: ROption::RNone,
         config_json: "{}".into(),
         memex: &foveal_sdk::memex::MemexView::EMPTY,
+        explain: false,
     }
 }
 

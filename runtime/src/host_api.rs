@@ -1,5 +1,6 @@
 //! The host API handed to every skill's `init`: the services a skill may
-//! call back into the host for.
+//! call back into the host for: logging, and counting tokens with the
+//! model's encoding ([`crate::tokens`]).
 //!
 //! Each skill library has its own copy of `std` and of `tracing`, so it
 //! cannot share the host's subscriber. The `log` callback is the bridge: a
@@ -18,6 +19,7 @@ impl Statics {
         const API: WithMetadata<HostApi> = WithMetadata::new(HostApi {
             sdk_version: RStr::from_str(foveal_sdk::SDK_VERSION),
             log: host_log,
+            count_tokens: host_count_tokens,
         })
     }
 }
@@ -39,4 +41,14 @@ extern "C" fn host_log(level: LogLevel, skill: RStr<'_>, message: RStr<'_>) {
         LogLevel::DEBUG => tracing::debug!(target: "foveal::skill", skill, "{message}"),
         _ => tracing::trace!(target: "foveal::skill", skill, "{message}"),
     });
+}
+
+extern "C" fn host_count_tokens(text: RStr<'_>) -> u32 {
+    // Never unwind into the skill: on a panic (which the tokenizer should
+    // not raise) answer with the byte length, a safe over-estimate.
+    let text = text.as_str();
+    std::panic::catch_unwind(|| crate::tokens::global().count(text))
+        .unwrap_or(text.len())
+        .try_into()
+        .unwrap_or(u32::MAX)
 }

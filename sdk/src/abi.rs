@@ -157,6 +157,55 @@ pub struct Component {
     pub role: Role,
     /// The text.
     pub content: RString,
+    /// Where the text came from, when the request asked to `explain`:
+    /// the memex objects it shows and why (empty otherwise).
+    pub sources: RVec<Source>,
+    /// What the skill left out, by reason, with counts (for `--explain`).
+    pub omitted: RVec<Omitted>,
+}
+
+impl Component {
+    /// A component with no explanation attached.
+    pub fn new(
+        id: u32,
+        key: impl Into<String>,
+        name: impl Into<String>,
+        role: Role,
+        content: impl Into<String>,
+    ) -> Self {
+        Self {
+            id,
+            key: RString::from(key.into()),
+            name: RString::from(name.into()),
+            role,
+            content: RString::from(content.into()),
+            sources: RVec::new(),
+            omitted: RVec::new(),
+        }
+    }
+}
+
+/// One memex object a component shows, and why (e.g. `foveal`,
+/// `semantic 0.83`, `outline`, `ancestor`).
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone, PartialEq, Eq)]
+pub struct Source {
+    /// The object's id.
+    pub id: RString,
+    /// Why it is in the text.
+    pub reason: RString,
+}
+
+/// How many objects a component left out for one reason (the awareness
+/// skill says `depth` for what its rules leave out, and `outline`,
+/// `foveal`, `semantic` or `ancestor` for what the budget did).
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone, PartialEq, Eq)]
+pub struct Omitted {
+    /// Why they were left out.
+    pub reason: RString,
+    /// How many.
+    pub count: u32,
 }
 
 /// The input of the `components` hook.
@@ -173,6 +222,9 @@ pub struct ComponentsRequest<'a> {
     pub config_json: RStr<'a>,
     /// The memex, privacy-filtered, borrowed for the call.
     pub memex: &'a crate::memex::MemexView<'a>,
+    /// Fill [`Component::sources`] and [`Component::omitted`] (for
+    /// `foveal context --explain`); off in the live cycle.
+    pub explain: bool,
 }
 
 /// What a skill says about itself. Embedded in the library at build time by
@@ -210,6 +262,10 @@ pub struct HostApi {
     /// Writes one line to the host's log, attributed to `skill`.
     #[sabi(last_prefix_field)]
     pub log: extern "C" fn(level: LogLevel, skill: RStr<'_>, message: RStr<'_>),
+    /// Counts the tokens of a text with the model's encoding (cached by
+    /// content in the host). Added in SDK 0.1.0 after the prefix: absent
+    /// (`None`) in a host that predates it.
+    pub count_tokens: extern "C" fn(text: RStr<'_>) -> u32,
 }
 
 impl std::fmt::Debug for HostApiRef {

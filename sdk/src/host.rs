@@ -53,6 +53,21 @@ pub fn log(level: LogLevel, message: &str) {
     }
 }
 
+/// The number of tokens of `text` in the model's encoding, counted by the
+/// host (which caches counts by content). `None` before `init`, or in a host
+/// without the service: use [`estimate_tokens`] then.
+pub fn count_tokens(text: &str) -> Option<usize> {
+    let installed = HOST.get()?;
+    let count = installed.host.count_tokens()?;
+    Some(count(RStr::from_str(text)) as usize)
+}
+
+/// A safe over-estimate of the tokens of `text` without the host: its
+/// length in bytes (no token is shorter than one byte).
+pub fn estimate_tokens(text: &str) -> usize {
+    text.len()
+}
+
 /// Panics inside a skill are caught and returned as errors, but the default
 /// panic hook of the library's own `std` would still print to stderr. Send
 /// the message to the host's log instead, where it is attributed to the skill.

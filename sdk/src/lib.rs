@@ -42,13 +42,13 @@
 //! use foveal_sdk::{Component, ComponentsRequest, Role, SkillError};
 //!
 //! fn components(_request: &ComponentsRequest<'_>) -> Result<Vec<Component>, SkillError> {
-//!     Ok(vec![Component {
-//!         id: 4500,
-//!         key: "hello".into(),
-//!         name: "Hello".into(),
-//!         role: Role::SYSTEM,
-//!         content: format!("Hello; the memex has {} files.", _request.memex.files.len()).into(),
-//!     }])
+//!     Ok(vec![Component::new(
+//!         4500,
+//!         "hello",
+//!         "Hello",
+//!         Role::SYSTEM,
+//!         format!("Hello; the memex has {} files.", _request.memex.files.len()),
+//!     )])
 //! }
 //!
 //! foveal_sdk::export_skill! {
@@ -71,7 +71,7 @@ pub mod memex;
 
 pub use abi::{
     Component, ComponentsFn, ComponentsRequest, HostApi, HostApiRef, InitFn, InvokeFn, LogLevel,
-    Manifest, RedactFn, Role, SignalKind, SkillError, SkillMod, SkillModRef,
+    Manifest, Omitted, RedactFn, Role, SignalKind, SkillError, SkillMod, SkillModRef, Source,
 };
 
 /// The version of this SDK. A skill records the version it was built

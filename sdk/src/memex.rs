@@ -87,6 +87,15 @@ pub struct ObjectRecord {
     pub children: Range32,
     /// Row in the vector table, or [`NONE`].
     pub vector: u32,
+    /// One past the last object of its subtree: the subtree is
+    /// `index..end`, itself included.
+    pub end: u32,
+    /// A hash of everything a renderer may show of the object: its own
+    /// text (headline line, drawers, body, up to the next headline) and its
+    /// id. Equal hashes mean (up to a 64-bit collision) the same object, so
+    /// a skill may reuse what it rendered from it in an earlier version of
+    /// the file.
+    pub hash: u64,
 }
 
 /// One file's objects, prepared by the host once per version of the file
@@ -110,12 +119,53 @@ pub struct FileIndex {
     /// The Euclidean norm of each row of `vectors`, precomputed so that a
     /// similarity scan is one dot product per object.
     pub norms: RVec<f32>,
+    /// `vectors` quantized to 8 bits, `dim` per row: row `r` is
+    /// `round(v * 127 / max|v|)`. A scan reads a quarter of the bytes; see
+    /// [`quantized_cosine_error`] for how far from exact it can be.
+    pub quantized: RVec<i8>,
+    /// Per row, the factor `max|v| / (127 · ‖v‖)` that turns a quantized
+    /// dot product into a cosine: `cos(a, b) ≈ (qa · qb) · fa · fb`.
+    pub quant_factors: RVec<f32>,
+    /// For each row of `vectors`, the object it belongs to.
+    pub vector_objects: RVec<u32>,
+    /// A hash of `dim` and the bits of every row of `vectors`, in order:
+    /// equal hashes mean (up to a 64-bit collision) the same vector table,
+    /// so a skill may reuse what it computed from the table across file
+    /// versions (an edit to a body leaves it unchanged).
+    pub vectors_hash: u64,
     /// `(tag lowercased, object indices)`, sorted by tag: the objects
     /// carrying each own tag, for [`FileView::with_tag`].
     pub tag_index: RVec<TagEntry>,
     /// `(id_hash(id), object index)`, sorted: lookup by id in
     /// `O(log n)`, for [`FileView::find`].
     pub id_index: RVec<IdEntry>,
+}
+
+/// Quantizes one vector for [`FileIndex::quantized`]: appends its 8-bit
+/// row to `out` and returns its factor for [`FileIndex::quant_factors`]
+/// (0 for a zero vector).
+pub fn quantize(vector: &[f32], norm: f32, out: &mut RVec<i8>) -> f32 {
+    let max = vector.iter().fold(0.0f32, |m, x| m.max(x.abs()));
+    if max == 0.0 || norm == 0.0 || !max.is_finite() {
+        out.extend(std::iter::repeat_n(0, vector.len()));
+        return 0.0;
+    }
+    let scale = 127.0 / max;
+    out.extend(vector.iter().map(|x| (x * scale).round() as i8));
+    max / (127.0 * norm)
+}
+
+/// The most a quantized cosine `(qa · qb) · fa · fb` can differ from the
+/// exact cosine of the two `dim`-float vectors, given their factors.
+///
+/// Each component of a unit vector is off by at most `f / 2` after
+/// rounding, and `Σ|u_i| ≤ √dim`; summing the cross terms gives
+/// `√dim · (fa + fb) / 2 + 3/4 · dim · fa · fb`, plus a little for float
+/// rounding. A scan may skip the exact computation for every object whose
+/// quantized cosine is below `threshold - bound`.
+pub fn quantized_cosine_error(dim: usize, fa: f32, fb: f32) -> f32 {
+    let dim = dim as f32;
+    0.5 * dim.sqrt() * (fa + fb) + 0.75 * dim * fa * fb + 1e-4
 }
 
 /// One entry of [`FileIndex::id_index`].
@@ -162,11 +212,13 @@ pub struct FileView<'a> {
 }
 
 impl<'a> FileView<'a> {
+    #[inline]
     fn text_of(&self, range: Range32) -> &'a str {
         self.text.as_str().get(range.range()).unwrap_or("")
     }
 
     /// How many visible objects the file has.
+    #[inline]
     pub fn len(&self) -> usize {
         self.index.objects.len()
     }
@@ -177,11 +229,13 @@ impl<'a> FileView<'a> {
     }
 
     /// The record of object `index`.
+    #[inline]
     pub fn object(&self, index: u32) -> &'a ObjectRecord {
         &self.index.objects[index as usize]
     }
 
     /// Its id.
+    #[inline]
     pub fn id(&self, index: u32) -> &'a str {
         let o = self.object(index);
         if o.id_derived {
@@ -196,6 +250,7 @@ impl<'a> FileView<'a> {
     }
 
     /// Its title.
+    #[inline]
     pub fn title(&self, index: u32) -> &'a str {
         self.text_of(self.object(index).title)
     }
@@ -207,6 +262,7 @@ impl<'a> FileView<'a> {
     }
 
     /// Its body.
+    #[inline]
     pub fn body(&self, index: u32) -> &'a str {
         self.text_of(self.object(index).body)
     }
@@ -225,6 +281,7 @@ impl<'a> FileView<'a> {
     }
 
     /// Its parent's index.
+    #[inline]
     pub fn parent(&self, index: u32) -> Option<u32> {
         let p = self.object(index).parent;
         (p != NONE).then_some(p)
@@ -240,6 +297,27 @@ impl<'a> FileView<'a> {
         self.index
             .vectors
             .get(row as usize * dim..(row as usize + 1) * dim)
+    }
+
+    /// The 8-bit row `row` of the vector table and its factor (see
+    /// [`FileIndex::quantized`]).
+    pub fn quantized_row(&self, row: u32) -> Option<(&'a [i8], f32)> {
+        let dim = self.index.dim as usize;
+        let q = self
+            .index
+            .quantized
+            .get(row as usize * dim..(row as usize + 1) * dim)?;
+        Some((q, *self.index.quant_factors.get(row as usize)?))
+    }
+
+    /// The exact row `row` of the vector table and its norm.
+    pub fn vector_row(&self, row: u32) -> Option<(&'a [f32], f32)> {
+        let dim = self.index.dim as usize;
+        let v = self
+            .index
+            .vectors
+            .get(row as usize * dim..(row as usize + 1) * dim)?;
+        Some((v, *self.index.norms.get(row as usize)?))
     }
 
     /// The object with id `id` in this file.

@@ -8,7 +8,7 @@ use crate::config::Config;
 use crate::memex::privacy::PrivacyTags;
 use crate::memex::{Memex, ObjectRef, ObjectType, Query};
 
-fn open(config: &Config) -> Result<Memex, Exit> {
+pub(crate) fn open(config: &Config) -> Result<Memex, Exit> {
     Memex::open(&config.memex_paths).map_err(|error| {
         eprintln!("error: {error}");
         Exit::NotFound

@@ -3,6 +3,8 @@
 //! Each subcommand lives in its own file and returns an [`Exit`]: what to
 //! print has been printed, and the code says how it went.
 
+pub mod bench;
+pub mod context;
 pub mod memex;
 pub mod skills;
 
@@ -72,6 +74,47 @@ pub enum Command {
         #[command(subcommand)]
         command: MemexCommand,
     },
+    /// Print the context section the think step would send: the awareness
+    /// skill's foveal–peripheral outline of the memex (or, without the
+    /// skill, the line "[Awareness skill not loaded]").
+    ///
+    /// Private objects (privacy tags, at any depth) never appear. With a
+    /// budget, detail is dropped by priority and a closing line says how
+    /// many headlines were left out.
+    Context {
+        #[command(flatten)]
+        memex: MemexArgs,
+        #[command(flatten)]
+        plugins: PluginArgs,
+        #[command(flatten)]
+        privacy: PrivacyArgs,
+        /// The id of the object in foveal focus: it and its subtree are
+        /// shown in full, and objects similar to it are promoted.
+        #[arg(long, value_name = "ID")]
+        focus: Option<String>,
+        /// Cosine similarity from which an object is promoted, -1 to 1
+        /// (default: config `context.semantic_threshold`, env
+        /// CONTEXT_SEMANTIC_THRESHOLD, else 0.75).
+        #[arg(long, value_name = "X", allow_negative_numbers = true)]
+        threshold: Option<f64>,
+        /// Tokens the section may use (counted with the model's encoding).
+        #[arg(long, value_name = "TOKENS")]
+        budget: Option<u32>,
+        /// Print one JSON object: text, tokens, budget, included (a list of
+        /// {id, reason}, the reason being outline, foveal, semantic <score>
+        /// or ancestor), omitted (counts by reason) and source.
+        #[arg(long, conflicts_with = "explain")]
+        json: bool,
+        /// Print why each object is shown and what was left out, then the
+        /// section.
+        #[arg(long)]
+        explain: bool,
+    },
+    /// Measure foveal in-process on your own data.
+    Bench {
+        #[command(subcommand)]
+        command: BenchCommand,
+    },
     /// Print the literate source a skill embeds (its README and src/).
     ///
     /// Exits 1 when no loaded skill has that name (the known ones are
@@ -91,6 +134,43 @@ pub struct MemexArgs {
     /// several (default: config `memex.paths`, env FOVEAL_MEMEX).
     #[arg(long = "memex", value_name = "PATH")]
     pub paths: Vec<PathBuf>,
+}
+
+/// Privacy options.
+#[derive(Debug, Clone, clap::Args)]
+pub struct PrivacyArgs {
+    /// Another tag that makes an object and its subtree private, in
+    /// addition to config `privacy.tags` (default @personal); repeatable.
+    /// Matched with or without colons, case-insensitively.
+    #[arg(long = "privacy-tag", value_name = "TAG")]
+    pub tags: Vec<String>,
+}
+
+/// `foveal bench …`.
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// Time the context section on a memex: uncached (a new focus, the full
+    /// semantic scan), cached (same focus and generation) and after a
+    /// one-headline edit (made in memory; nothing is written). Each case is
+    /// reported as median, min and max.
+    Awareness {
+        #[command(flatten)]
+        memex: MemexArgs,
+        #[command(flatten)]
+        plugins: PluginArgs,
+        #[command(flatten)]
+        privacy: PrivacyArgs,
+        /// The id of the object in foveal focus.
+        #[arg(long, value_name = "ID")]
+        focus: String,
+        /// Runs per case (the cached case runs at least 1000 times).
+        #[arg(long, default_value_t = 10)]
+        runs: usize,
+        /// Print JSON: uncached, cached, after_edit and index_rebuild, each
+        /// {median_ms, min_ms, max_ms}, plus nodes and output_bytes.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// `foveal memex …`.
@@ -168,6 +248,20 @@ impl MemexArgs {
     }
 }
 
+/// The overrides of a command that reads the memex through skills.
+fn context_overrides(
+    config: Option<&PathBuf>,
+    memex: &MemexArgs,
+    plugins: &PluginArgs,
+    privacy: &PrivacyArgs,
+) -> Overrides {
+    Overrides {
+        memex: memex.paths.clone(),
+        privacy_tags: privacy.tags.clone(),
+        ..plugins.overrides(config)
+    }
+}
+
 /// Resolves the configuration for a command: file, then environment, then
 /// the command's flags. A bad configuration is reported and ends the command.
 fn load_config(overrides: &Overrides) -> Result<Config, Exit> {
@@ -194,6 +288,52 @@ pub fn run(cli: Cli) -> anyhow::Result<Exit> {
                 Err(exit) => Ok(exit),
             }
         }
+        Command::Context {
+            memex,
+            plugins,
+            privacy,
+            focus,
+            threshold,
+            budget,
+            json,
+            explain,
+        } => match load_config(&context_overrides(
+            cli.config.as_ref(),
+            &memex,
+            &plugins,
+            &privacy,
+        )) {
+            Ok(config) => context::run(
+                &config,
+                &context::ContextOptions {
+                    focus,
+                    threshold,
+                    budget,
+                    json,
+                    explain,
+                },
+            ),
+            Err(exit) => Ok(exit),
+        },
+        Command::Bench {
+            command:
+                BenchCommand::Awareness {
+                    memex,
+                    plugins,
+                    privacy,
+                    focus,
+                    runs,
+                    json,
+                },
+        } => match load_config(&context_overrides(
+            cli.config.as_ref(),
+            &memex,
+            &plugins,
+            &privacy,
+        )) {
+            Ok(config) => bench::awareness(&config, &focus, runs, json),
+            Err(exit) => Ok(exit),
+        },
         Command::Memex { command } => match command {
             MemexCommand::Stats { memex: args, json } => {
                 match load_config(&args.overrides(cli.config.as_ref())) {

@@ -158,3 +158,242 @@ fn many_siblings_render_in_linear_time() {
     let output = render(&org, None, "{}");
     assert_eq!(output.matches("\n** Child ").count(), 20_000);
 }
+
+/// A memex in a sandbox with the real awareness skill installed, rendered
+/// through the host's context module (as `foveal context` does).
+struct Context {
+    sandbox: crate::support::Sandbox,
+    registry: foveal::registry::Registry,
+    memex: foveal::memex::Memex,
+}
+
+impl Context {
+    fn new(org: &str) -> Self {
+        let sandbox = crate::support::Sandbox::new();
+        sandbox.install("skill:awareness", "foveal_skill_awareness");
+        let registry = sandbox.registry();
+        registry.scan();
+        let dir = sandbox.root.path().join("memex");
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(dir.join("main.org"), org).unwrap();
+        let memex = foveal::memex::Memex::open(&[dir]).unwrap();
+        Self {
+            sandbox,
+            registry,
+            memex,
+        }
+    }
+
+    fn file(&self) -> std::path::PathBuf {
+        self.sandbox.root.path().join("memex/main.org")
+    }
+
+    fn render(&self, request: &ContextRequest) -> Section {
+        foveal::context::render(
+            &self.registry.snapshot(),
+            &self.memex.snapshot(),
+            &PrivacyTags::new(["@personal"]),
+            request,
+        )
+    }
+}
+
+use foveal::context::{ContextCache, ContextRequest, Origin, Section};
+use foveal::memex::privacy::PrivacyTags;
+
+fn tokens(text: &str) -> usize {
+    foveal::tokens::global().count(text)
+}
+
+/// A project whose focus has a long subtree, many promoted objects and a
+/// wide depth-2 outline: more than any small budget holds.
+fn large_org() -> String {
+    let mut org = String::from("* Launch :project:\n:PROPERTIES:\n:ID: launch\n:END:\n");
+    org.push_str("** Focus\n:PROPERTIES:\n:ID: focus\n:EMBEDDING: 1 0 0\n:END:\nThe focus body.\n");
+    for i in 0..10 {
+        org.push_str(&format!(
+            "*** Step {i}\n:PROPERTIES:\n:ID: step-{i}\n:END:\nStep {i} has a body of several words.\n"
+        ));
+    }
+    for i in 0..40 {
+        // Scores fall with i: 1.00, 0.99, …
+        let y = i as f32 * 0.02;
+        org.push_str(&format!(
+            "** Area {i}\n:PROPERTIES:\n:ID: area-{i}\n:END:\n*** Similar {i}\n:PROPERTIES:\n:ID: similar-{i}\n:EMBEDDING: 1 {y} 0\n:END:\nSimilar body {i}.\n"
+        ));
+    }
+    org
+}
+
+fn focus_request(budget: Option<u32>) -> ContextRequest {
+    ContextRequest {
+        focus: Some("focus".to_owned()),
+        budget,
+        explain: true,
+        ..ContextRequest::default()
+    }
+}
+
+#[test]
+fn a_budget_always_holds_and_says_what_was_left_out() {
+    let context = Context::new(&large_org());
+    let full = context.render(&focus_request(None));
+    assert!(matches!(full.origin, Origin::Skill { .. }));
+    let full_tokens = tokens(full.text());
+    assert!(!full.text().contains("omitted]"));
+    for budget in [15, 40, 100, 250, 600, 1200, full_tokens as u32 - 1] {
+        let section = context.render(&focus_request(Some(budget)));
+        let text = section.text();
+        assert!(tokens(text) <= budget as usize, "budget {budget}: {} tokens\n{text}", tokens(text));
+        let left_out: u32 = section
+            .omitted
+            .iter()
+            .filter(|(reason, _)| reason != "depth")
+            .map(|(_, n)| n)
+            .sum();
+        if !text.is_empty() {
+            assert!(text.starts_with("GLOBAL MEMEX AWARENESS (Peripheral Vision):\n"));
+            assert!(left_out > 0, "budget {budget} left nothing out");
+            assert!(
+                text.ends_with(&format!("[… {left_out} peripheral headlines omitted]\n")),
+                "budget {budget}:\n{text}"
+            );
+        }
+    }
+    // With room for everything, everything comes, unmarked.
+    let roomy = context.render(&focus_request(Some(full_tokens as u32)));
+    assert_eq!(roomy.text(), full.text());
+}
+
+#[test]
+fn a_budget_keeps_the_focus_then_the_most_similar_then_the_outline() {
+    let context = Context::new(&large_org());
+    let section = context.render(&focus_request(Some(600)));
+    let text = section.text();
+    // The whole foveal subtree fits and comes first in priority.
+    assert!(text.contains("The focus body.") && text.contains("Step 9 has a body"), "{text}");
+    // Promoted objects by score: the most similar in, the least out.
+    assert!(text.contains(":ID: similar-0\n"), "{text}");
+    assert!(!text.contains(":ID: similar-39\n"), "{text}");
+    // Each promoted object comes with its ancestor path.
+    for (id, reason) in &section.sources {
+        if let Some(n) = id.strip_prefix("similar-") {
+            assert!(reason.starts_with("semantic "), "{id}: {reason}");
+            assert!(text.contains(&format!(":ID: area-{n}\n")), "{id} without its parent");
+        }
+    }
+    // Outline comes last: with this budget some areas without a promoted
+    // child are gone.
+    let omitted: std::collections::BTreeMap<_, _> = section.omitted.iter().cloned().collect();
+    assert!(omitted.get("semantic").copied().unwrap_or(0) > 0, "{omitted:?}");
+    assert_eq!(omitted.get("foveal"), None, "{omitted:?}");
+}
+
+#[test]
+fn a_budget_too_small_for_the_header_gives_an_empty_section() {
+    let context = Context::new(&large_org());
+    let section = context.render(&focus_request(Some(3)));
+    assert_eq!(section.text(), "");
+    assert!(section.sources.is_empty());
+}
+
+#[test]
+fn without_the_skill_the_section_is_the_seed_fallback_line() {
+    let context = Context::new(&large_org());
+    let empty = crate::support::Sandbox::new().registry();
+    let section = foveal::context::render(
+        &empty.snapshot(),
+        &context.memex.snapshot(),
+        &PrivacyTags::default(),
+        &focus_request(None),
+    );
+    assert_eq!(section.text(), "[Awareness skill not loaded]\n");
+    assert!(matches!(section.origin, Origin::Fallback(_)));
+}
+
+#[test]
+fn explain_lists_every_object_shown_with_its_reason() {
+    let context = Context::new(SIMILAR);
+    let section = context.render(&ContextRequest {
+        focus: Some("plan".to_owned()),
+        explain: true,
+        ..ContextRequest::default()
+    });
+    let sources: Vec<String> = section
+        .sources
+        .iter()
+        .map(|(id, reason)| format!("{id}: {reason}"))
+        .collect();
+    assert_eq!(
+        sources,
+        [
+            "launch: outline",
+            "plan: foveal",
+            "step: foveal",
+            "archive: outline",
+            "year: ancestor",
+            "twin: semantic 1.00",
+        ]
+    );
+    // `unrelated` is deeper than 2 and not similar; `diary` is private and
+    // not counted at all.
+    assert_eq!(section.omitted, [("depth".to_owned(), 1)]);
+}
+
+#[test]
+fn the_cache_serves_a_generation_and_an_edit_that_keeps_the_count_is_seen() {
+    // Seed 003 keyed its cache on the object count: an edit that keeps the
+    // count served stale context. Here the memex generation is the key.
+    let context = Context::new(SIMILAR);
+    let cache = ContextCache::default();
+    let privacy = PrivacyTags::new(["@personal"]);
+    let request = ContextRequest {
+        focus: Some("plan".to_owned()),
+        ..ContextRequest::default()
+    };
+    let skills = context.registry.snapshot();
+    let first = cache.section(&skills, &context.memex.snapshot(), &privacy, &request);
+    let again = cache.section(&skills, &context.memex.snapshot(), &privacy, &request);
+    assert!(std::sync::Arc::ptr_eq(&first, &again));
+    let org = SIMILAR.replace("The plan body.", "The plan changed.");
+    std::fs::write(context.file(), org).unwrap();
+    context.memex.reload_file(&context.file());
+    let edited = cache.section(&skills, &context.memex.snapshot(), &privacy, &request);
+    assert!(edited.text().contains("The plan changed."), "{}", edited.text());
+    // Another focus is another section.
+    let other = ContextRequest {
+        focus: Some("twin".to_owned()),
+        ..request
+    };
+    let moved = cache.section(&skills, &context.memex.snapshot(), &privacy, &other);
+    assert!(moved.text().contains("twin body") && !std::sync::Arc::ptr_eq(&moved, &edited));
+}
+
+#[test]
+fn reused_work_gives_the_same_text_as_fresh_work_after_edits() {
+    // The skill reuses its semantic scan and the text of unchanged objects
+    // between renders; after each edit its answer must equal a render done
+    // from scratch.
+    let context = Context::new(&large_org());
+    let cached = focus_request(None);
+    let fresh = ContextRequest {
+        skill_cache: false,
+        ..focus_request(None)
+    };
+    let edits: [(&str, &str); 4] = [
+        ("Similar body 3.", "Similar body 3, edited."),
+        ("** Area 5\n", "** Area five\n"),
+        ("similar-1\n:EMBEDDING: 1 0.02 0", "similar-1\n:EMBEDDING: 0 1 0"),
+        ("*** Step 2\n", "*** Step 2\n**** Inserted\nnew body\n"),
+    ];
+    let mut org = large_org();
+    assert_eq!(context.render(&cached).text(), context.render(&fresh).text());
+    for (from, to) in edits {
+        assert!(org.contains(from), "{from}");
+        org = org.replacen(from, to, 1);
+        std::fs::write(context.file(), &org).unwrap();
+        context.memex.reload_file(&context.file());
+        let reused = context.render(&cached);
+        assert_eq!(reused.text(), context.render(&fresh).text(), "after {from:?} → {to:?}");
+    }
+}

@@ -183,5 +183,6 @@ pub fn request() -> foveal_sdk::ComponentsRequest<'static> {
         budget_tokens: abi_stable::std_types::ROption::RNone,
         config_json: "{}".into(),
         memex: &foveal_sdk::memex::MemexView::EMPTY,
+        explain: false,
     }
 }

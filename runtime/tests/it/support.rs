@@ -157,6 +157,7 @@ pub fn components_for(
         budget_tokens: ROption::RNone,
         config_json: config.into(),
         memex: &view,
+        explain: false,
     };
     let mut components = registry
         .snapshot()

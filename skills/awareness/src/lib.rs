@@ -4,10 +4,12 @@
 //! from the seed, and its fallback.
 
 mod render;
+mod scan;
+mod select;
 
-use foveal_sdk::{Component, ComponentsRequest, HostApiRef, Role, SkillError};
+use foveal_sdk::{Component, ComponentsRequest, HostApiRef, Omitted, Role, SkillError, Source};
 
-pub use render::{Options, Reason, Rendered, render};
+pub use render::{Included, Omissions, Options, Reason, Rendered, render};
 
 /// The prompt component the outline fills (seed 004: semantic memories).
 pub const COMPONENT_ID: u32 = 2000;
@@ -17,44 +19,83 @@ fn init(_host: &HostApiRef) -> Result<(), SkillError> {
     Ok(())
 }
 
-/// Reads `{"threshold": 0.75}` from the skill's configuration; anything
-/// missing takes the default.
+/// The skill's configuration, as the host passes it (JSON).
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Config {
+    /// Cosine similarity from which an object is promoted.
+    threshold: Option<f32>,
+    /// Reuse work from earlier renders (default true; off to time the
+    /// work itself).
+    cache: Option<bool>,
+}
+
+/// Reads `{"threshold": 0.75, "cache": true}`; anything missing takes
+/// the default, anything else is refused with what was wrong.
 fn options(config_json: &str) -> Result<Options, SkillError> {
     let mut options = Options::default();
     let text = config_json.trim();
-    if text.is_empty() || text == "{}" {
+    if text.is_empty() {
         return Ok(options);
     }
-    // A tiny reader for one optional number: the SDK carries no JSON parser
-    // and the skill needs no other key yet.
-    if let Some(at) = text.find("\"threshold\"") {
-        let rest = text[at + "\"threshold\"".len()..].trim_start();
-        let rest = rest
-            .strip_prefix(':')
-            .ok_or_else(|| SkillError::invalid_input("threshold: expected a number"))?;
-        let number: String = rest
-            .trim_start()
-            .chars()
-            .take_while(|c| c.is_ascii_digit() || matches!(c, '.' | '-' | '+' | 'e' | 'E'))
-            .collect();
-        options.threshold = number.parse().map_err(|_| {
-            SkillError::invalid_input(format!("threshold: {number:?} is not a number"))
-        })?;
+    let config: Config = serde_json::from_str(text)
+        .map_err(|e| SkillError::invalid_input(format!("awareness configuration: {e}")))?;
+    if let Some(threshold) = config.threshold {
+        if !threshold.is_finite() {
+            return Err(SkillError::invalid_input(
+                "awareness configuration: threshold must be a finite number",
+            ));
+        }
+        options.threshold = threshold;
+    }
+    if let Some(cache) = config.cache {
+        options.cache = cache;
     }
     Ok(options)
 }
 
 fn components(request: &ComponentsRequest<'_>) -> Result<Vec<Component>, SkillError> {
-    let options = options(request.config_json.as_str())?;
+    let mut options = options(request.config_json.as_str())?;
+    options.budget = request.budget_tokens.into_option().map(|b| b as usize);
     let focus = request.focus.as_ref().into_option().map(|f| f.as_str());
-    let rendered = render(request.memex, focus, &options);
-    Ok(vec![Component {
-        id: COMPONENT_ID,
-        key: "awareness".into(),
-        name: "Global memex awareness".into(),
-        role: Role::SYSTEM,
-        content: rendered.text.into(),
-    }])
+    let count = |text: &str| {
+        foveal_sdk::host::count_tokens(text).unwrap_or_else(|| foveal_sdk::host::estimate_tokens(text))
+    };
+    let rendered = render(request.memex, focus, &options, &count);
+    let mut component = Component::new(
+        COMPONENT_ID,
+        "awareness",
+        "Global memex awareness",
+        Role::SYSTEM,
+        rendered.text,
+    );
+    if request.explain {
+        let files = request.memex.files.as_slice();
+        component.sources = rendered
+            .included
+            .iter()
+            .map(|inc| Source {
+                id: files[inc.file as usize].id(inc.index).into(),
+                reason: inc.reason.to_string().into(),
+            })
+            .collect();
+        let o = rendered.omitted;
+        component.omitted = [
+            ("depth", o.depth),
+            ("outline", o.outline),
+            ("foveal", o.foveal),
+            ("semantic", o.semantic),
+            ("ancestor", o.ancestor),
+        ]
+        .into_iter()
+        .filter(|&(_, n)| n > 0)
+        .map(|(reason, count)| Omitted {
+            reason: reason.into(),
+            count,
+        })
+        .collect();
+    }
+    Ok(vec![component])
 }
 
 foveal_sdk::export_skill! {

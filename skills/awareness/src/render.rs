@@ -1,5 +1,5 @@
 //! Rendering the outline (seed 000 `context-awareness-assemble` and
-//! `context-object-render`), in one linear pass per project.
+//! `context-object-render`), in linear passes.
 //!
 //! What is selected, for each active project (a headline tagged `project`
 //! that is not done):
@@ -25,8 +25,27 @@
 //! 5. A project inside another active project is rendered once, inside it,
 //!    not a second time on its own.
 //! 6. Private objects are never seen: the host removes them from the view.
+//! 7. With a token budget, detail degrades by priority instead of the whole
+//!    section being dropped (see [`Options::budget`]).
+//!
+//! # Speed
+//!
+//! The semantic scan reads the host's 8-bit copy of the vector table (a
+//! quarter of the bytes of the floats) and recomputes the exact cosine only
+//! where the quantized one is within its proven error bound of the
+//! threshold, so the result is the exact seed rule. The rows a scan
+//! promoted are kept, keyed by the table's content hash, the focus vector
+//! and the threshold: after an edit that leaves the vectors alone (a body, a
+//! title, a TODO state) the next render skips the scan.
 
-use foveal_sdk::memex::{FileView, MemexView};
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::Mutex;
+
+use foveal_sdk::memex::{FileView, MemexView, NONE};
+
+use crate::select::select;
 
 /// The header line (seed 000).
 pub const HEADER: &str = "GLOBAL MEMEX AWARENESS (Peripheral Vision):\n";
@@ -39,11 +58,27 @@ pub struct Options {
     /// Cosine similarity from which an object is promoted
     /// (`CONTEXT_SEMANTIC_THRESHOLD`, default 0.75).
     pub threshold: f32,
+    /// Tokens the section may use; `None` renders everything the rules
+    /// select. With a budget, what is kept, in order: the header, the
+    /// foveal subtree (in outline order), promoted objects by descending
+    /// score, then the depth-1 and depth-2 outline. An object always comes
+    /// with its ancestor path. What did not fit is counted in one closing
+    /// line, `[… N peripheral headlines omitted]`.
+    pub budget: Option<usize>,
+    /// Reuse work from earlier renders: the semantic scan while the vector
+    /// table, the focus vector and the threshold are unchanged, and the
+    /// text of every object whose content, depth and reason are unchanged
+    /// (see the module's notes on speed). Off only to time the work itself.
+    pub cache: bool,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Self { threshold: 0.75 }
+        Self {
+            threshold: 0.75,
+            budget: None,
+            cache: true,
+        }
     }
 }
 
@@ -60,155 +95,445 @@ pub enum Reason {
     Ancestor,
 }
 
+impl std::fmt::Display for Reason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Outline => f.write_str("outline"),
+            Self::Foveal => f.write_str("foveal"),
+            Self::Semantic(score) => write!(f, "semantic {score:.2}"),
+            Self::Ancestor => f.write_str("ancestor"),
+        }
+    }
+}
+
+/// One object in the output.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Included {
+    /// Its file, as an index into the view's files.
+    pub file: u32,
+    /// Its index in that file.
+    pub index: u32,
+    /// Why it is there.
+    pub reason: Reason,
+}
+
+/// Objects of active projects left out, by reason.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Omissions {
+    /// Deeper than 2 and neither foveal, promoted nor an ancestor of one:
+    /// the seed's rules leave them out.
+    pub depth: u32,
+    /// Selected as outline, left out for the budget.
+    pub outline: u32,
+    /// In the foveal subtree, left out for the budget.
+    pub foveal: u32,
+    /// Promoted, left out for the budget.
+    pub semantic: u32,
+    /// Ancestors not needed once what they led to was left out.
+    pub ancestor: u32,
+}
+
+impl Omissions {
+    /// Objects the budget left out.
+    pub fn for_budget(&self) -> u32 {
+        self.outline + self.foveal + self.semantic + self.ancestor
+    }
+}
+
 /// The rendered outline and what it holds.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct Rendered {
     /// The text.
     pub text: String,
-    /// `(id, reason)` of every object rendered, in output order.
-    pub included: Vec<(String, Reason)>,
+    /// Every object rendered, in output order.
+    pub included: Vec<Included>,
+    /// What was left out.
+    pub omitted: Omissions,
 }
 
-/// Cosine similarity from a dot product and the two norms the host
-/// precomputed; 0 when either vector is zero or the lengths differ.
-#[inline]
-fn cosine(a: &[f32], norm_a: f32, b: &[f32], norm_b: f32) -> f32 {
-    if a.len() != b.len() || norm_a == 0.0 || norm_b == 0.0 {
-        return 0.0;
-    }
-    // Eight independent accumulators: the compiler can vectorise them.
-    let mut acc = [0.0f32; 8];
-    let mut ca = a.chunks_exact(8);
-    let mut cb = b.chunks_exact(8);
-    for (x, y) in (&mut ca).zip(&mut cb) {
-        for k in 0..8 {
-            acc[k] += x[k] * y[k];
-        }
-    }
-    let mut dot: f32 = acc.iter().sum();
-    for (x, y) in ca.remainder().iter().zip(cb.remainder()) {
-        dot += x * y;
-    }
-    dot / (norm_a * norm_b)
+/// One selected object.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Entry {
+    /// Its file, as an index into the view's files.
+    pub file: u32,
+    /// Its index in the file.
+    pub index: u32,
+    /// Its depth in its project (the project is 1).
+    pub depth: u16,
+    /// Why it is shown.
+    pub reason: Reason,
+    /// The entry of its parent, or [`NONE`] for a project.
+    pub parent: u32,
 }
 
 /// Renders the outline of every active project in `memex`, with `focus` (an
-/// object id) in full.
-pub fn render(memex: &MemexView<'_>, focus: Option<&str>, options: &Options) -> Rendered {
-    let mut out = Rendered {
-        text: String::from(HEADER),
-        included: Vec::new(),
+/// object id) in full. `count` counts the tokens of a text; it is only
+/// called with a budget.
+pub fn render(
+    memex: &MemexView<'_>,
+    focus: Option<&str>,
+    options: &Options,
+    count: &dyn Fn(&str) -> usize,
+) -> Rendered {
+    let (entries, depth_omitted) = select(memex, focus, options);
+    let files = memex.files.as_slice();
+    let emitter = Emitter {
+        files,
+        entries: &entries,
+        reuse: options.cache,
     };
-    let foveal = focus.and_then(|id| memex.find(id));
-    let foveal_vector = foveal.and_then(|(file, i)| file.vector(i).map(|v| (v, file.norm(i))));
-    let mut any = false;
-    for file in memex.files() {
-        let mut reasons: Vec<Option<Reason>> = Vec::new();
-        let projects = file.with_tag("project");
-        let mut covered_until = 0u32;
-        for &p in projects {
-            if file.object(p).done || p < covered_until {
+    let mut rendered = match options.budget {
+        None => emitter.emit(None),
+        Some(budget) => fit(&emitter, budget, count),
+    };
+    rendered.omitted.depth = depth_omitted;
+    rendered
+}
+
+/// Appends the text of one entry.
+fn piece(files: &[FileView<'_>], entry: &Entry, text: &mut String) {
+    let file = &files[entry.file as usize];
+    let i = entry.index;
+    for _ in 0..entry.depth {
+        text.push('*');
+    }
+    text.push(' ');
+    let title = file.title(i);
+    text.push_str(if title.is_empty() { "Untitled" } else { title });
+    text.push_str("\n:PROPERTIES:\n:ID: ");
+    text.push_str(file.id(i));
+    text.push('\n');
+    if let Reason::Semantic(score) = entry.reason {
+        let _ = writeln!(text, ":SEMANTIC_SCORE: {score:.2}");
+    }
+    text.push_str(":END:\n");
+    if matches!(entry.reason, Reason::Foveal | Reason::Semantic(_)) {
+        let body = file.body(i).trim_end_matches(['\n', '\r']);
+        if !body.is_empty() {
+            text.push_str(body);
+            text.push('\n');
+        }
+    }
+}
+
+/// Writes the text of selected entries.
+pub(crate) struct Emitter<'a> {
+    files: &'a [FileView<'a>],
+    entries: &'a [Entry],
+    /// Copy unchanged pieces from the previous render.
+    reuse: bool,
+}
+
+/// The previous render's text and where each of its pieces lies in it, by
+/// [`piece_key`]. After an edit to one headline nearly every piece of the
+/// next render is here, and one contiguous copy is far cheaper than
+/// gathering the same bytes from all over an 84 MB file.
+#[derive(Debug, Default)]
+struct Previous {
+    text: String,
+    pieces: PieceMap,
+}
+
+type PieceMap = HashMap<u64, (u32, u32), BuildHasherDefault<KeyHasher>>;
+
+static PREVIOUS: Mutex<Option<Previous>> = Mutex::new(None);
+
+/// The keys are hashes already: use them as they are.
+#[derive(Debug, Default)]
+struct KeyHasher(u64);
+
+impl Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 << 8 | u64::from(b)).rotate_left(5);
+        }
+    }
+    fn write_u64(&mut self, key: u64) {
+        self.0 = key;
+    }
+}
+
+/// What a piece's text depends on: the object's content and id (the
+/// host's hash of them), its depth and why it is shown.
+fn piece_key(file: &FileView<'_>, entry: &Entry) -> u64 {
+    let (tag, score) = match entry.reason {
+        Reason::Outline => (1u64, 0),
+        Reason::Ancestor => (1, 0),
+        Reason::Foveal => (2, 0),
+        Reason::Semantic(score) => (3, u64::from(score.to_bits())),
+    };
+    let mut h = file.object(entry.index).hash;
+    for word in [u64::from(entry.depth) << 8 | tag, score] {
+        let m = u128::from(h ^ word) * 0x9e37_79b9_7f4a_7c15;
+        h = (m as u64) ^ ((m >> 64) as u64);
+    }
+    h
+}
+
+impl Emitter<'_> {
+    /// The text of the entries `keep` allows (all when `None`), in outline
+    /// order.
+    fn emit(&self, keep: Option<&[bool]>) -> Rendered {
+        let (files, entries) = (self.files, self.entries);
+        let mut out = Rendered {
+            text: String::with_capacity(text_len(files, entries, keep)),
+            ..Rendered::default()
+        };
+        out.text.push_str(HEADER);
+        if entries.is_empty() {
+            out.text.push_str(NO_PROJECTS);
+            return out;
+        }
+        let mut previous = if self.reuse {
+            PREVIOUS
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .take()
+                .unwrap_or_default()
+        } else {
+            Previous::default()
+        };
+        let mut pieces = PieceMap::with_capacity_and_hasher(entries.len(), Default::default());
+        out.included.reserve(entries.len());
+        for (e, entry) in entries.iter().enumerate() {
+            if keep.is_some_and(|keep| !keep[e]) {
                 continue;
             }
-            any = true;
-            let end = subtree_end(file, p);
-            covered_until = end;
-            if reasons.is_empty() {
-                reasons = vec![None; file.len()];
-            }
-            select(file, p, end, foveal, foveal_vector, options, &mut reasons);
-            emit(file, p, end, &reasons, &mut out);
-        }
-    }
-    if !any {
-        out.text.push_str(NO_PROJECTS);
-    }
-    out
-}
-
-/// The end (exclusive) of the subtree of `p`: objects are in outline order,
-/// so the subtree is the run after `p` of deeper objects.
-fn subtree_end(file: &FileView<'_>, p: u32) -> u32 {
-    let level = file.object(p).level;
-    let mut end = p + 1;
-    while (end as usize) < file.len() && file.object(end).level > level {
-        end += 1;
-    }
-    end
-}
-
-fn select(
-    file: &FileView<'_>,
-    p: u32,
-    end: u32,
-    foveal: Option<(&FileView<'_>, u32)>,
-    foveal_vector: Option<(&[f32], f32)>,
-    options: &Options,
-    reasons: &mut [Option<Reason>],
-) {
-    let base = file.object(p).level;
-    let foveal_here = foveal
-        .filter(|(f, i)| std::ptr::eq(f.index, file.index) && (p..end).contains(i))
-        .map(|(_, i)| i);
-    let foveal_end = foveal_here.map(|f| subtree_end(file, f));
-    for i in p..end {
-        let depth = file.object(i).level - base + 1;
-        let in_fovea = matches!((foveal_here, foveal_end), (Some(f), Some(e)) if i >= f && i < e);
-        let reason = if in_fovea {
-            Some(Reason::Foveal)
-        } else if let (Some((v, nv)), Some(w)) = (foveal_vector, file.vector(i))
-            && let score = cosine(v, nv, w, file.norm(i))
-            && score >= options.threshold
-        {
-            Some(Reason::Semantic(score))
-        } else if depth <= 2 {
-            Some(Reason::Outline)
-        } else {
-            None
-        };
-        reasons[i as usize] = reason;
-        // The path to a foveal or promoted object is shown as outline.
-        if matches!(reason, Some(Reason::Foveal | Reason::Semantic(_))) {
-            let mut up = file.parent(i);
-            while let Some(a) = up {
-                if a < p || reasons[a as usize].is_some() {
-                    break;
+            let file = &files[entry.file as usize];
+            let key = piece_key(file, entry);
+            let start = out.text.len();
+            match previous.pieces.get(&key) {
+                Some(&(at, len)) => out
+                    .text
+                    .push_str(&previous.text[at as usize..(at + len) as usize]),
+                None => {
+                    if let Some(ahead) = entries.get(e + PREFETCH_AHEAD) {
+                        prefetch(files, ahead);
+                    }
+                    piece(files, entry, &mut out.text);
                 }
-                reasons[a as usize] = Some(Reason::Ancestor);
-                up = file.parent(a);
             }
+            pieces.insert(key, (start as u32, (out.text.len() - start) as u32));
+            out.included.push(Included {
+                file: entry.file,
+                index: entry.index,
+                reason: entry.reason,
+            });
+        }
+        if self.reuse && u32::try_from(out.text.len()).is_ok() {
+            // Keep this render for the next, in the previous one's buffer
+            // (already mapped: no page faults).
+            previous.text.clear();
+            previous.text.push_str(&out.text);
+            previous.pieces = pieces;
+            *PREVIOUS.lock().unwrap_or_else(|e| e.into_inner()) = Some(previous);
+        }
+        out
+    }
+}
+
+/// The length of the text [`Emitter::emit`] writes, near enough to
+/// allocate it once (the closing line of a budgeted render may add a few
+/// bytes).
+fn text_len(files: &[FileView<'_>], entries: &[Entry], keep: Option<&[bool]>) -> usize {
+    let mut len = HEADER.len() + NO_PROJECTS.len() + 64;
+    for (e, entry) in entries.iter().enumerate() {
+        if keep.is_some_and(|keep| !keep[e]) {
+            continue;
+        }
+        let file = &files[entry.file as usize];
+        let object = file.object(entry.index);
+        len += usize::from(entry.depth) + 1 + (object.title.len as usize).max(8) + 48;
+        len += object.id.len as usize;
+        if matches!(entry.reason, Reason::Foveal | Reason::Semantic(_)) {
+            len += object.body.len as usize + 1;
+        }
+    }
+    len
+}
+
+/// How many entries ahead [`Emitter::emit`] asks for the text it will copy.
+const PREFETCH_AHEAD: usize = 16;
+
+/// Starts loading an entry's title and body into the cache. The texts of
+/// the objects an outline shows lie scattered over the file (a 100k file is
+/// 84 MB), so copying them is bound by memory latency, not bandwidth;
+/// asking a few entries ahead overlaps those waits.
+#[inline]
+fn prefetch(files: &[FileView<'_>], entry: &Entry) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        let file = &files[entry.file as usize];
+        let object = file.object(entry.index);
+        let text = file.text.as_str().as_bytes();
+        for at in [object.title.start, object.body.start] {
+            if let Some(byte) = text.get(at as usize) {
+                // SAFETY: a prefetch is a hint; it never faults and reads
+                // nothing into the program. The pointer is in bounds anyway.
+                unsafe { _mm_prefetch::<_MM_HINT_T0>(std::ptr::from_ref(byte).cast()) };
+            }
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (files, entry);
+}
+
+/// The closing line that says what the budget left out.
+fn omitted_line(n: usize) -> String {
+    format!("[… {n} peripheral headlines omitted]\n")
+}
+
+/// Renders within `budget` tokens, keeping by priority (see
+/// [`Options::budget`]).
+fn fit(emitter: &Emitter<'_>, budget: usize, count: &dyn Fn(&str) -> usize) -> Rendered {
+    let (files, entries) = (emitter.files, emitter.entries);
+    // Everything, if it fits: a text has no more tokens than bytes, so a
+    // short one needs no count at all.
+    if full_fits_by_bytes(files, entries, budget) {
+        return emitter.emit(None);
+    }
+    // Near enough to fit that a count may say it does (a token is rarely
+    // more than 16 bytes): one count then, rather than a greedy fill that
+    // would hold back room for the closing line.
+    if full_fits_by_bytes(files, entries, budget.saturating_mul(16)) {
+        let full = emitter.emit(None);
+        if count(&full.text) <= budget {
+            return full;
+        }
+    }
+    if entries.is_empty() {
+        // Only the header and the "no projects" line, and they do not fit.
+        return Rendered::default();
+    }
+    let header = count(HEADER);
+    // Room for the closing line, whatever its number.
+    let reserve = count(&omitted_line(entries.len()));
+    if header + reserve > budget {
+        let mut nothing = Rendered::default();
+        tally(entries, &vec![false; entries.len()], &mut nothing.omitted);
+        return nothing;
+    }
+    // The order of priority.
+    let mut order: Vec<u32> = Vec::with_capacity(entries.len());
+    order.extend((0..entries.len() as u32).filter(|&e| entries[e as usize].reason == Reason::Foveal));
+    let mut semantic: Vec<u32> = (0..entries.len() as u32)
+        .filter(|&e| matches!(entries[e as usize].reason, Reason::Semantic(_)))
+        .collect();
+    let score = |e: u32| match entries[e as usize].reason {
+        Reason::Semantic(s) => s,
+        _ => 0.0,
+    };
+    semantic.sort_by(|&a, &b| score(b).total_cmp(&score(a)).then(a.cmp(&b)));
+    order.extend(semantic);
+    for depth in [1, 2] {
+        order.extend((0..entries.len() as u32).filter(|&e| {
+            let entry = &entries[e as usize];
+            entry.depth == depth && entry.reason == Reason::Outline
+        }));
+    }
+
+    let mut keep = vec![false; entries.len()];
+    // What was kept, one group (an entry and its new ancestors) at a time.
+    let mut kept: Vec<Vec<u32>> = Vec::new();
+    let mut used = header + reserve;
+    let mut scratch = String::new();
+    let mut path = Vec::new();
+    let mut misses = 0;
+    for &e in &order {
+        if budget - used < MIN_PIECE_TOKENS || misses >= MAX_MISSES {
+            break;
+        }
+        if keep[e as usize] {
+            continue;
+        }
+        // The entry and the part of its ancestor path not yet kept.
+        path.clear();
+        let mut cost = 0;
+        let mut at = e;
+        while at != NONE && !keep[at as usize] {
+            scratch.clear();
+            piece(files, &entries[at as usize], &mut scratch);
+            cost += count(&scratch);
+            path.push(at);
+            at = entries[at as usize].parent;
+        }
+        if used + cost <= budget {
+            used += cost;
+            for &a in &path {
+                keep[a as usize] = true;
+            }
+            kept.push(path.clone());
+        } else {
+            misses += 1;
+        }
+    }
+    // The pieces' counts add up to the text's (each piece starts a new
+    // pre-token at its `*`), but the budget must hold whatever the
+    // tokenizer does: check the whole, and give up the last kept entries
+    // until it does.
+    loop {
+        let mut out = emitter.emit(Some(&keep));
+        tally(entries, &keep, &mut out.omitted);
+        let left_out = out.omitted.for_budget() as usize;
+        if left_out > 0 {
+            out.text.push_str(&omitted_line(left_out));
+        }
+        if count(&out.text) <= budget {
+            return out;
+        }
+        let Some(last) = kept.pop() else {
+            return Rendered::default();
+        };
+        for a in last {
+            keep[a as usize] = false;
         }
     }
 }
 
-fn emit(file: &FileView<'_>, p: u32, end: u32, reasons: &[Option<Reason>], out: &mut Rendered) {
-    let base = file.object(p).level;
-    for i in p..end {
-        let Some(reason) = reasons[i as usize] else {
+/// Whether the whole selection is at most `bytes` long, without building
+/// it (with `bytes` equal to the budget: it fits, since a token is at least
+/// a byte).
+fn full_fits_by_bytes(files: &[FileView<'_>], entries: &[Entry], bytes_max: usize) -> bool {
+    let mut bytes = HEADER.len() + NO_PROJECTS.len();
+    for entry in entries {
+        let file = &files[entry.file as usize];
+        let i = entry.index;
+        // Stars, space, title, the drawer with its id, the score line, the
+        // body: an over-estimate of the piece's length.
+        bytes += usize::from(entry.depth) + 1 + file.title(i).len().max(8) + 50 + file.id(i).len();
+        if matches!(entry.reason, Reason::Foveal | Reason::Semantic(_)) {
+            bytes += file.body(i).len() + 1;
+        }
+        if bytes > bytes_max {
+            return false;
+        }
+    }
+    true
+}
+
+/// No entry costs fewer tokens than this (`*`, a title, the drawer lines).
+const MIN_PIECE_TOKENS: usize = 8;
+
+/// Entries that did not fit before the budget stops looking for smaller
+/// ones further down the order: past this, filling the last few tokens is
+/// not worth counting the rest of a large memex.
+const MAX_MISSES: usize = 64;
+
+/// Counts the entries `keep` leaves out, by reason.
+fn tally(entries: &[Entry], keep: &[bool], omitted: &mut Omissions) {
+    for (entry, &kept) in entries.iter().zip(keep) {
+        if kept {
             continue;
-        };
-        let depth = usize::from(file.object(i).level - base + 1);
-        let text = &mut out.text;
-        for _ in 0..depth {
-            text.push('*');
         }
-        text.push(' ');
-        let title = file.title(i);
-        text.push_str(if title.is_empty() { "Untitled" } else { title });
-        text.push_str("\n:PROPERTIES:\n:ID: ");
-        text.push_str(file.id(i));
-        text.push('\n');
-        if let Reason::Semantic(score) = reason {
-            text.push_str(&format!(":SEMANTIC_SCORE: {score:.2}\n"));
+        match entry.reason {
+            Reason::Outline => omitted.outline += 1,
+            Reason::Foveal => omitted.foveal += 1,
+            Reason::Semantic(_) => omitted.semantic += 1,
+            Reason::Ancestor => omitted.ancestor += 1,
         }
-        text.push_str(":END:\n");
-        if matches!(reason, Reason::Foveal | Reason::Semantic(_)) {
-            let body = file.body(i).trim_end_matches(['\n', '\r']);
-            if !body.is_empty() {
-                text.push_str(body);
-                text.push('\n');
-            }
-        }
-        out.included.push((file.id(i).to_owned(), reason));
     }
 }

@@ -255,6 +255,12 @@ impl Plan {
         &self.file
     }
 
+    /// The snapshot `base` becomes with this plan applied, in memory only:
+    /// nothing is written (previews and benchmarks).
+    pub fn preview(self, base: &MemexSnapshot) -> MemexSnapshot {
+        base.with_file(Arc::new(self.file))
+    }
+
     /// The new text.
     pub fn text(&self) -> &str {
         &self.file.text

@@ -1,0 +1,194 @@
+//! `foveal context`: the context section the think step would send, and
+//! why it holds what it holds.
+
+use std::collections::BTreeMap;
+use std::io::Write as _;
+
+use crate::cli::Exit;
+use crate::config::Config;
+use crate::context::{ContextCache, ContextRequest, Origin, Section};
+use crate::memex::privacy::PrivacyTags;
+use crate::memex::view::SnapshotView;
+
+/// What `foveal context` was asked.
+#[derive(Debug, Clone)]
+pub struct ContextOptions {
+    /// The object in foveal focus.
+    pub focus: Option<String>,
+    /// Overrides `context.semantic_threshold`.
+    pub threshold: Option<f64>,
+    /// Tokens the section may use.
+    pub budget: Option<u32>,
+    /// Print JSON.
+    pub json: bool,
+    /// Print the human-readable explanation.
+    pub explain: bool,
+}
+
+/// The JSON `foveal context --json` prints.
+#[derive(Debug, serde::Serialize)]
+struct Report<'a> {
+    text: &'a str,
+    tokens: usize,
+    budget: Option<u32>,
+    included: Vec<Included<'a>>,
+    omitted: BTreeMap<&'a str, u32>,
+    /// `awareness`, or `fallback: <why>`.
+    source: String,
+}
+
+#[derive(Debug, serde::Serialize)]
+struct Included<'a> {
+    id: &'a str,
+    reason: &'a str,
+}
+
+/// Checks the command line's values before any loading.
+fn check(options: &ContextOptions) -> Result<(), String> {
+    if let Some(t) = options.threshold
+        && !(-1.0..=1.0).contains(&t)
+    {
+        return Err(format!(
+            "--threshold {t} is out of range; must be from -1 to 1: a cosine similarity"
+        ));
+    }
+    if let Some(focus) = &options.focus
+        && focus.trim().is_empty()
+    {
+        return Err("--focus needs an object id (see `foveal memex query`)".to_owned());
+    }
+    Ok(())
+}
+
+/// The request for `options` under `config`.
+pub(crate) fn request(config: &Config, options: &ContextOptions) -> ContextRequest {
+    ContextRequest {
+        focus: options.focus.clone(),
+        budget: options.budget,
+        threshold: options
+            .threshold
+            .unwrap_or(config.context.semantic_threshold),
+        explain: options.json || options.explain,
+        ..ContextRequest::default()
+    }
+}
+
+/// `foveal context`.
+pub fn run(config: &Config, options: &ContextOptions) -> anyhow::Result<Exit> {
+    if let Err(message) = check(options) {
+        eprintln!("error: {message}");
+        return Ok(Exit::Usage);
+    }
+    let memex = match crate::cli::memex::open(config) {
+        Ok(memex) => memex,
+        Err(exit) => return Ok(exit),
+    };
+    let registry = crate::cli::skills::open_registry(config)?;
+    let snapshot = memex.snapshot();
+    let privacy = PrivacyTags::new(&config.privacy_tags);
+    if let Some(focus) = &options.focus
+        && SnapshotView::new(&snapshot, &privacy).view().as_view().find(focus).is_none()
+    {
+        // The same answer for an id that does not exist and one that is
+        // private: the command does not reveal private objects either.
+        eprintln!(
+            "error: no visible object has the id {focus:?} (list ids with `foveal memex query`)"
+        );
+        return Ok(Exit::NotFound);
+    }
+    let section = ContextCache::default().section(
+        &registry.snapshot(),
+        &snapshot,
+        &privacy,
+        &request(config, options),
+    );
+    let tokens = crate::tokens::global().count(section.text());
+    let mut out = std::io::stdout().lock();
+    if options.json {
+        let report = report(&section, tokens, options.budget);
+        serde_json::to_writer_pretty(&mut out, &report)?;
+        writeln!(out)?;
+    } else if options.explain {
+        write!(out, "{}", explain(&section, tokens, options, config))?;
+    } else {
+        write!(out, "{}", section.text())?;
+    }
+    Ok(Exit::Ok)
+}
+
+fn source_name(section: &Section) -> String {
+    match &section.origin {
+        Origin::Skill { .. } => crate::context::SKILL.to_owned(),
+        Origin::Fallback(why) => format!("fallback: {why}"),
+    }
+}
+
+fn report(section: &Section, tokens: usize, budget: Option<u32>) -> Report<'_> {
+    Report {
+        text: section.text(),
+        tokens,
+        budget,
+        included: section
+            .sources
+            .iter()
+            .map(|(id, reason)| Included { id, reason })
+            .collect(),
+        omitted: section
+            .omitted
+            .iter()
+            .map(|(reason, n)| (reason.as_str(), *n))
+            .collect(),
+        source: source_name(section),
+    }
+}
+
+/// The human-readable form (in the spirit of seed 001's `DEBUG_CONTEXT`).
+fn explain(section: &Section, tokens: usize, options: &ContextOptions, config: &Config) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::from("## Context Debug\n\n### Request\n");
+    let _ = writeln!(s, "- Focus: {}", options.focus.as_deref().unwrap_or("(none)"));
+    let _ = writeln!(
+        s,
+        "- Threshold: {}",
+        options
+            .threshold
+            .unwrap_or(config.context.semantic_threshold)
+    );
+    let _ = writeln!(
+        s,
+        "- Budget: {}",
+        options
+            .budget
+            .map_or_else(|| "none".to_owned(), |b| format!("{b} tokens"))
+    );
+    let _ = writeln!(s, "- Privacy tags: {}", config.privacy_tags.join(", "));
+    let _ = writeln!(s, "- Rendered by: {}", source_name(section));
+    let _ = writeln!(s, "\n### Result\n- Tokens: {tokens}");
+    let _ = writeln!(s, "- Bytes: {}", section.text().len());
+    let mut by_reason: BTreeMap<&str, usize> = BTreeMap::new();
+    for (_, reason) in &section.sources {
+        let kind = reason.split(' ').next().unwrap_or(reason);
+        *by_reason.entry(kind).or_default() += 1;
+    }
+    let _ = writeln!(s, "- Objects shown: {}", section.sources.len());
+    for (reason, n) in &by_reason {
+        let _ = writeln!(s, "  - {reason}: {n}");
+    }
+    let omitted: u32 = section.omitted.iter().map(|(_, n)| n).sum();
+    let _ = writeln!(s, "- Objects left out: {omitted}");
+    for (reason, n) in &section.omitted {
+        let why = if reason == "depth" {
+            "deeper than 2, not foveal, not similar"
+        } else {
+            "did not fit the budget"
+        };
+        let _ = writeln!(s, "  - {reason}: {n} ({why})");
+    }
+    let _ = writeln!(s, "\n### Objects shown");
+    for (id, reason) in &section.sources {
+        let _ = writeln!(s, "- {id}: {reason}");
+    }
+    let _ = writeln!(s, "\n## Context\n");
+    s.push_str(section.text());
+    s
+}

@@ -1,0 +1,249 @@
+//! The context section of the prompt (component 2000, seed 004's semantic
+//! memories): the `awareness` skill's outline of the memex, cached.
+//!
+//! [`ContextCache::section`] asks the skill for the outline of a memex
+//! snapshot, through the registry snapshot of the cycle, and keeps the
+//! answer. While the registry generation, the memex generation, the focus,
+//! the budget and the options are unchanged, the next request returns the
+//! same [`Section`] without building a view or calling the skill (seed 003,
+//! contract 2: unlike the seed, keyed on the memex *generation*, so an edit
+//! that keeps the number of objects cannot serve a stale context).
+//!
+//! When the skill is not loaded, quarantined or fails, the section is the
+//! seed's line `[Awareness skill not loaded]` (seed 003), and the reason is
+//! logged.
+//!
+//! # Example
+//!
+//! ```
+//! use foveal::context::{ContextCache, ContextRequest};
+//! use foveal::memex::{Memex, privacy::PrivacyTags};
+//! use foveal::registry::{Registry, RegistryOptions};
+//!
+//! let dir = tempfile::tempdir().unwrap();
+//! std::fs::write(dir.path().join("a.org"), "* Work :project:\n").unwrap();
+//! let memex = Memex::open(&[dir.path().to_path_buf()]).unwrap();
+//! let registry = Registry::new(RegistryOptions {
+//!     dirs: vec![],
+//!     shadow_dir: dir.path().join("shadow"),
+//!     ..RegistryOptions::default()
+//! })
+//! .unwrap();
+//! let cache = ContextCache::default();
+//! let request = ContextRequest::default();
+//! let section = cache.section(&registry.snapshot(), &memex.snapshot(), &PrivacyTags::default(), &request);
+//! assert_eq!(section.text(), "[Awareness skill not loaded]\n");
+//! ```
+
+use std::sync::{Arc, Mutex};
+
+use abi_stable::std_types::{ROption, RString};
+use foveal_sdk::{ComponentsRequest, SignalKind};
+
+use crate::memex::privacy::PrivacyTags;
+use crate::memex::snapshot::MemexSnapshot;
+use crate::memex::view::SnapshotView;
+use crate::registry::{Snapshot, hooks};
+
+/// The skill that renders the section.
+pub const SKILL: &str = "awareness";
+/// The component id of the section (seed 004).
+pub const COMPONENT_ID: u32 = 2000;
+/// The section when the skill is absent (seed 003).
+pub const FALLBACK: &str = "[Awareness skill not loaded]\n";
+
+/// What to render.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ContextRequest {
+    /// The kind of signal the cycle answers.
+    pub signal: SignalKind,
+    /// The id of the object in foveal focus.
+    pub focus: Option<String>,
+    /// Tokens the section may use.
+    pub budget: Option<u32>,
+    /// Cosine similarity from which an object is promoted.
+    pub threshold: f64,
+    /// Ask the skill for its sources and omissions.
+    pub explain: bool,
+    /// Let the skill reuse work between calls (on, except to time the work
+    /// itself).
+    pub skill_cache: bool,
+}
+
+impl Default for ContextRequest {
+    fn default() -> Self {
+        Self {
+            signal: SignalKind::USER,
+            focus: None,
+            budget: None,
+            threshold: 0.75,
+            explain: false,
+            skill_cache: true,
+        }
+    }
+}
+
+/// Who produced a section.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    /// The skill, from the registry generation given.
+    Skill {
+        /// The registry generation the skill was called in.
+        generation: u64,
+    },
+    /// The fallback line; why.
+    Fallback(String),
+}
+
+/// The rendered section and what it shows.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Section {
+    /// The text, as the skill returned it (not copied).
+    text: RString,
+    /// `(id, reason)` of every object shown, when explained.
+    pub sources: Vec<(String, String)>,
+    /// `(reason, count)` of what was left out, when explained.
+    pub omitted: Vec<(String, u32)>,
+    /// Who produced it.
+    pub origin: Origin,
+}
+
+impl Section {
+    /// The text.
+    pub fn text(&self) -> &str {
+        self.text.as_str()
+    }
+}
+
+/// What a section depends on.
+#[derive(Debug, Clone, PartialEq)]
+struct Key {
+    registry: u64,
+    memex: u64,
+    privacy: PrivacyTags,
+    request: ContextRequest,
+}
+
+/// The last section rendered, reused while nothing it depends on changed.
+#[derive(Debug, Default)]
+pub struct ContextCache {
+    last: Mutex<Option<(Key, Arc<Section>)>>,
+}
+
+impl ContextCache {
+    /// The section for `request` on these snapshots: from the cache when
+    /// nothing changed, else from the skill (or the fallback).
+    pub fn section(
+        &self,
+        skills: &Snapshot,
+        memex: &MemexSnapshot,
+        privacy: &PrivacyTags,
+        request: &ContextRequest,
+    ) -> Arc<Section> {
+        if let Some(hit) = self.cached(skills, memex, privacy, request) {
+            return hit;
+        }
+        let section = Arc::new(render(skills, memex, privacy, request));
+        let key = Key {
+            registry: skills.generation(),
+            memex: memex.generation(),
+            privacy: privacy.clone(),
+            request: request.clone(),
+        };
+        *self.lock() = Some((key, Arc::clone(&section)));
+        section
+    }
+
+    /// The cached section, if it is still valid for these inputs.
+    pub fn cached(
+        &self,
+        skills: &Snapshot,
+        memex: &MemexSnapshot,
+        privacy: &PrivacyTags,
+        request: &ContextRequest,
+    ) -> Option<Arc<Section>> {
+        let last = self.lock();
+        let (key, section) = last.as_ref()?;
+        (key.registry == skills.generation()
+            && key.memex == memex.generation()
+            && key.privacy == *privacy
+            && key.request == *request)
+            .then(|| Arc::clone(section))
+    }
+
+    /// Forgets the cached section.
+    pub fn clear(&self) {
+        *self.lock() = None;
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<(Key, Arc<Section>)>> {
+        // A section is replaced whole; a poisoned lock holds a valid value.
+        self.last.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Renders the section without the cache.
+pub fn render(
+    skills: &Snapshot,
+    memex: &MemexSnapshot,
+    privacy: &PrivacyTags,
+    request: &ContextRequest,
+) -> Section {
+    let prepared = SnapshotView::new(memex, privacy);
+    let files = prepared.file_views();
+    let view = prepared.view_of(&files);
+    let config = format!(
+        "{{\"threshold\": {}, \"cache\": {}}}",
+        request.threshold, request.skill_cache
+    );
+    let components_request = ComponentsRequest {
+        signal: request.signal,
+        focus: match &request.focus {
+            Some(focus) => ROption::RSome(focus.as_str().into()),
+            None => ROption::RNone,
+        },
+        budget_tokens: request.budget.into(),
+        config_json: config.as_str().into(),
+        memex: &view,
+        explain: request.explain,
+    };
+    let fallback = |why: String| Section {
+        text: RString::from(FALLBACK),
+        sources: Vec::new(),
+        omitted: Vec::new(),
+        origin: Origin::Fallback(why),
+    };
+    let components = match skills.call(SKILL, hooks::COMPONENTS, |f| f(&components_request)) {
+        Ok(components) => components,
+        Err(unavailable) => {
+            let why = unavailable.to_string();
+            if unavailable.is_not_loaded() {
+                tracing::debug!(target: "foveal::context", "awareness fallback: {why}");
+            } else {
+                tracing::warn!(target: "foveal::context", "awareness fallback: {why}");
+            }
+            return fallback(why);
+        }
+    };
+    let Some(mut component) = components.into_iter().find(|c| c.id == COMPONENT_ID) else {
+        let why = format!("the {SKILL} skill returned no component {COMPONENT_ID}");
+        tracing::warn!(target: "foveal::context", "awareness fallback: {why}");
+        return fallback(why);
+    };
+    Section {
+        text: std::mem::take(&mut component.content),
+        sources: component
+            .sources
+            .iter()
+            .map(|s| (s.id.to_string(), s.reason.to_string()))
+            .collect(),
+        omitted: component
+            .omitted
+            .iter()
+            .map(|o| (o.reason.to_string(), o.count))
+            .collect(),
+        origin: Origin::Skill {
+            generation: skills.generation(),
+        },
+    }
+}

@@ -1,0 +1,178 @@
+//! Which objects the outline shows, and why — in time proportional to what
+//! is shown, not to the size of the memex.
+//!
+//! For each active project the selection is the union of:
+//!
+//! - the project and its children (depth ≤ 2), through the child lists;
+//! - the foveal subtree, a run of the file's objects;
+//! - the promoted objects, from the scan's rows through the host's
+//!   row → object table;
+//! - the ancestors of foveal and promoted objects, through parent links,
+//!   each visited once.
+//!
+//! Sorted by position, that is the outline order. Nothing walks the
+//! objects the outline leaves out; their number is one subtraction.
+
+use std::sync::Mutex;
+
+use foveal_sdk::memex::{FileView, MemexView, NONE};
+
+use crate::render::{Entry, Options, Reason};
+use crate::scan::{Probe, promoted_rows};
+
+/// Bits over a file's objects, reused from one render to the next and
+/// cleared by the code that set them.
+static MARKS: Mutex<Vec<u64>> = Mutex::new(Vec::new());
+
+/// Every selected object in output order, and how many objects of active
+/// projects the rules left out.
+pub fn select(memex: &MemexView<'_>, focus: Option<&str>, options: &Options) -> (Vec<Entry>, u32) {
+    let foveal = focus.and_then(|id| memex.find(id));
+    let probe = foveal.and_then(|(file, i)| Probe::of(file, i));
+    let mut entries = Vec::new();
+    let mut not_selected = 0u32;
+    let mut marks = MARKS.lock().unwrap_or_else(|e| e.into_inner());
+    let mut picks: Vec<(u32, Reason)> = Vec::new();
+    for (f, file) in memex.files().enumerate() {
+        // Active projects, outermost only: a nested one is rendered inside.
+        let mut projects: Vec<(u32, u32)> = Vec::new();
+        for &p in file.with_tag("project") {
+            let object = file.object(p);
+            if object.done || projects.last().is_some_and(|&(_, end)| p < end) {
+                continue;
+            }
+            projects.push((p, object.end.min(file.len() as u32)));
+        }
+        if projects.is_empty() {
+            continue;
+        }
+        let words = file.len().div_ceil(64);
+        if marks.len() < words {
+            marks.resize(words, 0);
+        }
+        picks.clear();
+        // Depth 1 and 2.
+        for &(p, _) in &projects {
+            picks.push((p, Reason::Outline));
+            picks.extend(file.children(p).iter().map(|&c| (c, Reason::Outline)));
+        }
+        // The foveal subtree, when it lies in an active project.
+        if let Some((other, fi)) = foveal
+            && std::ptr::eq(other.index, file.index)
+            && project_of(&projects, fi).is_some()
+        {
+            let end = file.object(fi).end.min(file.len() as u32);
+            picks.extend((fi..end).map(|i| (i, Reason::Foveal)));
+        }
+        // Promoted objects.
+        if let Some(probe) = &probe {
+            let rows = project_rows(file, &projects);
+            let promoted = promoted_rows(file, rows, probe, options.threshold, options.cache);
+            let owners = file.index.vector_objects.as_slice();
+            picks.extend(promoted.iter().filter_map(|&(row, score)| {
+                owners
+                    .get(row as usize)
+                    .map(|&i| (i, Reason::Semantic(score)))
+            }));
+        }
+        // One reason per object, the strongest: foveal, then semantic,
+        // then outline.
+        picks.sort_unstable_by_key(|&(i, reason)| (i, rank(reason)));
+        picks.dedup_by_key(|&mut (i, _)| i);
+        for &(i, _) in &picks {
+            mark(&mut marks, i);
+        }
+        // Ancestor paths of foveal and promoted objects, up to the project.
+        let shown = picks.len();
+        for k in 0..shown {
+            let (i, reason) = picks[k];
+            if !matches!(reason, Reason::Foveal | Reason::Semantic(_)) {
+                continue;
+            }
+            let mut up = file.parent(i);
+            while let Some(a) = up {
+                if is_marked(&marks, a) {
+                    break;
+                }
+                mark(&mut marks, a);
+                picks.push((a, Reason::Ancestor));
+                up = file.parent(a);
+            }
+        }
+        if picks.len() > shown {
+            picks.sort_unstable_by_key(|&(i, _)| i);
+        }
+        // Entries, with depth and parent entry; clear the marks.
+        let first = entries.len();
+        let mut project = 0usize;
+        for &(i, reason) in &picks {
+            unmark(&mut marks, i);
+            while projects[project].1 <= i {
+                project += 1;
+            }
+            let base = file.object(projects[project].0).level;
+            let parent = match file.parent(i) {
+                Some(a) if a >= projects[project].0 => entries[first..]
+                    .binary_search_by_key(&a, |e: &Entry| e.index)
+                    .map_or(NONE, |at| (first + at) as u32),
+                _ => NONE,
+            };
+            entries.push(Entry {
+                file: f as u32,
+                index: i,
+                depth: file.object(i).level - base + 1,
+                reason,
+                parent,
+            });
+        }
+        let in_projects: u32 = projects.iter().map(|&(p, end)| end - p).sum();
+        not_selected += in_projects - picks.len() as u32;
+    }
+    (entries, not_selected)
+}
+
+/// Foveal before semantic before outline, for the same object.
+fn rank(reason: Reason) -> u8 {
+    match reason {
+        Reason::Foveal => 0,
+        Reason::Semantic(_) => 1,
+        Reason::Outline => 2,
+        Reason::Ancestor => 3,
+    }
+}
+
+/// The project (as an index into `projects`) whose subtree holds `i`.
+fn project_of(projects: &[(u32, u32)], i: u32) -> Option<usize> {
+    let at = projects.partition_point(|&(p, _)| p <= i);
+    at.checked_sub(1).filter(|&k| i < projects[k].1)
+}
+
+/// The rows of the vector table inside the projects: rows are numbered in
+/// outline order, so each project's rows are one run.
+fn project_rows(file: &FileView<'_>, projects: &[(u32, u32)]) -> Vec<(u32, u32)> {
+    let owners = file.index.vector_objects.as_slice();
+    projects
+        .iter()
+        .map(|&(p, end)| {
+            let first = owners.partition_point(|&o| o < p);
+            let last = owners.partition_point(|&o| o < end);
+            (first as u32, last as u32)
+        })
+        .filter(|&(first, last)| first < last)
+        .collect()
+}
+
+#[inline]
+fn mark(marks: &mut [u64], i: u32) {
+    marks[i as usize / 64] |= 1 << (i % 64);
+}
+
+#[inline]
+fn unmark(marks: &mut [u64], i: u32) {
+    marks[i as usize / 64] &= !(1 << (i % 64));
+}
+
+#[inline]
+fn is_marked(marks: &[u64], i: u32) -> bool {
+    marks[i as usize / 64] & (1 << (i % 64)) != 0
+}
