@@ -385,3 +385,54 @@ impl<'a> MemexView<'a> {
             .find_map(|file| file.find(id).map(|i| (file, i)))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn exact(a: &[f32], b: &[f32]) -> f64 {
+        let dot: f64 = a.iter().zip(b).map(|(x, y)| f64::from(*x) * f64::from(*y)).sum();
+        let na: f64 = a.iter().map(|x| f64::from(*x).powi(2)).sum::<f64>().sqrt();
+        let nb: f64 = b.iter().map(|x| f64::from(*x).powi(2)).sum::<f64>().sqrt();
+        dot / (na * nb)
+    }
+
+    fn norm(v: &[f32]) -> f32 {
+        v.iter().map(|x| x * x).sum::<f32>().sqrt()
+    }
+
+    proptest! {
+        /// The quantized cosine never strays from the exact one by more
+        /// than the bound a scan relies on to skip the exact computation.
+        #[test]
+        fn the_quantized_cosine_stays_within_its_bound(
+            (a, b) in (1usize..200).prop_flat_map(|dim| (
+                proptest::collection::vec(-1.0f32..1.0, dim),
+                proptest::collection::vec(-1.0f32..1.0, dim),
+            )),
+            scale_a in prop_oneof![Just(1.0f32), 1e-3f32..1e3],
+            scale_b in prop_oneof![Just(1.0f32), 1e-3f32..1e3],
+        ) {
+            let a: Vec<f32> = a.iter().map(|x| x * scale_a).collect();
+            let b: Vec<f32> = b.iter().map(|x| x * scale_b).collect();
+            let (na, nb) = (norm(&a), norm(&b));
+            prop_assume!(na > 0.0 && nb > 0.0);
+            let (mut qa, mut qb) = (RVec::new(), RVec::new());
+            let fa = quantize(&a, na, &mut qa);
+            let fb = quantize(&b, nb, &mut qb);
+            let dot: i32 = qa.iter().zip(qb.iter()).map(|(x, y)| i32::from(*x) * i32::from(*y)).sum();
+            let approx = f64::from(dot as f32 * fa * fb);
+            let bound = f64::from(quantized_cosine_error(a.len(), fa, fb));
+            let exact = exact(&a, &b);
+            prop_assert!((approx - exact).abs() <= bound, "approx {approx} exact {exact} bound {bound}");
+        }
+    }
+
+    #[test]
+    fn a_zero_vector_quantizes_to_zeros_with_factor_zero() {
+        let mut q = RVec::new();
+        assert_eq!(quantize(&[0.0, 0.0], 0.0, &mut q), 0.0);
+        assert_eq!(q.as_slice(), &[0, 0]);
+    }
+}

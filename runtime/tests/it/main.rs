@@ -8,8 +8,10 @@ mod support;
 
 mod awareness;
 mod cli;
+mod context_cli;
 mod hot_reload;
 mod loading;
 mod memex_cli;
 mod memex_view;
+mod privacy;
 mod registry;

@@ -1,20 +1,9 @@
 //! `foveal memex stats` and `foveal memex query` through the real binary.
 
-use std::process::{Command, Output};
+use std::process::Output;
 
 fn foveal(cwd: &std::path::Path, args: &[&str]) -> Output {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_foveal"));
-    command.args(args).current_dir(cwd);
-    for (name, _) in std::env::vars() {
-        if name.starts_with("FOVEAL_") || name.starts_with("CONTEXT_") {
-            command.env_remove(name);
-        }
-    }
-    command
-        .env("FOVEAL_DATA_DIR", cwd.join("data"))
-        .env("XDG_CONFIG_HOME", cwd.join("xdg"))
-        .output()
-        .expect("run foveal")
+    crate::support::run_foveal(cwd, args)
 }
 
 fn text(bytes: &[u8]) -> String {

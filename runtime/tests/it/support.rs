@@ -165,3 +165,24 @@ pub fn components_for(
         .unwrap();
     (components.remove(0), snapshot.generation())
 }
+
+/// The real binary, to run in `cwd` with a clean environment: no
+/// `FOVEAL_*`/`CONTEXT_*` variables, no config file, state under `cwd`.
+pub fn foveal_command(cwd: &Path, args: &[&str]) -> std::process::Command {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_foveal"));
+    command.args(args).current_dir(cwd);
+    for (name, _) in std::env::vars() {
+        if name.starts_with("FOVEAL_") || name.starts_with("CONTEXT_") {
+            command.env_remove(name);
+        }
+    }
+    command
+        .env("FOVEAL_DATA_DIR", cwd.join("data"))
+        .env("XDG_CONFIG_HOME", cwd.join("xdg"));
+    command
+}
+
+/// Runs [`foveal_command`] to completion.
+pub fn run_foveal(cwd: &Path, args: &[&str]) -> std::process::Output {
+    foveal_command(cwd, args).output().expect("run foveal")
+}

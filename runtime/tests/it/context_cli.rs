@@ -1,0 +1,187 @@
+//! `foveal context` and `foveal bench awareness` through the real binary
+//! and the real awareness skill beside it.
+
+use std::process::Output;
+
+use crate::support::run_foveal;
+
+const MEMEX: &str = "* Launch :project:
+:PROPERTIES:
+:ID: launch
+:END:
+** Plan
+:PROPERTIES:
+:ID: plan
+:EMBEDDING: 1 0 0
+:END:
+The plan body.
+** Archive
+:PROPERTIES:
+:ID: archive
+:END:
+*** Twin
+:PROPERTIES:
+:ID: twin
+:EMBEDDING: 0.9 0.1 0
+:END:
+twin body
+*** Work notes :@work:
+:PROPERTIES:
+:ID: notes
+:EMBEDDING: 1 0 0
+:END:
+WORK CANARY
+** Diary :@personal:
+:PROPERTIES:
+:ID: diary
+:EMBEDDING: 1 0 0
+:END:
+PRIVATE CANARY
+";
+
+fn sandbox() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("memex")).unwrap();
+    std::fs::write(dir.path().join("memex/main.org"), MEMEX).unwrap();
+    dir
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8(bytes.to_vec()).unwrap()
+}
+
+fn context(dir: &tempfile::TempDir, args: &[&str]) -> Output {
+    let mut all = vec!["context", "--memex", "memex"];
+    all.extend_from_slice(args);
+    run_foveal(dir.path(), &all)
+}
+
+#[test]
+fn context_prints_the_outline_without_private_objects() {
+    let dir = sandbox();
+    let output = context(&dir, &["--focus", "plan"]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let out = text(&output.stdout);
+    assert!(out.starts_with("GLOBAL MEMEX AWARENESS (Peripheral Vision):\n"), "{out}");
+    assert!(out.contains("The plan body.") && out.contains("twin body"), "{out}");
+    assert!(out.contains("WORK CANARY"), "@work is not private by default:\n{out}");
+    assert!(!out.contains("PRIVATE CANARY"), "{out}");
+}
+
+#[test]
+fn a_privacy_tag_flag_adds_to_the_configured_tags() {
+    let dir = sandbox();
+    let output = context(&dir, &["--focus", "plan", "--privacy-tag", ":@WORK:"]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let out = text(&output.stdout);
+    assert!(!out.contains("WORK CANARY") && !out.contains(":ID: notes"), "{out}");
+    assert!(!out.contains("PRIVATE CANARY"), "{out}");
+}
+
+#[test]
+fn json_has_text_tokens_budget_included_and_omitted() {
+    let dir = sandbox();
+    let output = context(&dir, &["--focus", "plan", "--json", "--budget", "60"]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let body = json["text"].as_str().unwrap();
+    let tokens = json["tokens"].as_u64().unwrap();
+    assert!(tokens > 0 && tokens <= 60, "{json}");
+    assert_eq!(json["budget"], 60);
+    assert_eq!(json["source"], "awareness");
+    let included = json["included"].as_array().unwrap();
+    assert!(
+        included
+            .iter()
+            .any(|i| i["id"] == "plan" && i["reason"] == "foveal"),
+        "{json}"
+    );
+    for item in included {
+        let reason = item["reason"].as_str().unwrap();
+        assert!(
+            ["outline", "foveal", "ancestor"].contains(&reason) || reason.starts_with("semantic "),
+            "{reason}"
+        );
+        assert!(body.contains(&format!(":ID: {}\n", item["id"].as_str().unwrap())));
+    }
+    assert!(json["omitted"].is_object(), "{json}");
+    assert!(!body.contains("CANARY") || body.contains("WORK CANARY"));
+}
+
+#[test]
+fn explain_says_why_each_object_is_shown() {
+    let dir = sandbox();
+    let output = context(&dir, &["--focus", "plan", "--explain"]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let out = text(&output.stdout);
+    for line in [
+        "## Context Debug",
+        "- Focus: plan",
+        "- Rendered by: awareness",
+        "- plan: foveal",
+        "- archive: outline",
+        "## Context",
+    ] {
+        assert!(out.contains(line), "{line:?} missing:\n{out}");
+    }
+    assert!(out.contains("- twin: semantic 0.99"), "{out}");
+}
+
+#[test]
+fn an_unknown_or_private_focus_is_refused_alike() {
+    let dir = sandbox();
+    for focus in ["nope", "diary"] {
+        let output = context(&dir, &["--focus", focus]);
+        assert_eq!(output.status.code(), Some(1));
+        let err = text(&output.stderr);
+        assert!(err.contains("no visible object has the id"), "{err}");
+        assert!(!err.contains("CANARY"), "{err}");
+    }
+}
+
+#[test]
+fn a_threshold_out_of_range_is_a_usage_error() {
+    let dir = sandbox();
+    let output = context(&dir, &["--threshold", "1.5"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(text(&output.stderr).contains("from -1 to 1"));
+}
+
+#[test]
+fn without_the_skill_the_context_is_the_fallback_line() {
+    let dir = sandbox();
+    let output = context(&dir, &["--no-builtin", "--json"]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(json["text"], "[Awareness skill not loaded]\n");
+    assert!(json["source"].as_str().unwrap().starts_with("fallback: "), "{json}");
+}
+
+#[test]
+fn bench_awareness_reports_three_timed_cases() {
+    let dir = sandbox();
+    let output = run_foveal(
+        dir.path(),
+        &[
+            "bench", "awareness", "--memex", "memex", "--focus", "plan", "--runs", "3", "--json",
+        ],
+    );
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    for case in ["uncached", "cached", "after_edit"] {
+        let t = &json[case];
+        let (median, min, max) = (
+            t["median_ms"].as_f64().unwrap(),
+            t["min_ms"].as_f64().unwrap(),
+            t["max_ms"].as_f64().unwrap(),
+        );
+        assert!(min <= median && median <= max && min >= 0.0, "{case}: {t}");
+    }
+    assert_eq!(json["nodes"], 5, "the private diary is not counted");
+    assert!(json["output_bytes"].as_u64().unwrap() > 100);
+    // Nothing was written to the memex.
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("memex/main.org")).unwrap(),
+        MEMEX
+    );
+}
