@@ -78,6 +78,12 @@ pub struct Config {
     /// Tags that make an object and its subtree private (`privacy.tags`,
     /// default `@personal`; seed 000 `bouncer-privacy-tags`).
     pub privacy_tags: Vec<String>,
+    /// Secret patterns of one's own (`[[privacy.patterns]]`, each a `name`
+    /// and a `regex`), checked at load; added to the defaults.
+    pub privacy_patterns: Vec<foveal_redact::Pattern>,
+    /// Whether the built-in secret patterns apply too
+    /// (`privacy.default_patterns`, default true).
+    pub privacy_default_patterns: bool,
 }
 
 impl Config {
@@ -98,6 +104,9 @@ pub struct Overrides {
     pub builtin: Option<bool>,
     /// `--memex PATH`, repeatable.
     pub memex: Vec<PathBuf>,
+    /// `--privacy-tag TAG`, repeatable: added to `privacy.tags` (a flag can
+    /// make more private, never less).
+    pub privacy_tags: Vec<String>,
 }
 
 /// A configuration problem. The host refuses to start on any of these.
@@ -170,6 +179,15 @@ struct FileMemex {
 #[serde(deny_unknown_fields)]
 struct FilePrivacy {
     tags: Option<Vec<String>>,
+    patterns: Option<Vec<FilePattern>>,
+    default_patterns: Option<bool>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FilePattern {
+    name: Spanned<String>,
+    regex: Spanned<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -363,11 +381,17 @@ impl Config {
         if !overrides.memex.is_empty() {
             memex_paths = overrides.memex.clone();
         }
-        let privacy_tags = file
+        let mut privacy_tags = file
             .privacy
             .tags
             .clone()
             .unwrap_or_else(|| vec!["@personal".to_owned()]);
+        privacy_tags.extend(overrides.privacy_tags.iter().cloned());
+        let privacy_default_patterns = file.privacy.default_patterns.unwrap_or(true);
+        let privacy_patterns = check.patterns(
+            file.privacy.patterns.as_deref().unwrap_or_default(),
+            privacy_default_patterns,
+        )?;
         Ok(Self {
             file: path.map(Path::to_path_buf),
             plugins,
@@ -375,6 +399,8 @@ impl Config {
             data_dir,
             memex_paths,
             privacy_tags,
+            privacy_patterns,
+            privacy_default_patterns,
         })
     }
 }
@@ -420,6 +446,50 @@ impl Checker<'_> {
             key: Some(key.to_owned()),
             message: format!("`{key}`: {v} is out of range; {wanted}{hint}"),
         })
+    }
+}
+
+impl Checker<'_> {
+    /// The secret patterns, each checked (name, regex, no clash with another
+    /// or, when `defaults`, with a default); an error points at the bad value.
+    fn patterns(
+        &self,
+        patterns: &[FilePattern],
+        defaults: bool,
+    ) -> Result<Vec<foveal_redact::Pattern>, ConfigError> {
+        let mut out: Vec<foveal_redact::Pattern> = Vec::with_capacity(patterns.len());
+        for p in patterns {
+            let pattern = foveal_redact::Pattern::new(p.name.get_ref(), p.regex.get_ref());
+            let clash = out.iter().any(|o| o.name == pattern.name)
+                || (defaults
+                    && foveal_redact::DEFAULT_PATTERNS
+                        .iter()
+                        .any(|(name, _)| *name == pattern.name));
+            let result = if clash {
+                Err(foveal_redact::PatternError::Duplicate {
+                    name: pattern.name.clone(),
+                })
+            } else {
+                pattern.check()
+            };
+            if let Err(error) = result {
+                let (key, at) = match error {
+                    foveal_redact::PatternError::InvalidRegex { .. } => ("regex", &p.regex),
+                    _ => ("name", &p.name),
+                };
+                let (line, column) = line_column(self.text, at.span().start);
+                let key = format!("privacy.patterns.{key}");
+                return Err(ConfigError::Invalid {
+                    path: self.path.to_owned(),
+                    line,
+                    column,
+                    message: format!("`{key}`: {error}"),
+                    key: Some(key),
+                });
+            }
+            out.push(pattern);
+        }
+        Ok(out)
     }
 }
 
@@ -732,6 +802,53 @@ mod tests {
     fn relative_paths_in_the_file_are_relative_to_the_file() {
         let c = parse("[plugins]\ndir = \"'my plugins'\"\n").unwrap();
         assert_eq!(c.plugins.dir, PathBuf::from("conf/my plugins"));
+    }
+
+    #[test]
+    fn privacy_patterns_are_read_and_added_to_the_defaults_unless_turned_off() {
+        let c = parse("").unwrap();
+        assert!(c.privacy_patterns.is_empty() && c.privacy_default_patterns);
+        let text = "[privacy]\ndefault_patterns = false\n\n[[privacy.patterns]]\nname = \"ticket\"\nregex = 'TKT-[0-9]{6}'\n";
+        let c = parse(text).unwrap();
+        assert!(!c.privacy_default_patterns);
+        assert_eq!(
+            c.privacy_patterns,
+            [foveal_redact::Pattern::new("ticket", "TKT-[0-9]{6}")]
+        );
+    }
+
+    #[test]
+    fn a_bad_privacy_pattern_names_file_line_and_column() {
+        let err =
+            parse("[privacy]\n[[privacy.patterns]]\nname = \"ticket\"\nregex = \"TKT-[0-9\"\n")
+                .unwrap_err()
+                .to_string();
+        assert_eq!(
+            err,
+            "conf/foveal.toml:4:9: `privacy.patterns.regex`: pattern \"ticket\": invalid regex: unclosed character class (at character 5 of the regex)"
+        );
+        let err = parse("[[privacy.patterns]]\nname = \"jwt\"\nregex = \"x\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with(
+                "conf/foveal.toml:2:8: `privacy.patterns.name`: two patterns are named \"jwt\""
+            ),
+            "{err}"
+        );
+        let err = parse("[[privacy.patterns]]\nname = \"a b\"\nregex = \"x\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with(
+                "conf/foveal.toml:2:8: `privacy.patterns.name`: pattern name \"a b\" is not allowed"
+            ),
+            "{err}"
+        );
+        let err = parse("[[privacy.patterns]]\nname = \"x\"\nregx = \"x\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("did you mean `regex`?"), "{err}");
     }
 
     #[test]

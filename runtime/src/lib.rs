@@ -13,14 +13,19 @@
 //! - [`host_api`] is what the host offers skills.
 //! - [`memex`] is the knowledge base: Org files as an indexed snapshot.
 //! - [`logs`] keeps the recent log lines the context can show.
+//! - [`egress`] is the last door: private text and secrets are removed from
+//!   every request body before it leaves the process.
 //! - [`cli`] is the `foveal` command.
 
 pub mod cli;
 pub mod config;
+pub mod context;
 pub mod debounce;
+pub mod egress;
 pub mod host_api;
 pub mod loader;
 pub mod logs;
 pub mod memex;
 pub mod registry;
+pub mod tokens;
 pub mod watcher;

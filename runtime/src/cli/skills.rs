@@ -2,6 +2,12 @@
 //!
 //! Both work without a running host: they build a registry from the plugin
 //! folders, exactly as the host does at start, and answer from it.
+//!
+//! `skill-list` also says whether the host's built-in privacy filter stands
+//! in for the `privacy` skill ([`crate::egress::skill_fallback`]): a line
+//! under the table, and in JSON a `privacy_fallback` key on the `privacy`
+//! row — a row of its own, with status `not loaded: …`, when no such skill
+//! is loaded.
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -40,7 +46,7 @@ pub fn registry_options(config: &Config) -> RegistryOptions {
     }
 }
 
-fn open_registry(config: &Config) -> anyhow::Result<Registry> {
+pub(crate) fn open_registry(config: &Config) -> anyhow::Result<Registry> {
     let registry = new_registry(config)?;
     registry.scan();
     Ok(registry)
@@ -94,6 +100,49 @@ pub fn list(config: &Config, json: bool, watch: bool) -> anyhow::Result<Exit> {
     }
 }
 
+/// One row of `skill-list --json`: the registry's row, and on the
+/// `privacy` skill's row whether the host's built-in filter stands in for it.
+#[derive(Debug, serde::Serialize)]
+struct JsonRow {
+    #[serde(flatten)]
+    row: Row,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    privacy_fallback: Option<bool>,
+}
+
+/// The rows as `skill-list --json` prints them: the `privacy` row carries
+/// `privacy_fallback`; when no privacy skill serves, a row says so.
+fn json_rows(snapshot: &Snapshot, rows: Vec<Row>, serving_privacy: Option<&Path>) -> Vec<JsonRow> {
+    let fallback = crate::egress::skill_fallback(snapshot);
+    let mut out: Vec<JsonRow> = rows
+        .into_iter()
+        .map(|row| {
+            let is_privacy = row.name == crate::egress::SKILL
+                && serving_privacy.is_some_and(|p| display_path(p) == row.path);
+            JsonRow {
+                privacy_fallback: is_privacy.then_some(fallback.is_some()),
+                row,
+            }
+        })
+        .collect();
+    if serving_privacy.is_none() {
+        out.push(JsonRow {
+            row: Row {
+                name: crate::egress::SKILL.to_owned(),
+                version: None,
+                priority: None,
+                dependencies: Vec::new(),
+                hooks: Vec::new(),
+                status: "not loaded: the host applies its built-in filter (privacy tags + secret patterns)"
+                    .to_owned(),
+                path: PathBuf::new(),
+            },
+            privacy_fallback: Some(true),
+        });
+    }
+    out
+}
+
 /// Prints one snapshot: a table, pretty JSON, or (when watching) a
 /// generation header before the table, or one compact JSON line.
 fn print_list(
@@ -110,14 +159,15 @@ fn print_list(
             row
         })
         .collect();
+    let serving_privacy = snapshot.get(crate::egress::SKILL).map(|s| s.skill().path());
     let mut out = std::io::stdout().lock();
     match (json, watching) {
         (true, false) => {
-            serde_json::to_writer_pretty(&mut out, &rows)?;
+            serde_json::to_writer_pretty(&mut out, &json_rows(snapshot, rows, serving_privacy))?;
             writeln!(out)?;
         }
         (true, true) => {
-            serde_json::to_writer(&mut out, &rows)?;
+            serde_json::to_writer(&mut out, &json_rows(snapshot, rows, serving_privacy))?;
             writeln!(out)?;
         }
         (false, watching) => {
@@ -125,6 +175,9 @@ fn print_list(
                 writeln!(out, "\n# generation {}", snapshot.generation())?;
             }
             write!(out, "{}", table(&rows, registry))?;
+            if let Some(fallback) = crate::egress::skill_fallback(snapshot) {
+                writeln!(out, "{}", crate::egress::fallback_notice(&fallback))?;
+            }
         }
     }
     out.flush()?;

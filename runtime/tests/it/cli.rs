@@ -70,7 +70,8 @@ fn skill_list_json_has_the_documented_keys_and_lists_refusals() {
     assert!(output.status.success(), "{}", stderr(&output));
     let rows: serde_json::Value = serde_json::from_str(&stdout(&output)).unwrap();
     let rows = rows.as_array().unwrap();
-    assert_eq!(rows.len(), 2);
+    // The two libraries, then the row saying no privacy skill is loaded.
+    assert_eq!(rows.len(), 3);
     let keys: Vec<&str> = rows[0]
         .as_object()
         .unwrap()
@@ -110,6 +111,47 @@ fn skill_list_json_has_the_documented_keys_and_lists_refusals() {
             .unwrap()
             .starts_with("refused: not a foveal skill")
     );
+    assert_eq!(rows[2]["name"], "privacy");
+    assert_eq!(rows[2]["privacy_fallback"], true);
+    assert_eq!(
+        rows[2]["status"],
+        "not loaded: the host applies its built-in filter (privacy tags + secret patterns)"
+    );
+    assert!(
+        rows[..2]
+            .iter()
+            .all(|r| r.get("privacy_fallback").is_none())
+    );
+}
+
+#[test]
+fn skill_list_says_when_the_host_filter_stands_in_for_the_privacy_skill() {
+    let notice = "privacy: skill not loaded — the host applies its built-in filter (privacy tags + secret patterns)";
+    let sandbox = Sandbox::new();
+    let output = foveal(&sandbox, &["skill-list", "--no-builtin"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(stdout(&output).lines().last(), Some(notice));
+
+    // With the first-party skills the privacy skill is loaded: no notice,
+    // and its row says the fallback is not in use.
+    let output = foveal(&sandbox, &["skill-list"]);
+    assert!(
+        !stdout(&output).contains("built-in filter"),
+        "{}",
+        stdout(&output)
+    );
+    let output = foveal(&sandbox, &["skill-list", "--json"]);
+    let rows: serde_json::Value = serde_json::from_str(&stdout(&output)).unwrap();
+    let privacy: Vec<&serde_json::Value> = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["name"] == "privacy")
+        .collect();
+    assert_eq!(privacy.len(), 1, "{rows}");
+    assert_eq!(privacy[0]["status"], "loaded");
+    assert_eq!(privacy[0]["privacy_fallback"], false);
+    assert_eq!(privacy[0]["hooks"], serde_json::json!(["redact", "invoke"]));
 }
 
 #[test]
@@ -296,10 +338,14 @@ fn skill_list_watch_reports_each_change_while_running() {
     // The first list is pretty-printed; wait for its closing bracket.
     let patience = Duration::from_secs(20);
     let mut first = String::new();
-    while !first.trim_end().ends_with(']') {
+    while first.lines().last() != Some("]") {
         first.push_str(&rx.recv_timeout(patience).expect("initial list"));
+        first.push('\n');
     }
-    assert_eq!(first.trim(), "[]");
+    // No library: only the row saying the host's privacy filter is in use.
+    let first: serde_json::Value = serde_json::from_str(&first).unwrap();
+    assert_eq!(first.as_array().unwrap().len(), 1, "{first}");
+    assert_eq!(first[0]["privacy_fallback"], true);
 
     let next = |what: &str| -> Vec<serde_json::Value> {
         let line = rx
@@ -320,7 +366,9 @@ fn skill_list_watch_reports_each_change_while_running() {
     sandbox.install("counter-v2", "counter");
     assert_eq!(next("replace")[0]["version"], "2.0.0");
     std::fs::remove_file(&path).unwrap();
-    assert!(next("remove").is_empty());
+    let rows = next("remove");
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0]["name"], "privacy");
 
     drop(child);
 }
