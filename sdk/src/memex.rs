@@ -126,6 +126,11 @@ pub struct FileIndex {
     /// Per row, the factor `max|v| / (127 · ‖v‖)` that turns a quantized
     /// dot product into a cosine: `cos(a, b) ≈ (qa · qb) · fa · fb`.
     pub quant_factors: RVec<f32>,
+    /// Each object's parent (as in its record), packed: walks up the tree
+    /// touch this small array instead of the records.
+    pub parents: RVec<u32>,
+    /// Each object's level (as in its record), packed likewise.
+    pub levels: RVec<u16>,
     /// For each row of `vectors`, the object it belongs to.
     pub vector_objects: RVec<u32>,
     /// A hash of `dim` and the bits of every row of `vectors`, in order:
@@ -283,8 +288,20 @@ impl<'a> FileView<'a> {
     /// Its parent's index.
     #[inline]
     pub fn parent(&self, index: u32) -> Option<u32> {
-        let p = self.object(index).parent;
+        let p = match self.index.parents.get(index as usize) {
+            Some(&p) => p,
+            None => self.object(index).parent,
+        };
         (p != NONE).then_some(p)
+    }
+
+    /// Its level (number of stars).
+    #[inline]
+    pub fn level(&self, index: u32) -> u16 {
+        match self.index.levels.get(index as usize) {
+            Some(&level) => level,
+            None => self.object(index).level,
+        }
     }
 
     /// Its embedding vector.

@@ -1,5 +1,9 @@
 //! `foveal context`: the context section the think step would send, and
 //! why it holds what it holds.
+//!
+//! What is printed is what would leave the process: the section after the
+//! last-door check ([`crate::egress::Gate`]), which removes any private
+//! text and secret-looking strings and says how many it removed.
 
 use std::collections::BTreeMap;
 use std::io::Write as _;
@@ -7,6 +11,7 @@ use std::io::Write as _;
 use crate::cli::Exit;
 use crate::config::Config;
 use crate::context::{ContextCache, ContextRequest, Origin, Section};
+use crate::egress::{self, Gate};
 use crate::memex::privacy::PrivacyTags;
 use crate::memex::view::SnapshotView;
 
@@ -35,6 +40,16 @@ struct Report<'a> {
     omitted: BTreeMap<&'a str, u32>,
     /// `awareness`, or `fallback: <why>`.
     source: String,
+    /// What the last-door check removed: counts, never the text.
+    redacted: Redacted,
+}
+
+#[derive(Debug, serde::Serialize)]
+struct Redacted {
+    private: usize,
+    secrets: BTreeMap<String, usize>,
+    /// `skill` (the privacy skill) or `host` (the host's own filter).
+    filter: String,
 }
 
 #[derive(Debug, serde::Serialize)]
@@ -102,16 +117,35 @@ pub fn run(config: &Config, options: &ContextOptions) -> anyhow::Result<Exit> {
         &privacy,
         &request(config, options),
     );
-    let tokens = crate::tokens::global().count(section.text());
+    let gate = match Gate::from_config(config) {
+        Ok(gate) => gate,
+        Err(error) => {
+            eprintln!("error: {error}");
+            return Ok(Exit::Usage);
+        }
+    };
+    let cleaned = match gate.clean(section.text(), &snapshot, &registry.snapshot()) {
+        Ok(cleaned) => cleaned,
+        Err(error) => {
+            eprintln!("error: {error}");
+            return Ok(Exit::NotFound);
+        }
+    };
+    let text: &str = &cleaned.text;
+    let tokens = crate::tokens::global().count(text);
     let mut out = std::io::stdout().lock();
     if options.json {
-        let report = report(&section, tokens, options.budget);
+        let report = report(&section, text, tokens, options.budget, &cleaned.report);
         serde_json::to_writer_pretty(&mut out, &report)?;
         writeln!(out)?;
     } else if options.explain {
-        write!(out, "{}", explain(&section, tokens, options, config))?;
+        write!(
+            out,
+            "{}",
+            explain(&section, text, tokens, &cleaned.report, options, config)
+        )?;
     } else {
-        write!(out, "{}", section.text())?;
+        write!(out, "{text}")?;
     }
     Ok(Exit::Ok)
 }
@@ -123,9 +157,15 @@ fn source_name(section: &Section) -> String {
     }
 }
 
-fn report(section: &Section, tokens: usize, budget: Option<u32>) -> Report<'_> {
+fn report<'a>(
+    section: &'a Section,
+    text: &'a str,
+    tokens: usize,
+    budget: Option<u32>,
+    removed: &egress::Report,
+) -> Report<'a> {
     Report {
-        text: section.text(),
+        text,
         tokens,
         budget,
         included: section
@@ -139,11 +179,23 @@ fn report(section: &Section, tokens: usize, budget: Option<u32>) -> Report<'_> {
             .map(|(reason, n)| (reason.as_str(), *n))
             .collect(),
         source: source_name(section),
+        redacted: Redacted {
+            private: removed.private,
+            secrets: removed.secrets.iter().cloned().collect(),
+            filter: removed.filter.to_string(),
+        },
     }
 }
 
 /// The human-readable form (in the spirit of seed 001's `DEBUG_CONTEXT`).
-fn explain(section: &Section, tokens: usize, options: &ContextOptions, config: &Config) -> String {
+fn explain(
+    section: &Section,
+    text: &str,
+    tokens: usize,
+    removed: &egress::Report,
+    options: &ContextOptions,
+    config: &Config,
+) -> String {
     use std::fmt::Write as _;
     let mut s = String::from("## Context Debug\n\n### Request\n");
     let _ = writeln!(s, "- Focus: {}", options.focus.as_deref().unwrap_or("(none)"));
@@ -164,7 +216,14 @@ fn explain(section: &Section, tokens: usize, options: &ContextOptions, config: &
     let _ = writeln!(s, "- Privacy tags: {}", config.privacy_tags.join(", "));
     let _ = writeln!(s, "- Rendered by: {}", source_name(section));
     let _ = writeln!(s, "\n### Result\n- Tokens: {tokens}");
-    let _ = writeln!(s, "- Bytes: {}", section.text().len());
+    let _ = writeln!(s, "- Bytes: {}", text.len());
+    let _ = writeln!(
+        s,
+        "- Last door: {} private passages, secrets: {} (filter: {})",
+        removed.private,
+        removed.secrets_summary(),
+        removed.filter
+    );
     let mut by_reason: BTreeMap<&str, usize> = BTreeMap::new();
     for (_, reason) in &section.sources {
         let kind = reason.split(' ').next().unwrap_or(reason);
@@ -189,6 +248,6 @@ fn explain(section: &Section, tokens: usize, options: &ContextOptions, config: &
         let _ = writeln!(s, "- {id}: {reason}");
     }
     let _ = writeln!(s, "\n## Context\n");
-    s.push_str(section.text());
+    s.push_str(text);
     s
 }

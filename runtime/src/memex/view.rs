@@ -150,6 +150,8 @@ pub fn file_index(file: &MemexFile, privacy: &PrivacyTags) -> FileIndex {
         }
     }
     set_subtree_ends(&mut index.objects);
+    index.parents = index.objects.iter().map(|o| o.parent).collect();
+    index.levels = index.objects.iter().map(|o| o.level).collect();
     index.vectors_hash = vectors_hash(index.dim, &index.vectors);
     let mut ids: Vec<IdEntry> = (0..index.objects.len() as u32)
         .map(|i| {

@@ -185,3 +185,21 @@ fn bench_awareness_reports_three_timed_cases() {
         MEMEX
     );
 }
+
+#[test]
+fn a_secret_in_a_visible_note_is_redacted_at_the_last_door() {
+    let dir = sandbox();
+    let key = "sk-proj-Zx8Qw2Lm4Nb6Vc1Tr9Yp3Ks7Hd5Gf0Ja2Ue4Io6";
+    let org = MEMEX.replace("The plan body.", &format!("The plan body. OPENAI_API_KEY={key}"));
+    std::fs::write(dir.path().join("memex/main.org"), org).unwrap();
+    let output = context(&dir, &["--focus", "plan", "--json"]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let raw = text(&output.stdout);
+    assert!(!raw.contains(key), "{raw}");
+    let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert!(json["text"].as_str().unwrap().contains("[REDACTED "), "{json}");
+    let secrets = json["redacted"]["secrets"].as_object().unwrap();
+    assert!(!secrets.is_empty(), "{json}");
+    assert_eq!(json["redacted"]["filter"], "skill", "the privacy skill is beside the binary");
+    assert!(!text(&output.stderr).contains(key));
+}

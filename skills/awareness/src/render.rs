@@ -224,19 +224,33 @@ pub(crate) struct Emitter<'a> {
     reuse: bool,
 }
 
-/// The previous render's text and where each of its pieces lies in it, by
-/// [`piece_key`]. After an edit to one headline nearly every piece of the
-/// next render is here, and one contiguous copy is far cheaper than
-/// gathering the same bytes from all over an 84 MB file.
+/// The previous render's text and its pieces, in order, by [`piece_key`].
+/// After an edit to one headline nearly every piece of the next render is
+/// here, in the same order: long runs of it are copied at once, far cheaper
+/// than gathering the same bytes from all over an 84 MB file.
 #[derive(Debug, Default)]
 struct Previous {
     text: String,
-    pieces: PieceMap,
+    pieces: Vec<Piece>,
 }
 
-type PieceMap = HashMap<u64, (u32, u32), BuildHasherDefault<KeyHasher>>;
+/// Where one piece lies in a render's text.
+#[derive(Debug, Clone, Copy)]
+struct Piece {
+    key: u64,
+    start: u32,
+    len: u32,
+}
 
 static PREVIOUS: Mutex<Option<Previous>> = Mutex::new(None);
+
+/// Pieces looked at past the expected one before a miss is declared; past
+/// [`LOOKUP_AFTER`] misses, a map of every previous piece is built instead.
+const WINDOW: usize = 16;
+const LOOKUP_AFTER: usize = 8;
+
+/// Keys of previous pieces to their positions, built on demand.
+type PieceMap = HashMap<u64, usize, BuildHasherDefault<KeyHasher>>;
 
 /// The keys are hashes already: use them as they are.
 #[derive(Debug, Default)]
@@ -253,6 +267,43 @@ impl Hasher for KeyHasher {
     }
     fn write_u64(&mut self, key: u64) {
         self.0 = key;
+    }
+}
+
+/// Finds pieces of the previous render, expecting them in order.
+struct Matcher<'p> {
+    pieces: &'p [Piece],
+    cursor: usize,
+    misses: usize,
+    map: Option<PieceMap>,
+}
+
+impl Matcher<'_> {
+    fn find(&mut self, key: u64) -> Option<Piece> {
+        let end = (self.cursor + WINDOW).min(self.pieces.len());
+        let at = match (self.cursor..end).find(|&j| self.pieces[j].key == key) {
+            Some(j) => Some(j),
+            None if self.misses >= LOOKUP_AFTER => {
+                let pieces = self.pieces;
+                self.map
+                    .get_or_insert_with(|| {
+                        pieces.iter().enumerate().map(|(j, p)| (p.key, j)).collect()
+                    })
+                    .get(&key)
+                    .copied()
+            }
+            None => None,
+        };
+        match at {
+            Some(j) => {
+                self.cursor = j + 1;
+                Some(self.pieces[j])
+            }
+            None => {
+                self.misses += 1;
+                None
+            }
+        }
     }
 }
 
@@ -296,7 +347,16 @@ impl Emitter<'_> {
         } else {
             Previous::default()
         };
-        let mut pieces = PieceMap::with_capacity_and_hasher(entries.len(), Default::default());
+        let mut matcher = Matcher {
+            pieces: &previous.pieces,
+            cursor: 0,
+            misses: 0,
+            map: None,
+        };
+        let mut pieces = Vec::with_capacity(if self.reuse { entries.len() } else { 0 });
+        // A run of the previous text still to copy: consecutive reused
+        // pieces are copied in one go.
+        let mut run = 0..0;
         out.included.reserve(entries.len());
         for (e, entry) in entries.iter().enumerate() {
             if keep.is_some_and(|keep| !keep[e]) {
@@ -304,25 +364,41 @@ impl Emitter<'_> {
             }
             let file = &files[entry.file as usize];
             let key = piece_key(file, entry);
-            let start = out.text.len();
-            match previous.pieces.get(&key) {
-                Some(&(at, len)) => out
-                    .text
-                    .push_str(&previous.text[at as usize..(at + len) as usize]),
+            let start = out.text.len() + run.len();
+            let len = match matcher.find(key) {
+                Some(found) => {
+                    let (at, len) = (found.start as usize, found.len as usize);
+                    if run.end != at {
+                        out.text.push_str(&previous.text[run.clone()]);
+                        run = at..at;
+                    }
+                    run.end = at + len;
+                    len
+                }
                 None => {
+                    out.text.push_str(&previous.text[run.clone()]);
+                    run = 0..0;
                     if let Some(ahead) = entries.get(e + PREFETCH_AHEAD) {
                         prefetch(files, ahead);
                     }
                     piece(files, entry, &mut out.text);
+                    out.text.len() - start
                 }
+            };
+            if self.reuse {
+                pieces.push(Piece {
+                    key,
+                    start: start as u32,
+                    len: len as u32,
+                });
             }
-            pieces.insert(key, (start as u32, (out.text.len() - start) as u32));
             out.included.push(Included {
                 file: entry.file,
                 index: entry.index,
                 reason: entry.reason,
             });
         }
+        out.text.push_str(&previous.text[run]);
         if self.reuse && u32::try_from(out.text.len()).is_ok() {
             // Keep this render for the next, in the previous one's buffer
             // (already mapped: no page faults).

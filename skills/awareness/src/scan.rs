@@ -111,21 +111,65 @@ fn scan(file: &FileView<'_>, rows: &[(u32, u32)], probe: &Probe<'_>, threshold: 
     scan_portable(file, rows, probe, threshold)
 }
 
-/// [`scan_portable`] compiled for AVX2.
+/// [`scan_portable`] with the dot products in 256-bit integer lanes: the
+/// probe is widened to 16-bit lanes once, each row is widened as it is read
+/// and multiplied-added pairwise (`vpmaddwd`), one horizontal sum per row.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 fn scan_avx2(file: &FileView<'_>, rows: &[(u32, u32)], probe: &Probe<'_>, threshold: f32) -> Vec<(u32, f32)> {
-    scan_portable(file, rows, probe, threshold)
+    use std::arch::x86_64::{
+        __m256i, _mm_add_epi32, _mm_cvtsi128_si32, _mm_loadu_si128, _mm_shuffle_epi32,
+        _mm256_add_epi32, _mm256_castsi256_si128, _mm256_cvtepi8_epi16,
+        _mm256_extracti128_si256, _mm256_madd_epi16, _mm256_setzero_si256,
+    };
+    let dim = probe.vector.len();
+    if dim % 16 != 0 || dim == 0 {
+        return scan_portable(file, rows, probe, threshold);
+    }
+    let lanes = dim / 16;
+    // The probe, widened once.
+    let wide: Vec<__m256i> = probe
+        .quantized
+        .chunks_exact(16)
+        // SAFETY: each chunk is 16 readable bytes; unaligned loads are allowed.
+        .map(|c| unsafe { _mm256_cvtepi8_epi16(_mm_loadu_si128(c.as_ptr().cast())) })
+        .collect();
+    let dot = |row: &[i8]| -> i32 {
+        let mut acc = _mm256_setzero_si256();
+        for (k, w) in wide.iter().enumerate().take(lanes) {
+            // SAFETY: `row` has `dim` = 16 · lanes bytes, so bytes
+            // 16k..16k+16 are in bounds; unaligned loads are allowed.
+            let r = unsafe { _mm_loadu_si128(row.as_ptr().add(16 * k).cast()) };
+            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_cvtepi8_epi16(r), *w));
+        }
+        let sum = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256::<1>(acc));
+        let sum = _mm_add_epi32(sum, _mm_shuffle_epi32::<0b01_00_11_10>(sum));
+        let sum = _mm_add_epi32(sum, _mm_shuffle_epi32::<0b10_11_00_01>(sum));
+        _mm_cvtsi128_si32(sum)
+    };
+    scan_rows(file, rows, probe, threshold, dot)
 }
 
-/// The quantized cosine of every row, the exact one where the quantized
-/// one is within its error bound of the threshold.
-#[inline(always)]
+/// The scan with a portable dot product.
 fn scan_portable(
     file: &FileView<'_>,
     rows: &[(u32, u32)],
     probe: &Probe<'_>,
     threshold: f32,
+) -> Vec<(u32, f32)> {
+    scan_rows(file, rows, probe, threshold, |row| dot_i8(probe.quantized, row))
+}
+
+/// The quantized cosine of every row (`dot` gives the probe's integer dot
+/// product with a row), the exact one where the quantized one is within its
+/// error bound of the threshold.
+#[inline(always)]
+fn scan_rows(
+    file: &FileView<'_>,
+    rows: &[(u32, u32)],
+    probe: &Probe<'_>,
+    threshold: f32,
+    dot: impl Fn(&[i8]) -> i32,
 ) -> Vec<(u32, f32)> {
     let index = file.index;
     let dim = probe.vector.len();
@@ -145,7 +189,7 @@ fn scan_portable(
             continue;
         };
         for (k, (q, &factor)) in table.chunks_exact(dim).zip(factors).enumerate() {
-            let approx = dot_i8(probe.quantized, q) as f32 * probe.factor * factor;
+            let approx = dot(q) as f32 * probe.factor * factor;
             if factor == 0.0 || approx + bound_at_zero + bound_slope * factor < threshold {
                 continue;
             }
@@ -164,7 +208,7 @@ fn scan_portable(
 
 /// Dot product of two 8-bit rows, in 32-bit integers (exact for any
 /// dimension below 133,000).
-#[inline(always)]
+#[inline]
 fn dot_i8(a: &[i8], b: &[i8]) -> i32 {
     // Sixteen lanes of i16 products summed in i32: `pmaddwd` on any x86-64,
     // `vpmaddwd` on 256-bit lanes with AVX2.
@@ -209,6 +253,65 @@ pub fn cosine(a: &[f32], norm_a: f32, b: &[f32], norm_b: f32) -> f32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn the_avx2_scan_equals_the_portable_scan() {
+        use foveal_sdk::memex::{FileIndex, FileView, ObjectRecord, quantize};
+        if !std::arch::is_x86_feature_detected!("avx2") {
+            return;
+        }
+        let dim = 64;
+        let mut index = FileIndex {
+            dim: dim as u32,
+            ..FileIndex::default()
+        };
+        let mut seed = 7u64;
+        let mut next = move || {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            ((seed >> 33) as f32 / (1u64 << 31) as f32) - 0.5
+        };
+        let focus: Vec<f32> = (0..dim).map(|_| next()).collect();
+        for r in 0..500 {
+            // Rows closer and closer to the focus.
+            let t = r as f32 / 500.0;
+            let v: Vec<f32> = focus.iter().map(|x| x * t + next() * (1.0 - t)).collect();
+            let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+            index.vectors.extend_from_slice(&v);
+            index.norms.push(norm);
+            let f = quantize(&v, norm, &mut index.quantized);
+            index.quant_factors.push(f);
+            index.objects.push(ObjectRecord {
+                id: Default::default(),
+                id_derived: false,
+                done: false,
+                level: 1,
+                line: 1,
+                title: Default::default(),
+                todo: Default::default(),
+                body: Default::default(),
+                tags: Default::default(),
+                parent: u32::MAX,
+                children: Default::default(),
+                vector: r,
+                end: r + 1,
+                hash: 0,
+            });
+        }
+        let file = FileView {
+            path: "t.org".into(),
+            text: "".into(),
+            index: &index,
+        };
+        let probe = Probe::of(&file, 499).unwrap();
+        for threshold in [0.2, 0.5, 0.75, 0.9] {
+            let portable = scan_portable(&file, &[(0, 500)], &probe, threshold);
+            // SAFETY: AVX2 was checked above.
+            let wide = unsafe { scan_avx2(&file, &[(0, 500)], &probe, threshold) };
+            assert_eq!(portable, wide);
+            assert!(!portable.is_empty());
+        }
+    }
 
     #[test]
     fn the_integer_dot_product_is_exact() {

@@ -105,12 +105,15 @@ pub fn select(memex: &MemexView<'_>, focus: Option<&str>, options: &Options) -> 
         // Entries, with depth and parent entry; clear the marks.
         let first = entries.len();
         let mut project = 0usize;
-        for &(i, reason) in &picks {
+        for (k, &(i, reason)) in picks.iter().enumerate() {
+            if let Some(&(ahead, _)) = picks.get(k + 16) {
+                prefetch_record(file, ahead);
+            }
             unmark(&mut marks, i);
             while projects[project].1 <= i {
                 project += 1;
             }
-            let base = file.object(projects[project].0).level;
+            let base = file.level(projects[project].0);
             let parent = match file.parent(i) {
                 Some(a) if a >= projects[project].0 => entries[first..]
                     .binary_search_by_key(&a, |e: &Entry| e.index)
@@ -120,7 +123,7 @@ pub fn select(memex: &MemexView<'_>, focus: Option<&str>, options: &Options) -> 
             entries.push(Entry {
                 file: f as u32,
                 index: i,
-                depth: file.object(i).level - base + 1,
+                depth: file.level(i) - base + 1,
                 reason,
                 parent,
             });
@@ -160,6 +163,20 @@ fn project_rows(file: &FileView<'_>, projects: &[(u32, u32)]) -> Vec<(u32, u32)>
         })
         .filter(|&(first, last)| first < last)
         .collect()
+}
+
+/// Starts loading the record of object `i` into the cache.
+#[inline]
+fn prefetch_record(file: &FileView<'_>, i: u32) {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(record) = file.index.objects.get(i as usize) {
+        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        // SAFETY: a prefetch is a hint; it never faults and reads nothing
+        // into the program. The pointer is in bounds anyway.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(std::ptr::from_ref(record).cast()) };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (file, i);
 }
 
 #[inline]
