@@ -43,6 +43,7 @@ use std::sync::{Arc, Mutex};
 use arc_swap::ArcSwap;
 
 pub use file::{IdSource, MemexFile, ObjectType};
+use privacy::PrivacyTags;
 pub use snapshot::{MemexSnapshot, ObjectRef, Query};
 
 /// Why a memex path or file could not be loaded. Every variant names the
@@ -122,6 +123,9 @@ pub struct Memex {
     roots: Vec<Root>,
     current: ArcSwap<MemexSnapshot>,
     writer: Mutex<()>,
+    /// The privacy tags whose skills' view ([`view::cached_index`]) is
+    /// built for each new file version before it is published.
+    views: Mutex<Option<PrivacyTags>>,
 }
 
 impl Memex {
@@ -145,6 +149,7 @@ impl Memex {
             roots,
             current: ArcSwap::from_pointee(MemexSnapshot::default()),
             writer: Mutex::new(()),
+            views: Mutex::new(None),
         };
         let mut snapshot = MemexSnapshot::default();
         for path in memex.discover() {
@@ -156,6 +161,25 @@ impl Memex {
         memex.current.store(Arc::new(snapshot));
         release_free_memory();
         Ok(memex)
+    }
+
+    /// From now on, build the skills' view of every new file version for
+    /// `privacy` before publishing it, so the first cycle after an edit
+    /// does not pay for it; and build it now for the files already loaded.
+    pub fn prepare_views(&self, privacy: PrivacyTags) {
+        for file in self.snapshot().files() {
+            view::cached_index(file, &privacy);
+        }
+        *self.views.lock().unwrap_or_else(|e| e.into_inner()) = Some(privacy);
+    }
+
+    /// `file`, with its view built when [`Memex::prepare_views`] asked.
+    pub(crate) fn prepared(&self, file: MemexFile) -> Arc<MemexFile> {
+        let file = Arc::new(file);
+        if let Some(privacy) = self.views.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+            view::cached_index(&file, privacy);
+        }
+        file
     }
 
     /// The current snapshot.
@@ -287,7 +311,7 @@ impl Memex {
                 return current.generation();
             }
             match bytes.and_then(|bytes| self.parse_bytes(path, bytes)) {
-                Ok(file) => current.with_file(Arc::new(file)),
+                Ok(file) => current.with_file(self.prepared(file)),
                 Err(error) => {
                     tracing::warn!("memex file not reloaded, previous version kept: {error}");
                     current.with_failure(path, error)

@@ -325,6 +325,53 @@ mod tests {
     const TEXT: &str = "* Work :project:x:\n:PROPERTIES:\n:ID: work\n:EMBEDDING: 1 0\n:END:\nwork body\n** Diary :@personal:\n:PROPERTIES:\n:EMBEDDING: 0 1\n:END:\nsecret canary\n*** Deep secret\n** TODO Public :y:\n:PROPERTIES:\n:EMBEDDING: 0.5 0.5\n:END:\n* Home :@personal:\n";
 
     #[test]
+    fn subtree_ends_packed_arrays_and_vector_owners_match_the_records() {
+        let file = MemexFile::parse(Path::new("/m/a.org"), "a.org", TEXT.to_owned()).unwrap();
+        let index = file_index(&file, &PrivacyTags::new(["@personal"]));
+        // Work (0) holds Public (1); Diary and Home are private.
+        let ends: Vec<u32> = index.objects.iter().map(|o| o.end).collect();
+        assert_eq!(ends, [2, 2]);
+        let parents: Vec<u32> = index.objects.iter().map(|o| o.parent).collect();
+        assert_eq!(index.parents.as_slice(), parents.as_slice());
+        assert_eq!(index.levels.as_slice(), &[1, 2]);
+        assert_eq!(index.vector_objects.as_slice(), &[0, 1]);
+        assert_eq!(index.quantized.len(), 2 * 2);
+        assert_eq!(index.quant_factors.len(), 2);
+        // Hashes differ between objects and survive a re-parse unchanged.
+        assert_ne!(index.objects[0].hash, index.objects[1].hash);
+        let again = MemexFile::parse(Path::new("/m/a.org"), "a.org", TEXT.to_owned()).unwrap();
+        let again = file_index(&again, &PrivacyTags::new(["@personal"]));
+        assert_eq!(again.objects[1].hash, index.objects[1].hash);
+        assert_eq!(again.vectors_hash, index.vectors_hash);
+        // An edit to a body changes that object's hash and not the vectors'.
+        let edited = TEXT.replace("work body", "work body, edited");
+        let edited = MemexFile::parse(Path::new("/m/a.org"), "a.org", edited).unwrap();
+        let edited = file_index(&edited, &PrivacyTags::new(["@personal"]));
+        assert_ne!(edited.objects[0].hash, index.objects[0].hash);
+        assert_eq!(edited.objects[1].hash, index.objects[1].hash);
+        assert_eq!(edited.vectors_hash, index.vectors_hash);
+    }
+
+    #[test]
+    fn a_memex_that_prepares_views_builds_them_before_publishing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.org");
+        std::fs::write(&path, TEXT).unwrap();
+        let memex = crate::memex::Memex::open(&[dir.path().to_path_buf()]).unwrap();
+        let privacy = PrivacyTags::new(["@personal"]);
+        memex.prepare_views(privacy.clone());
+        std::fs::write(&path, TEXT.replace("work body", "new body")).unwrap();
+        memex.reload_file(&path.canonicalize().unwrap());
+        let snapshot = memex.snapshot();
+        let file = snapshot.files().next().unwrap();
+        let cached = file.view_cache.lock().unwrap();
+        assert!(
+            cached.as_ref().is_some_and(|(tags, _)| *tags == privacy),
+            "the new version's view was not built at publish"
+        );
+    }
+
+    #[test]
     fn private_objects_are_not_in_the_view_and_references_are_renumbered() {
         let file = MemexFile::parse(Path::new("/m/a.org"), "a.org", TEXT.to_owned()).unwrap();
         let index = file_index(&file, &PrivacyTags::new(["@personal"]));

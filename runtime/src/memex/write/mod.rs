@@ -388,7 +388,7 @@ impl Memex {
         replace_atomically(&path, &target, plan.file.text.as_bytes())?;
         // The same publish as `reload_file`, which we cannot call: it takes
         // the writer lock we hold. The parsed plan is the file's new text.
-        let next = self.current.load().with_file(Arc::new(plan.file));
+        let next = self.current.load().with_file(self.prepared(plan.file));
         let generation = next.generation();
         self.current.store(Arc::new(next));
         Ok(Written {
