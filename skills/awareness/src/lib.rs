@@ -3,6 +3,7 @@
 //! See `README.md` beside this crate for what it renders, how it differs
 //! from the seed, and its fallback.
 
+mod par;
 mod render;
 mod scan;
 mod select;

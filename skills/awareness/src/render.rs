@@ -328,16 +328,22 @@ impl Emitter<'_> {
     /// The text of the entries `keep` allows (all when `None`), in outline
     /// order.
     fn emit(&self, keep: Option<&[bool]>) -> Rendered {
-        let (files, entries) = (self.files, self.entries);
-        let mut out = Rendered {
-            text: String::with_capacity(text_len(files, entries, keep)),
-            ..Rendered::default()
-        };
-        out.text.push_str(HEADER);
+        let entries = self.entries;
+        let mut out = Rendered::default();
         if entries.is_empty() {
-            out.text.push_str(NO_PROJECTS);
+            out.text = format!("{HEADER}{NO_PROJECTS}");
             return out;
         }
+        out.included = entries
+            .iter()
+            .enumerate()
+            .filter(|&(e, _)| keep.is_none_or(|keep| keep[e]))
+            .map(|(_, entry)| Included {
+                file: entry.file,
+                index: entry.index,
+                reason: entry.reason,
+            })
+            .collect();
         let mut previous = if self.reuse {
             PREVIOUS
                 .lock()
@@ -347,58 +353,30 @@ impl Emitter<'_> {
         } else {
             Previous::default()
         };
-        let mut matcher = Matcher {
-            pieces: &previous.pieces,
-            cursor: 0,
-            misses: 0,
-            map: None,
-        };
-        let mut pieces = Vec::with_capacity(if self.reuse { entries.len() } else { 0 });
-        // A run of the previous text still to copy: consecutive reused
-        // pieces are copied in one go.
-        let mut run = 0..0;
-        out.included.reserve(entries.len());
-        for (e, entry) in entries.iter().enumerate() {
-            if keep.is_some_and(|keep| !keep[e]) {
-                continue;
-            }
-            let file = &files[entry.file as usize];
-            let key = piece_key(file, entry);
-            let start = out.text.len() + run.len();
-            let len = match matcher.find(key) {
-                Some(found) => {
-                    let (at, len) = (found.start as usize, found.len as usize);
-                    if run.end != at {
-                        out.text.push_str(&previous.text[run.clone()]);
-                        run = at..at;
-                    }
-                    run.end = at + len;
-                    len
-                }
-                None => {
-                    out.text.push_str(&previous.text[run.clone()]);
-                    run = 0..0;
-                    if let Some(ahead) = entries.get(e + PREFETCH_AHEAD) {
-                        prefetch(files, ahead);
-                    }
-                    piece(files, entry, &mut out.text);
-                    out.text.len() - start
-                }
-            };
-            if self.reuse {
-                pieces.push(Piece {
-                    key,
-                    start: start as u32,
-                    len: len as u32,
-                });
-            }
-            out.included.push(Included {
-                file: entry.file,
-                index: entry.index,
-                reason: entry.reason,
+        let pieces = if previous.pieces.is_empty() {
+            // Nothing to reuse: gather every piece, on every core.
+            let parts = crate::par::split(entries.len(), PARALLEL_MIN, |range| {
+                self.fresh(range, keep)
             });
-        }
-        out.text.push_str(&previous.text[run]);
+            out.text = String::with_capacity(
+                HEADER.len() + parts.iter().map(|(text, _)| text.len()).sum::<usize>(),
+            );
+            out.text.push_str(HEADER);
+            let mut pieces = Vec::new();
+            for (text, part) in parts {
+                let offset = out.text.len() as u32;
+                out.text.push_str(&text);
+                if self.reuse {
+                    pieces.extend(part.into_iter().map(|p| Piece {
+                        start: p.start + offset,
+                        ..p
+                    }));
+                }
+            }
+            pieces
+        } else {
+            self.reuse_from(&previous, keep, &mut out.text)
+        };
         if self.reuse && u32::try_from(out.text.len()).is_ok() {
             // Keep this render for the next, in the previous one's buffer
             // (already mapped: no page faults).
@@ -409,13 +387,96 @@ impl Emitter<'_> {
         }
         out
     }
+
+    /// The pieces of `range` of the entries, gathered from the files; the
+    /// pieces' starts are in the returned text.
+    fn fresh(&self, range: std::ops::Range<usize>, keep: Option<&[bool]>) -> (String, Vec<Piece>) {
+        let (files, entries) = (self.files, self.entries);
+        let keep = keep.map(|keep| &keep[range.clone()]);
+        let part = &entries[range];
+        let mut text = String::with_capacity(text_len(files, part, keep));
+        let mut pieces = Vec::with_capacity(if self.reuse { part.len() } else { 0 });
+        for (e, entry) in part.iter().enumerate() {
+            if keep.is_some_and(|keep| !keep[e]) {
+                continue;
+            }
+            if let Some(ahead) = part.get(e + PREFETCH_AHEAD) {
+                prefetch(files, ahead);
+            }
+            let start = text.len();
+            piece(files, entry, &mut text);
+            if self.reuse {
+                pieces.push(Piece {
+                    key: piece_key(&files[entry.file as usize], entry),
+                    start: start as u32,
+                    len: (text.len() - start) as u32,
+                });
+            }
+        }
+        (text, pieces)
+    }
+
+    /// Writes the header and every kept piece into `text`, copying the
+    /// pieces `previous` has (in runs) and gathering the others.
+    fn reuse_from(&self, previous: &Previous, keep: Option<&[bool]>, text: &mut String) -> Vec<Piece> {
+        let (files, entries) = (self.files, self.entries);
+        text.reserve(previous.text.len() + 4096);
+        text.push_str(HEADER);
+        let mut matcher = Matcher {
+            pieces: &previous.pieces,
+            cursor: 0,
+            misses: 0,
+            map: None,
+        };
+        let mut pieces = Vec::with_capacity(entries.len());
+        // A run of the previous text still to copy: consecutive reused
+        // pieces are copied in one go.
+        let mut run = 0..0;
+        for (e, entry) in entries.iter().enumerate() {
+            if keep.is_some_and(|keep| !keep[e]) {
+                continue;
+            }
+            let key = piece_key(&files[entry.file as usize], entry);
+            let start = text.len() + run.len();
+            let len = match matcher.find(key) {
+                Some(found) => {
+                    let (at, len) = (found.start as usize, found.len as usize);
+                    if run.end != at {
+                        text.push_str(&previous.text[run.clone()]);
+                        run = at..at;
+                    }
+                    run.end = at + len;
+                    len
+                }
+                None => {
+                    text.push_str(&previous.text[run.clone()]);
+                    run = 0..0;
+                    if let Some(ahead) = entries.get(e + PREFETCH_AHEAD) {
+                        prefetch(files, ahead);
+                    }
+                    piece(files, entry, text);
+                    text.len() - start
+                }
+            };
+            pieces.push(Piece {
+                key,
+                start: start as u32,
+                len: len as u32,
+            });
+        }
+        text.push_str(&previous.text[run]);
+        pieces
+    }
 }
+
+/// Entries from which gathering is split over threads.
+const PARALLEL_MIN: usize = 1024;
 
 /// The length of the text [`Emitter::emit`] writes, near enough to
 /// allocate it once (the closing line of a budgeted render may add a few
 /// bytes).
 fn text_len(files: &[FileView<'_>], entries: &[Entry], keep: Option<&[bool]>) -> usize {
-    let mut len = HEADER.len() + NO_PROJECTS.len() + 64;
+    let mut len = 64;
     for (e, entry) in entries.iter().enumerate() {
         if keep.is_some_and(|keep| !keep[e]) {
             continue;
@@ -446,7 +507,12 @@ fn prefetch(files: &[FileView<'_>], entry: &Entry) {
         let file = &files[entry.file as usize];
         let object = file.object(entry.index);
         let text = file.text.as_str().as_bytes();
-        for at in [object.title.start, object.body.start] {
+        // The headline line, the id, and the body's first lines.
+        let body = object.body.start..object.body.start + object.body.len.min(256);
+        let lines = [object.title.start, object.id.start]
+            .into_iter()
+            .chain(body.step_by(64));
+        for at in lines {
             if let Some(byte) = text.get(at as usize) {
                 // SAFETY: a prefetch is a hint; it never faults and reads
                 // nothing into the program. The pointer is in bounds anyway.

@@ -100,8 +100,36 @@ pub fn promoted_rows(
     promoted
 }
 
-/// The full scan, with the widest integer lanes the CPU has.
+/// The full scan, split over the cores when the table is large.
 fn scan(file: &FileView<'_>, rows: &[(u32, u32)], probe: &Probe<'_>, threshold: f32) -> Vec<(u32, f32)> {
+    let total: usize = rows.iter().map(|&(s, e)| (e - s) as usize).sum();
+    crate::par::split(total, PARALLEL_MIN, |part| {
+        scan_part(file, &sub_ranges(rows, part), probe, threshold)
+    })
+    .concat()
+}
+
+/// Rows from which a scan is split over threads.
+const PARALLEL_MIN: usize = 16_384;
+
+/// The rows `part` (positions among all the rows of `rows`, in order)
+/// covers, as ranges.
+fn sub_ranges(rows: &[(u32, u32)], part: std::ops::Range<usize>) -> Vec<(u32, u32)> {
+    let mut out = Vec::new();
+    let mut at = 0usize;
+    for &(start, end) in rows {
+        let len = (end - start) as usize;
+        let (from, to) = (part.start.max(at), part.end.min(at + len));
+        if from < to {
+            out.push((start + (from - at) as u32, start + (to - at) as u32));
+        }
+        at += len;
+    }
+    out
+}
+
+/// One part of the scan, with the widest integer lanes the CPU has.
+fn scan_part(file: &FileView<'_>, rows: &[(u32, u32)], probe: &Probe<'_>, threshold: f32) -> Vec<(u32, f32)> {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") {
         // SAFETY: the CPU has AVX2, checked just above; that is the only
@@ -173,9 +201,9 @@ fn scan_rows(
 ) -> Vec<(u32, f32)> {
     let index = file.index;
     let dim = probe.vector.len();
-    let mut promoted = Vec::new();
+    let mut candidates: Vec<u32> = Vec::new();
     if dim == 0 {
-        return promoted;
+        return Vec::new();
     }
     // The error bound is linear in the row's factor: a + b · f.
     let bound_at_zero = quantized_cosine_error(dim, probe.factor, 0.0);
@@ -190,20 +218,43 @@ fn scan_rows(
         };
         for (k, (q, &factor)) in table.chunks_exact(dim).zip(factors).enumerate() {
             let approx = dot(q) as f32 * probe.factor * factor;
-            if factor == 0.0 || approx + bound_at_zero + bound_slope * factor < threshold {
-                continue;
-            }
-            let row = (start + k) as u32;
-            let Some((v, norm)) = file.vector_row(row) else {
-                continue;
-            };
-            let score = cosine(probe.vector, probe.norm, v, norm);
-            if score >= threshold {
-                promoted.push((row, score));
+            if factor != 0.0 && approx + bound_at_zero + bound_slope * factor >= threshold {
+                candidates.push((start + k) as u32);
             }
         }
     }
+    // The exact check reads float rows scattered over the table: ask for
+    // them a few rows ahead so the waits overlap.
+    let mut promoted = Vec::with_capacity(candidates.len());
+    for (k, &row) in candidates.iter().enumerate() {
+        if let Some(&ahead) = candidates.get(k + 8) {
+            prefetch_row(file, ahead);
+        }
+        let Some((v, norm)) = file.vector_row(row) else {
+            continue;
+        };
+        let score = cosine(probe.vector, probe.norm, v, norm);
+        if score >= threshold {
+            promoted.push((row, score));
+        }
+    }
     promoted
+}
+
+/// Starts loading float row `row` of the vector table into the cache.
+#[inline(always)]
+fn prefetch_row(file: &FileView<'_>, row: u32) {
+    #[cfg(target_arch = "x86_64")]
+    if let Some((v, _)) = file.vector_row(row) {
+        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        for line in v.chunks(16) {
+            // SAFETY: a prefetch is a hint; it never faults and reads
+            // nothing into the program. The pointer is in bounds anyway.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(line.as_ptr().cast()) };
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (file, row);
 }
 
 /// Dot product of two 8-bit rows, in 32-bit integers (exact for any
@@ -311,6 +362,16 @@ mod tests {
             assert_eq!(portable, wide);
             assert!(!portable.is_empty());
         }
+    }
+
+    #[test]
+    fn sub_ranges_cut_the_rows_in_order() {
+        let rows = [(0, 10), (20, 25), (30, 40)];
+        assert_eq!(sub_ranges(&rows, 0..25), [(0, 10), (20, 25), (30, 40)]);
+        assert_eq!(sub_ranges(&rows, 8..12), [(8, 10), (20, 22)]);
+        assert_eq!(sub_ranges(&rows, 15..25), [(30, 40)]);
+        assert_eq!(sub_ranges(&rows, 20..25), [(35, 40)]);
+        assert_eq!(sub_ranges(&rows, 3..3), []);
     }
 
     #[test]
