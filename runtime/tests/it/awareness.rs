@@ -397,3 +397,34 @@ fn reused_work_gives_the_same_text_as_fresh_work_after_edits() {
         assert_eq!(reused.text(), context.render(&fresh).text(), "after {from:?} → {to:?}");
     }
 }
+
+#[test]
+fn a_budgeted_outline_reads_as_documented() {
+    let context = Context::new(SIMILAR);
+    let section = context.render(&ContextRequest {
+        focus: Some("plan".to_owned()),
+        budget: Some(70),
+        ..ContextRequest::default()
+    });
+    assert!(tokens(section.text()) <= 70);
+    // The focus and its subtree first; the promoted twin with its path and
+    // the rest of the outline did not fit.
+    insta::assert_snapshot!(section.text(), @r"
+    GLOBAL MEMEX AWARENESS (Peripheral Vision):
+    * Launch
+    :PROPERTIES:
+    :ID: launch
+    :END:
+    ** Plan
+    :PROPERTIES:
+    :ID: plan
+    :END:
+    The plan body.
+    *** Step one
+    :PROPERTIES:
+    :ID: step
+    :END:
+    step body
+    [… 3 peripheral headlines omitted]
+    ");
+}
