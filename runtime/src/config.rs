@@ -84,6 +84,9 @@ pub struct Config {
     /// Whether the built-in secret patterns apply too
     /// (`privacy.default_patterns`, default true).
     pub privacy_default_patterns: bool,
+    /// Prompt assembly: `[identity]`, `[model]`, `[prices.<model>]` and
+    /// `[context_types.<name>]` ([`crate::prompt::settings`]).
+    pub prompt: crate::prompt::settings::PromptConfig,
 }
 
 impl Config {
@@ -167,6 +170,15 @@ struct FileConfig {
     memex: FileMemex,
     #[serde(default)]
     privacy: FilePrivacy,
+    #[serde(default)]
+    identity: crate::prompt::settings::FileIdentity,
+    #[serde(default)]
+    model: crate::prompt::settings::FileModel,
+    #[serde(default)]
+    prices: std::collections::BTreeMap<String, crate::prompt::settings::FilePrices>,
+    #[serde(default)]
+    context_types:
+        std::collections::BTreeMap<Spanned<String>, crate::prompt::settings::FileContextType>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -392,6 +404,18 @@ impl Config {
             file.privacy.patterns.as_deref().unwrap_or_default(),
             privacy_default_patterns,
         )?;
+        let prompt = crate::prompt::settings::resolve(
+            crate::prompt::settings::FileParts {
+                identity: &file.identity,
+                model: &file.model,
+                prices: &file.prices,
+                context_types: &file.context_types,
+            },
+            text,
+            &shown,
+            &base,
+            env,
+        )?;
         Ok(Self {
             file: path.map(Path::to_path_buf),
             plugins,
@@ -401,6 +425,7 @@ impl Config {
             privacy_tags,
             privacy_patterns,
             privacy_default_patterns,
+            prompt,
         })
     }
 }
@@ -596,7 +621,7 @@ where
     }
 }
 
-fn line_column(text: &str, offset: usize) -> (usize, usize) {
+pub(crate) fn line_column(text: &str, offset: usize) -> (usize, usize) {
     let before = &text[..offset.min(text.len())];
     let line = before.matches('\n').count() + 1;
     let column = before
@@ -678,7 +703,7 @@ fn unknown_field(message: &str) -> Option<(String, Vec<String>)> {
 /// The known key closest to `unknown`, if any is close enough to be a
 /// plausible typo: a few edits away (transpositions count as one), or
 /// sharing a long prefix.
-fn closest(unknown: &str, known: &[String]) -> Option<String> {
+pub(crate) fn closest(unknown: &str, known: &[String]) -> Option<String> {
     let allowed = (unknown.chars().count() / 3).max(1);
     known
         .iter()

@@ -13,6 +13,8 @@
 //! - [`host_api`] is what the host offers skills.
 //! - [`memex`] is the knowledge base: Org files as an indexed snapshot.
 //! - [`logs`] keeps the recent log lines the context can show.
+//! - [`prompt`] assembles the prompt from ordered components within a
+//!   token budget that always holds, and tracks usage and cost.
 //! - [`egress`] is the last door: private text and secrets are removed from
 //!   every request body before it leaves the process.
 //! - [`cli`] is the `foveal` command.
@@ -26,6 +28,7 @@ pub mod host_api;
 pub mod loader;
 pub mod logs;
 pub mod memex;
+pub mod prompt;
 pub mod registry;
 pub mod tokens;
 pub mod watcher;

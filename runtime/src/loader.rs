@@ -108,6 +108,19 @@ pub enum LoadError {
         /// What is wrong.
         reason: String,
     },
+    /// The skill declares a prompt component id that a serving skill
+    /// already declared (seed 004: two components cannot share an id).
+    #[error("{}: skill `{skill}` declares prompt component {id}, which {holder}; two components cannot share an id: give one of them a free id", path.display())]
+    ComponentConflict {
+        /// The library.
+        path: PathBuf,
+        /// The skill's name.
+        skill: String,
+        /// The id both claim.
+        id: u32,
+        /// Who holds it, as a phrase (`skill `x` already declares`).
+        holder: String,
+    },
     /// Another library in the same folder already provides this skill.
     #[error("{}: duplicate skill `{skill}`: {} already provides it; remove one of the two", path.display(), by.display())]
     Duplicate {
@@ -161,6 +174,7 @@ impl LoadError {
             | Self::Layout { path, .. }
             | Self::InvalidManifest { path, .. }
             | Self::Duplicate { path, .. }
+            | Self::ComponentConflict { path, .. }
             | Self::InitFailed { path, .. }
             | Self::InitPanicked { path, .. }
             | Self::LoadLimit { path, .. } => path,
@@ -195,6 +209,8 @@ pub struct SkillInfo {
     pub hooks: Vec<&'static str>,
     /// One line.
     pub description: String,
+    /// The prompt component ids its `components` hook fills (seed 004).
+    pub component_ids: Vec<u32>,
 }
 
 /// Identifies one build of a file on disk, so that repeated notifications
@@ -413,6 +429,20 @@ fn read_info(path: &Path, module: &SkillModRef) -> Result<SkillInfo, LoadError> 
     if module.invoke().is_some() {
         hooks.push("invoke");
     }
+    // Hooks added after the prefix: absent (`None`) in older libraries.
+    if module.prefix().flatten().is_some() {
+        hooks.push("prefix");
+    }
+    if module.budget().flatten().is_some() {
+        hooks.push("budget");
+    }
+    let component_ids = manifest.component_ids.as_slice().to_vec();
+    if let Err(reason) = crate::prompt::components::check_declared(&component_ids) {
+        return Err(LoadError::InvalidManifest {
+            path: path.to_owned(),
+            reason,
+        });
+    }
     Ok(SkillInfo {
         name,
         version: manifest.version.as_str().to_owned(),
@@ -425,6 +455,7 @@ fn read_info(path: &Path, module: &SkillModRef) -> Result<SkillInfo, LoadError> 
             .collect(),
         hooks,
         description: manifest.description.as_str().to_owned(),
+        component_ids,
     })
 }
 

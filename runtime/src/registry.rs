@@ -55,7 +55,7 @@ pub struct Hook<F> {
 /// The hooks a skill may implement.
 pub mod hooks {
     use super::Hook;
-    use foveal_sdk::{ComponentsFn, InvokeFn, RedactFn};
+    use foveal_sdk::{BudgetFn, ComponentsFn, InvokeFn, PrefixFn, RedactFn};
 
     /// `components(request) -> Vec<Component>`.
     pub const COMPONENTS: Hook<ComponentsFn> = Hook {
@@ -71,6 +71,16 @@ pub mod hooks {
     pub const INVOKE: Hook<InvokeFn> = Hook {
         name: "invoke",
         get: |m| m.invoke(),
+    };
+    /// `prefix(request) -> Prefix` (token economics, seed 003 contract 1).
+    pub const PREFIX: Hook<PrefixFn> = Hook {
+        name: "prefix",
+        get: |m| m.prefix().flatten(),
+    };
+    /// `budget(request) -> BudgetPlan` (token economics, seed 003 contract 3).
+    pub const BUDGET: Hook<BudgetFn> = Hook {
+        name: "budget",
+        get: |m| m.budget().flatten(),
     };
 }
 
@@ -798,6 +808,11 @@ impl Registry {
             }
         }
 
+        if let Some(error) = component_conflict(&next, path, &opened.info) {
+            self.refuse(&mut next, error, Some(identity));
+            return self.publish(next);
+        }
+
         match self.loader.init(opened) {
             Ok(loaded) => {
                 tracing::info!(
@@ -905,6 +920,11 @@ impl Registry {
         let Some((_, path, candidate)) = best else {
             return;
         };
+        if let Some(error) = component_conflict(next, &path, candidate.info()) {
+            let identity = FileIdentity::of(&path).ok();
+            self.refuse(next, error, identity);
+            return;
+        }
         next.idle.remove(&path);
         let skill = match candidate {
             Candidate::Ready(skill) => skill,
@@ -980,6 +1000,38 @@ impl Registry {
             .unwrap_or_else(|e| e.into_inner());
         *guard
     }
+}
+
+/// The refusal of a skill whose declared prompt component ids clash with a
+/// serving skill of another name, or with an id the host reserves (seed
+/// 004: two components claiming one id is an error at load).
+fn component_conflict(
+    snapshot: &Snapshot,
+    path: &Path,
+    info: &crate::loader::SkillInfo,
+) -> Option<LoadError> {
+    for &id in &info.component_ids {
+        let holder = crate::prompt::components::reserved_for(id)
+            .filter(|owner| *owner != info.name)
+            .map(|owner| format!("the host reserves for the `{owner}` skill"))
+            .or_else(|| {
+                snapshot
+                    .skills
+                    .values()
+                    .map(|slot| &slot.skill.loaded.info)
+                    .find(|other| other.name != info.name && other.component_ids.contains(&id))
+                    .map(|other| format!("skill `{}` already declares", other.name))
+            });
+        if let Some(holder) = holder {
+            return Some(LoadError::ComponentConflict {
+                path: path.to_owned(),
+                skill: info.name.clone(),
+                id,
+                holder,
+            });
+        }
+    }
+    None
 }
 
 /// The identity of the build last seen at `path`, serving or idle.

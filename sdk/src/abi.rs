@@ -38,6 +38,9 @@ impl SkillError {
     pub const INVALID_INPUT: u32 = 3;
     /// The skill is running but cannot answer right now.
     pub const UNAVAILABLE: u32 = 4;
+    /// The `budget` hook found no trim that makes the prompt fit (seed 003,
+    /// contract 3): the message says what is too large.
+    pub const DOES_NOT_FIT: u32 = 5;
     /// The first code free for a skill's own errors.
     pub const SKILL_DEFINED: u32 = 1000;
 
@@ -66,6 +69,7 @@ impl SkillError {
             Self::INIT_FAILED => "init failed",
             Self::INVALID_INPUT => "invalid input",
             Self::UNAVAILABLE => "unavailable",
+            Self::DOES_NOT_FIT => "does not fit",
             _ => "error",
         }
     }
@@ -246,6 +250,10 @@ pub struct Manifest {
     pub description: RStr<'static>,
     /// The skill's literate source: its README/org/markdown files and `src/`.
     pub source: RStr<'static>,
+    /// The prompt component ids the skill's `components` hook fills (seed
+    /// 004; see [`crate::prompt`]). Two skills declaring one id is refused
+    /// when the second loads. Added in SDK 0.2.0.
+    pub component_ids: RSlice<'static, u32>,
 }
 
 /// The host's services, handed to a skill's `init`.
@@ -285,6 +293,14 @@ pub type RedactFn = extern "C" fn(text: RStr<'_>) -> RResult<RString, SkillError
 /// returning JSON. For small, rarely-called, evolving calls (tools, config).
 pub type InvokeFn =
     extern "C" fn(method: RStr<'_>, args_json: RStr<'_>) -> RResult<RString, SkillError>;
+/// The signature of the `prefix` hook (seed 003, contract 1).
+pub type PrefixFn = extern "C" fn(
+    request: &crate::prompt::PrefixRequest<'_>,
+) -> RResult<crate::prompt::Prefix, SkillError>;
+/// The signature of the `budget` hook (seed 003, contract 3).
+pub type BudgetFn = extern "C" fn(
+    request: &crate::prompt::BudgetRequest<'_>,
+) -> RResult<crate::prompt::BudgetPlan, SkillError>;
 /// The signature of `init`.
 pub type InitFn = extern "C" fn(host: HostApiRef) -> RResult<(), SkillError>;
 
@@ -317,11 +333,26 @@ pub struct SkillMod {
     pub invoke: Option<
         extern "C" fn(method: RStr<'_>, args_json: RStr<'_>) -> RResult<RString, SkillError>,
     >,
+    /// Builds the system-prompt prefix, cached (seed 003, contract 1).
+    /// Added in SDK 0.2.0, after the prefix: absent in older libraries.
+    pub prefix: Option<
+        extern "C" fn(
+            request: &crate::prompt::PrefixRequest<'_>,
+        ) -> RResult<crate::prompt::Prefix, SkillError>,
+    >,
+    /// Plans the trimming of a prompt over its budget (seed 003, contract
+    /// 3). Added in SDK 0.2.0, after the prefix.
+    pub budget: Option<
+        extern "C" fn(
+            request: &crate::prompt::BudgetRequest<'_>,
+        ) -> RResult<crate::prompt::BudgetPlan, SkillError>,
+    >,
 }
 
 impl SkillMod {
     /// The names of the hooks, in the order of the fields.
-    pub const HOOK_NAMES: [&'static str; 3] = ["components", "redact", "invoke"];
+    pub const HOOK_NAMES: [&'static str; 5] =
+        ["components", "redact", "invoke", "prefix", "budget"];
 }
 
 impl std::fmt::Debug for SkillModRef {

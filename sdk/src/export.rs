@@ -54,14 +54,20 @@ pub fn panic_message(payload: &(dyn Any + Send)) -> String {
 /// | `priority` | yes | higher is listed and runs first |
 /// | `dependencies` | yes | names of skills this one needs |
 /// | `description` | yes | one line |
+/// | `component_ids` | no | the prompt component ids the `components` hook fills (see [`crate::prompt`]) |
 /// | `source` | no | the literate source; defaults to what the build script embedded |
 /// | `init` | no | `fn(&HostApiRef) -> Result<(), SkillError>`, run once at load |
-/// | `hooks` | yes | any of `components`, `redact`, `invoke`, each naming a function |
+/// | `hooks` | yes | any of `components`, `redact`, `invoke`, `prefix`, `budget`, each naming a function |
 ///
 /// Hook signatures:
 /// - `components: fn(&ComponentsRequest<'_>) -> Result<Vec<Component>, SkillError>`
 /// - `redact: fn(&str) -> Result<String, SkillError>`
 /// - `invoke: fn(method: &str, args_json: &str) -> Result<String, SkillError>`
+/// - `prefix: fn(&PrefixRequest<'_>) -> Result<Prefix, SkillError>`
+/// - `budget: fn(&BudgetRequest<'_>) -> Result<BudgetPlan, SkillError>`
+///
+/// (`prefix` and `budget` are the token-economics hooks of
+/// [`crate::prompt`].)
 ///
 /// # Example
 ///
@@ -85,6 +91,7 @@ macro_rules! export_skill {
         priority: $priority:expr,
         dependencies: [$($dep:literal),* $(,)?],
         description: $description:literal,
+        $(component_ids: [$($component_id:expr),* $(,)?],)?
         $(source: $source:expr,)?
         $(init: $init:path,)?
         hooks: { $($hook:ident : $hook_fn:path),* $(,)? } $(,)?
@@ -95,6 +102,7 @@ macro_rules! export_skill {
             const __FOVEAL_NAME: &str = $name;
             const __FOVEAL_DEPENDENCIES: &[$crate::__private::RStr<'static>] =
                 &[$($crate::__private::RStr::from_str($dep)),*];
+            const __FOVEAL_COMPONENT_IDS: &[u32] = &[$($($component_id),*)?];
 
             extern "C" fn __foveal_init(
                 host: $crate::HostApiRef,
@@ -116,6 +124,7 @@ macro_rules! export_skill {
                         dependencies: $crate::__private::RSlice::from_slice(__FOVEAL_DEPENDENCIES),
                         description: $crate::__private::RStr::from_str($description),
                         source: $crate::__private::RStr::from_str($crate::__foveal_source!($($source)?)),
+                        component_ids: $crate::__private::RSlice::from_slice(__FOVEAL_COMPONENT_IDS),
                     },
                     init: __foveal_init,
                     $($hook: ::core::option::Option::Some($crate::__foveal_wrap_hook!($hook, $hook_fn)),)*
@@ -197,11 +206,33 @@ macro_rules! __foveal_wrap_hook {
         }
         __foveal_hook as $crate::InvokeFn
     }};
+    (prefix, $f:path) => {{
+        extern "C" fn __foveal_hook(
+            request: &$crate::prompt::PrefixRequest<'_>,
+        ) -> $crate::__private::abi_stable::std_types::RResult<
+            $crate::prompt::Prefix,
+            $crate::SkillError,
+        > {
+            $crate::export::guard(|| $f(request))
+        }
+        __foveal_hook as $crate::PrefixFn
+    }};
+    (budget, $f:path) => {{
+        extern "C" fn __foveal_hook(
+            request: &$crate::prompt::BudgetRequest<'_>,
+        ) -> $crate::__private::abi_stable::std_types::RResult<
+            $crate::prompt::BudgetPlan,
+            $crate::SkillError,
+        > {
+            $crate::export::guard(|| $f(request))
+        }
+        __foveal_hook as $crate::BudgetFn
+    }};
     ($other:ident, $f:path) => {
         ::core::compile_error!(::core::concat!(
             "unknown foveal hook `",
             ::core::stringify!($other),
-            "`; the hooks are `components`, `redact` and `invoke`"
+            "`; the hooks are `components`, `redact`, `invoke`, `prefix` and `budget`"
         ))
     };
 }

@@ -56,6 +56,8 @@
 //!     priority: 10,
 //!     dependencies: [],
 //!     description: "Adds a greeting to every prompt.",
+//!     // The prompt component ids the hook fills (see `prompt`).
+//!     component_ids: [4500],
 //!     hooks: { components: components },
 //! }
 //! ```
@@ -68,10 +70,12 @@ pub mod abi;
 pub mod export;
 pub mod host;
 pub mod memex;
+pub mod prompt;
 
 pub use abi::{
-    Component, ComponentsFn, ComponentsRequest, HostApi, HostApiRef, InitFn, InvokeFn, LogLevel,
-    Manifest, Omitted, RedactFn, Role, SignalKind, SkillError, SkillMod, SkillModRef, Source,
+    BudgetFn, Component, ComponentsFn, ComponentsRequest, HostApi, HostApiRef, InitFn, InvokeFn,
+    LogLevel, Manifest, Omitted, PrefixFn, RedactFn, Role, SignalKind, SkillError, SkillMod,
+    SkillModRef, Source,
 };
 
 /// The version of this SDK. A skill records the version it was built
@@ -98,11 +102,14 @@ pub mod __private {
             dependencies: RSlice::from_slice(&[]),
             description: RStr::from_str(""),
             source: RStr::from_str(""),
+            component_ids: RSlice::from_slice(&[]),
         },
         init: no_init,
         components: None,
         redact: None,
         invoke: None,
+        prefix: None,
+        budget: None,
     };
 
     extern "C" fn no_init(

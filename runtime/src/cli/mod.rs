@@ -6,7 +6,9 @@
 pub mod bench;
 pub mod context;
 pub mod memex;
+pub mod prompt;
 pub mod skills;
+pub mod usage;
 
 use std::path::PathBuf;
 
@@ -109,6 +111,63 @@ pub enum Command {
         /// section.
         #[arg(long)]
         explain: bool,
+    },
+    /// Print the exact prompt the think step would send, without calling a
+    /// model: its components in id order, each with its tokens, within the
+    /// budget (trimmed as the token-economics skill decides), through the
+    /// privacy gate.
+    ///
+    /// A fresh process has empty caches: `cache` says miss. Exits 1 when
+    /// the prompt cannot fit its budget even after every trimming level.
+    Prompt {
+        #[command(flatten)]
+        memex: MemexArgs,
+        #[command(flatten)]
+        plugins: PluginArgs,
+        #[command(flatten)]
+        privacy: PrivacyArgs,
+        /// The id of the object in foveal focus.
+        #[arg(long, value_name = "ID")]
+        focus: Option<String>,
+        /// The user's message (the pending event), or with
+        /// `--signal delegation` the sub-task's result.
+        #[arg(long, value_name = "TEXT")]
+        message: Option<String>,
+        /// The signal the cycle answers. Heartbeats and delegations skip
+        /// the context section (seed 003, contract 2).
+        #[arg(long, value_enum, default_value = "user-input")]
+        signal: prompt::SignalArg,
+        /// The context type: tick_event, tick_autonomous, reflection,
+        /// reflection_cont, sleep_consolidate, goal_decompose or
+        /// pre_compaction (default: tick_event, tick_autonomous on a
+        /// heartbeat).
+        #[arg(long = "context-type", value_name = "TYPE")]
+        context_type: Option<String>,
+        /// Tokens the prompt may use, in place of config
+        /// `context.max_tokens` / CONTEXT_MAX_TOKENS (the context type's
+        /// budget and the model's context limit still cap it).
+        #[arg(long, value_name = "TOKENS", value_parser = clap::value_parser!(u32).range(1..))]
+        budget: Option<u32>,
+        /// Print one JSON object: sections (a list of {id, key, role,
+        /// tokens, text}), total_tokens, tokens_exact, budget,
+        /// budget_from, usage_percent, trim_levels, cache {prefix,
+        /// context}, economics, tools and egress.
+        #[arg(long)]
+        json: bool,
+        /// Count tokens with the model's encoding even when the prompt's
+        /// bytes already show it fits (loads the tokenizer, ~0.3 s).
+        #[arg(long)]
+        exact: bool,
+    },
+    /// Show the tokens and cost recorded per model (cumulative) and the
+    /// last cycles, from <data dir>/usage.json. Prices come from config
+    /// `[prices.<model>]`.
+    Usage {
+        /// Print one JSON object: file, models (per model: cycles,
+        /// input_tokens, cached_input_tokens, output_tokens, cost,
+        /// unpriced_cycles), total_cost, cycles and last_cycles.
+        #[arg(long)]
+        json: bool,
     },
     /// Measure foveal in-process on your own data.
     Bench {
@@ -332,6 +391,44 @@ pub fn run(cli: Cli) -> anyhow::Result<Exit> {
             &privacy,
         )) {
             Ok(config) => bench::awareness(&config, &focus, runs, json),
+            Err(exit) => Ok(exit),
+        },
+        Command::Prompt {
+            memex,
+            plugins,
+            privacy,
+            focus,
+            message,
+            signal,
+            context_type,
+            budget,
+            json,
+            exact,
+        } => match load_config(&context_overrides(
+            cli.config.as_ref(),
+            &memex,
+            &plugins,
+            &privacy,
+        )) {
+            Ok(config) => prompt::run(
+                &config,
+                &prompt::PromptOptions {
+                    focus,
+                    message,
+                    signal,
+                    context_type,
+                    budget,
+                    json,
+                    exact,
+                },
+            ),
+            Err(exit) => Ok(exit),
+        },
+        Command::Usage { json } => match load_config(&Overrides {
+            config: cli.config.clone(),
+            ..Overrides::default()
+        }) {
+            Ok(config) => usage::run(&config, json),
             Err(exit) => Ok(exit),
         },
         Command::Memex { command } => match command {

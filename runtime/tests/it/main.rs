@@ -14,4 +14,5 @@ mod loading;
 mod memex_cli;
 mod memex_view;
 mod privacy;
+mod prompt;
 mod registry;

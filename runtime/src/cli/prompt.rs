@@ -1,0 +1,273 @@
+//! `foveal prompt`: the exact prompt the think step would send, without
+//! calling a model.
+//!
+//! The prompt is assembled as a cycle assembles it ([`crate::prompt`]) and
+//! passed through the privacy gate, as a request body is before it leaves
+//! the process; what is printed is what would be sent. A fresh process has
+//! empty caches, so `cache` says `miss` (or `off` without the
+//! token-economics skill).
+
+use std::io::Write as _;
+use std::sync::Arc;
+
+use foveal_sdk::SignalKind;
+
+use crate::cli::Exit;
+use crate::config::Config;
+use crate::memex::privacy::PrivacyTags;
+use crate::memex::view::SnapshotView;
+use crate::prompt::{
+    Assembler, CacheReport, EgressSummary, Prompt, PromptError, PromptInput, PromptSettings,
+    role_name, signal_name,
+};
+
+/// The signals `foveal prompt` can simulate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SignalArg {
+    /// A message from the user (`--message`).
+    UserInput,
+    /// The periodic heartbeat: no new input, no context assembly.
+    Heartbeat,
+    /// A delegated sub-task's result (`--message`): no context assembly.
+    Delegation,
+}
+
+impl SignalArg {
+    fn kind(self) -> SignalKind {
+        match self {
+            Self::UserInput => SignalKind::USER,
+            Self::Heartbeat => SignalKind::HEARTBEAT,
+            Self::Delegation => SignalKind::DELEGATION,
+        }
+    }
+}
+
+/// What `foveal prompt` was asked.
+#[derive(Debug, Clone)]
+pub struct PromptOptions {
+    /// The object in foveal focus.
+    pub focus: Option<String>,
+    /// The user's message (or the delegation's result).
+    pub message: Option<String>,
+    /// The signal.
+    pub signal: SignalArg,
+    /// The context type (default: the signal's).
+    pub context_type: Option<String>,
+    /// Replaces `context.max_tokens`.
+    pub budget: Option<u32>,
+    /// Print JSON.
+    pub json: bool,
+    /// Count tokens exactly even when the bytes show the prompt fits.
+    pub exact: bool,
+}
+
+/// The JSON `foveal prompt --json` prints.
+#[derive(Debug, serde::Serialize)]
+struct Report<'a> {
+    context_type: &'a str,
+    signal: &'static str,
+    sections: Vec<SectionReport<'a>>,
+    total_tokens: u32,
+    tokens_exact: bool,
+    budget: u32,
+    budget_from: &'a str,
+    usage_percent: Option<u8>,
+    trim_levels: Vec<&'static str>,
+    cache: CacheReport,
+    economics: String,
+    tools: &'a [String],
+    egress: &'a EgressSummary,
+}
+
+#[derive(Debug, serde::Serialize)]
+struct SectionReport<'a> {
+    id: u32,
+    key: &'a str,
+    role: &'static str,
+    tokens: u32,
+    text: &'a str,
+}
+
+/// `foveal prompt`.
+pub fn run(config: &Config, options: &PromptOptions) -> anyhow::Result<Exit> {
+    if let Some(focus) = &options.focus
+        && focus.trim().is_empty()
+    {
+        eprintln!("error: --focus needs an object id (see `foveal memex query`)");
+        return Ok(Exit::Usage);
+    }
+    let settings = PromptSettings::from_config(config);
+    if let Some(name) = &options.context_type
+        && let Err(error) = settings.prompt.context_types.get(name)
+    {
+        eprintln!("error: {error}");
+        return Ok(Exit::Usage);
+    }
+    crate::tokens::configure(config.prompt.model.encoding);
+    let memex = match crate::cli::memex::open(config) {
+        Ok(memex) => memex,
+        Err(exit) => return Ok(exit),
+    };
+    let registry = crate::cli::skills::open_registry(config)?;
+    let skills = registry.snapshot();
+    let snapshot = memex.snapshot();
+    if let Some(focus) = &options.focus
+        && SnapshotView::new(&snapshot, &PrivacyTags::new(&config.privacy_tags))
+            .view()
+            .as_view()
+            .find(focus)
+            .is_none()
+    {
+        // The same answer for an id that does not exist and one that is
+        // private: the command does not reveal private objects.
+        eprintln!(
+            "error: no visible object has the id {focus:?} (list ids with `foveal memex query`)"
+        );
+        return Ok(Exit::NotFound);
+    }
+    let gate = match crate::egress::Gate::from_config(config) {
+        Ok(gate) => gate,
+        Err(error) => {
+            eprintln!("error: {error}");
+            return Ok(Exit::Usage);
+        }
+    };
+    // This process's own log lines so far (loading the skills), oldest
+    // first, as the ring gives them newest first.
+    let mut logs = crate::logs::global().recent(config.context.log_limit);
+    logs.reverse();
+    let input = PromptInput {
+        signal: options.signal.kind(),
+        context_type: options.context_type.as_deref(),
+        focus: options.focus.as_deref(),
+        message: options.message.as_deref().map(Arc::from),
+        logs: &logs,
+        budget: options.budget,
+        exact_counts: options.exact,
+        ..PromptInput::default()
+    };
+    let assembler = Assembler::new(settings);
+    let gated = assembler
+        .assemble(&skills, &snapshot, &input)
+        .and_then(|prompt| prompt.through_gate(&gate, &snapshot, &skills));
+    let (prompt, egress) = match gated {
+        Ok(gated) => gated,
+        Err(error @ PromptError::UnknownContextType(_)) => {
+            eprintln!("error: {error}");
+            return Ok(Exit::Usage);
+        }
+        Err(error) => {
+            eprintln!("error: {error}");
+            return Ok(Exit::NotFound);
+        }
+    };
+    let mut out = std::io::stdout().lock();
+    if options.json {
+        serde_json::to_writer_pretty(&mut out, &report(&prompt, &egress))?;
+        writeln!(out)?;
+    } else {
+        write!(out, "{}", text(&prompt, &egress))?;
+    }
+    Ok(Exit::Ok)
+}
+
+fn economics(prompt: &Prompt) -> String {
+    match &prompt.economics_fallback {
+        None => crate::prompt::economics::SKILL.to_owned(),
+        Some(why) => format!("fallback: {why}"),
+    }
+}
+
+fn report<'a>(prompt: &'a Prompt, egress: &'a EgressSummary) -> Report<'a> {
+    Report {
+        context_type: prompt.context_type,
+        signal: signal_name(prompt.signal),
+        sections: prompt
+            .sections
+            .iter()
+            .map(|s| SectionReport {
+                id: s.id,
+                key: &s.key,
+                role: role_name(s.role),
+                tokens: s.tokens,
+                text: s.text.as_str(),
+            })
+            .collect(),
+        total_tokens: prompt.total_tokens,
+        tokens_exact: prompt.tokens_exact,
+        budget: prompt.budget,
+        budget_from: &prompt.budget_from,
+        usage_percent: prompt.usage_percent,
+        trim_levels: prompt.trim_levels.names().collect(),
+        cache: prompt.cache,
+        economics: economics(prompt),
+        tools: &prompt.tools,
+        egress,
+    }
+}
+
+/// The human-readable form: each section under a header line, then a
+/// summary.
+fn text(prompt: &Prompt, egress: &EgressSummary) -> String {
+    use std::fmt::Write as _;
+    let approx = if prompt.tokens_exact { "" } else { "≤" };
+    let mut s = String::new();
+    for section in &prompt.sections {
+        let _ = writeln!(
+            s,
+            "=== {} {} ({}, {approx}{} tokens) ===",
+            section.id,
+            section.key,
+            role_name(section.role),
+            section.tokens
+        );
+        s.push_str(section.text.as_str());
+        if !s.ends_with('\n') {
+            s.push('\n');
+        }
+    }
+    let levels: Vec<&str> = prompt.trim_levels.names().collect();
+    let _ = writeln!(
+        s,
+        "--- {approx}{} of {} tokens ({}), usage {}, trimmed: {}, cache: prefix {}, context {}, context type {}, token economics: {}",
+        prompt.total_tokens,
+        prompt.budget,
+        prompt.budget_from,
+        prompt
+            .usage_percent
+            .map_or_else(|| "n/a".to_owned(), |p| format!("{p}%")),
+        if levels.is_empty() {
+            "nothing".to_owned()
+        } else {
+            levels.join(", ")
+        },
+        prompt.cache.prefix.name(),
+        prompt.cache.context.name(),
+        prompt.context_type,
+        economics(prompt),
+    );
+    if !prompt.tokens_exact {
+        let _ = writeln!(
+            s,
+            "--- counts are byte lengths (upper bounds): the prompt fits by its bytes, so it was not tokenized; --exact counts tokens"
+        );
+    }
+    if egress.private > 0 || !egress.secrets.is_empty() {
+        let secrets: Vec<String> = egress
+            .secrets
+            .iter()
+            .map(|(name, n)| format!("{name}={n}"))
+            .collect();
+        let _ = writeln!(
+            s,
+            "--- privacy gate removed {} private passage(s) and secrets: {}",
+            egress.private,
+            if secrets.is_empty() {
+                "none".to_owned()
+            } else {
+                secrets.join(", ")
+            }
+        );
+    }
+    s
+}

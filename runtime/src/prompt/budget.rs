@@ -1,0 +1,365 @@
+//! The host's half of the budget (seed 003, contract 3): counting the
+//! sections, running the token-economics skill's plan round by round, and
+//! the guarantee that no prompt over its limit leaves this module.
+//!
+//! # Counting
+//!
+//! - A prompt whose byte length is within its budget fits (no token is
+//!   shorter than a byte): nothing is counted and the tokenizer's tables
+//!   (≈ 0.3 s to load) stay unloaded. The counts reported are then the
+//!   byte lengths, flagged as upper bounds.
+//! - Otherwise — or once the tables are loaded anyway, or when exact
+//!   counts are asked for — every section is counted with the model's
+//!   encoding. A section whose text is the same allocation as in the last
+//!   assembly (the cached prefix, the cached context, a history message)
+//!   is not even hashed: its count is remembered by address, and the memo
+//!   keeps the allocation alive so the address cannot be reused. Other
+//!   texts go through [`crate::tokens`], which caches by content and
+//!   counts long texts in chunks.
+//!
+//! # Rounds
+//!
+//! The skill's `budget` hook gets the sections with their counts and
+//! answers with a plan; the host applies it (only to the sections each
+//! level may touch), re-renders the context when L3 asks for it, counts
+//! again and asks again, until the skill says the prompt fits. The host
+//! then checks the total itself.
+//!
+//! # Without the skill
+//!
+//! Nothing is trimmed. A prompt over the model's context limit is an error;
+//! one over the budget but within the limit is sent with a warning (the
+//! budget is the skill's policy, the limit is the model's).
+
+use std::collections::HashMap;
+
+use abi_stable::std_types::ROption;
+use foveal_sdk::Role;
+use foveal_sdk::prompt::{BudgetRequest, BudgetSection, PrefixRequest, SectionKind, TrimLevels};
+
+use super::economics::{BudgetFailure, Economics};
+use super::{PromptError, PromptSection, Text};
+
+/// The most rounds a plan may take (each applies at least one new level;
+/// there are five).
+const MAX_ROUNDS: usize = 8;
+
+/// The budget a prompt was assembled against, and where it came from.
+#[derive(Debug, Clone)]
+pub(crate) struct Budget {
+    pub tokens: u32,
+    pub from: String,
+}
+
+/// Token counts remembered from the last assembly, by text address.
+#[derive(Debug, Default)]
+pub(crate) struct Memo {
+    by_address: HashMap<usize, (Text, u32)>,
+}
+
+/// Counts the sections of one assembly.
+#[derive(Debug)]
+pub(crate) struct Counter {
+    previous: Memo,
+    current: Memo,
+    pub exact: bool,
+}
+
+impl Counter {
+    pub(crate) fn new(previous: Memo) -> Self {
+        Self {
+            previous,
+            current: Memo::default(),
+            exact: false,
+        }
+    }
+
+    /// The memo to keep for the next assembly.
+    pub(crate) fn into_memo(self) -> Memo {
+        self.current
+    }
+
+    /// The tokens of `text`: exact when [`exact`](Self::exact), else its
+    /// byte length.
+    pub(crate) fn count(&mut self, text: &Text) -> u32 {
+        if !self.exact {
+            return saturate(text.as_str().len());
+        }
+        let Some(address) = text.address() else {
+            return saturate(crate::tokens::global().count(text.as_str()));
+        };
+        if let Some((_, n)) = self.current.by_address.get(&address) {
+            return *n;
+        }
+        let n = match self.previous.by_address.remove(&address) {
+            Some((_, n)) => n,
+            None => saturate(crate::tokens::global().count(text.as_str())),
+        };
+        self.current.by_address.insert(address, (text.clone(), n));
+        n
+    }
+
+    /// Counts every section again (after switching to exact counts).
+    fn recount(&mut self, sections: &mut [PromptSection]) {
+        for section in sections {
+            section.tokens = self.count(&section.text);
+        }
+    }
+}
+
+fn saturate(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+/// The result of enforcing the budget.
+#[derive(Debug)]
+pub(crate) struct Outcome {
+    pub total: u32,
+    pub exact: bool,
+    pub applied: TrimLevels,
+    pub usage_percent: Option<u8>,
+    /// The limit that was enforced: the budget, or without the skill the
+    /// model's context limit.
+    pub enforced: Budget,
+}
+
+/// What L3 needs from the host: the context rendered again at a budget.
+pub(crate) type Rerender<'a> = dyn FnMut(u32) -> Option<Text> + 'a;
+
+/// Counts the sections and makes them fit `budget` (seed 003, contract 3),
+/// or says why they cannot.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn enforce(
+    sections: &mut Vec<PromptSection>,
+    economics: &Economics<'_>,
+    prefix: &PrefixRequest<'_>,
+    budget: &Budget,
+    context_limit: u32,
+    counter: &mut Counter,
+    context_renderable: bool,
+    rerender: &mut Rerender<'_>,
+) -> Result<Outcome, PromptError> {
+    let bytes: usize = sections.iter().map(|s| s.text.as_str().len()).sum();
+    counter.exact =
+        counter.exact || crate::tokens::global().is_loaded() || bytes > budget.tokens as usize;
+    counter.recount(sections);
+
+    let mut applied = TrimLevels::NONE;
+    let mut usage_percent = None;
+    let mut planned = false;
+    for _ in 0..MAX_ROUNDS {
+        let plan = {
+            let request_sections: Vec<BudgetSection<'_>> = sections
+                .iter()
+                .map(|s| BudgetSection {
+                    id: s.id,
+                    kind: s.kind,
+                    text: s.text.as_str().into(),
+                    tokens: s.tokens,
+                })
+                .collect();
+            let request = BudgetRequest {
+                budget: budget.tokens,
+                prefix: *prefix,
+                sections: request_sections.as_slice().into(),
+                applied,
+                context_renderable,
+                exact: counter.exact,
+            };
+            economics.budget(&request)
+        };
+        let plan = match plan {
+            Ok(plan) => plan,
+            Err(BudgetFailure::DoesNotFit(why)) => {
+                return Err(does_not_fit(sections, budget, why));
+            }
+            Err(BudgetFailure::Unavailable) => break,
+        };
+        if plan.fits {
+            planned = true;
+            usage_percent = plan.usage_percent.into_option().map(|p| p.min(100));
+            break;
+        }
+        if let Err(why) = apply(sections, &plan, context_renderable, rerender) {
+            economics.reject_plan(why);
+            break;
+        }
+        applied = applied.union(plan.applied);
+        if !counter.exact {
+            counter.exact = true;
+            counter.recount(sections);
+        } else {
+            for section in sections.iter_mut() {
+                section.tokens = counter.count(&section.text);
+            }
+        }
+    }
+
+    let total = sections.iter().map(|s| u64::from(s.tokens)).sum::<u64>();
+    let total = u32::try_from(total).unwrap_or(u32::MAX);
+    if planned {
+        if total > budget.tokens {
+            // The skill said it fits; the host's own sum says otherwise.
+            return Err(PromptError::OverBudget {
+                total,
+                budget: budget.tokens,
+                from: budget.from.clone(),
+                levels: applied,
+            });
+        }
+        return Ok(Outcome {
+            total,
+            exact: counter.exact,
+            applied,
+            usage_percent,
+            enforced: budget.clone(),
+        });
+    }
+
+    // The fallback: no (further) trimming; the model's limit holds.
+    let limit = Budget {
+        tokens: context_limit,
+        from: format!(
+            "model.context_limit ({})",
+            economics
+                .fallback()
+                .unwrap_or_else(|| "token economics unavailable".to_owned())
+        ),
+    };
+    if !counter.exact && total > limit.tokens {
+        counter.exact = true;
+        counter.recount(sections);
+    }
+    let total = u32::try_from(sections.iter().map(|s| u64::from(s.tokens)).sum::<u64>())
+        .unwrap_or(u32::MAX);
+    if total > limit.tokens {
+        return Err(PromptError::OverContextLimit {
+            total,
+            limit: limit.tokens,
+            largest: largest(sections),
+        });
+    }
+    if counter.exact && total > budget.tokens {
+        tracing::warn!(
+            target: "foveal::prompt",
+            total,
+            budget = budget.tokens,
+            "the prompt is over its budget and nothing was trimmed: the {} skill is not available; it is within the model's context limit of {} tokens",
+            super::economics::SKILL,
+            limit.tokens
+        );
+    }
+    Ok(Outcome {
+        total,
+        exact: counter.exact,
+        applied,
+        usage_percent: None,
+        enforced: limit,
+    })
+}
+
+/// Applies one plan; an error means the plan was unusable (nothing of it
+/// is applied then).
+fn apply(
+    sections: &mut Vec<PromptSection>,
+    plan: &foveal_sdk::prompt::BudgetPlan,
+    context_renderable: bool,
+    rerender: &mut Rerender<'_>,
+) -> Result<(), String> {
+    if plan.edits.is_empty() && plan.context_budget.is_none() {
+        return Err("the prompt does not fit and the plan changes nothing".to_owned());
+    }
+    // Check every edit first.
+    for edit in &plan.edits {
+        let Some(section) = sections.get(edit.index as usize) else {
+            return Err(format!(
+                "an edit names section {} of {}",
+                edit.index,
+                sections.len()
+            ));
+        };
+        let drop = edit.text.is_none();
+        let (level, allowed) = match section.kind {
+            SectionKind::LOGS => (TrimLevels::LOGS, !drop),
+            SectionKind::PREFIX => (TrimLevels::MANDATES, !drop),
+            SectionKind::CONTEXT => (TrimLevels::CONTEXT, !drop),
+            SectionKind::HISTORY => (TrimLevels::HISTORY, true),
+            SectionKind::MESSAGE => (TrimLevels::MESSAGE, !drop),
+            _ => (TrimLevels::NONE, false),
+        };
+        if !allowed || !plan.applied.contains(level) {
+            return Err(format!(
+                "an edit {} section {} ({}) outside the levels it applies",
+                if drop { "drops" } else { "replaces" },
+                edit.index,
+                section.key
+            ));
+        }
+    }
+    let context_index = sections.iter().position(|s| s.kind == SectionKind::CONTEXT);
+    if plan.context_budget.is_some()
+        && (!context_renderable
+            || context_index.is_none()
+            || !plan.applied.contains(TrimLevels::CONTEXT))
+    {
+        return Err("it asks to re-render a context that cannot be re-rendered".to_owned());
+    }
+    // Render first: a failure leaves the sections as they were.
+    let rerendered = match (plan.context_budget, context_index) {
+        (ROption::RSome(tokens), Some(index)) => match rerender(tokens) {
+            Some(text) => Some((index, text)),
+            None => return Err("the context could not be re-rendered".to_owned()),
+        },
+        _ => None,
+    };
+    let mut dropped = Vec::new();
+    for edit in &plan.edits {
+        let section = &mut sections[edit.index as usize];
+        match &edit.text {
+            ROption::RSome(text) => {
+                if section.kind == SectionKind::HISTORY {
+                    // The marker of what L4 dropped.
+                    section.role = Role::SYSTEM;
+                }
+                section.text = Text::Skill(text.clone());
+            }
+            ROption::RNone => dropped.push(edit.index as usize),
+        }
+    }
+    if let Some((index, text)) = rerendered {
+        sections[index].text = text;
+    }
+    dropped.sort_unstable();
+    dropped.dedup();
+    for index in dropped.into_iter().rev() {
+        sections.remove(index);
+    }
+    Ok(())
+}
+
+/// The three largest sections, for error messages.
+fn largest(sections: &[PromptSection]) -> Vec<(String, u32)> {
+    let mut by_size: Vec<(String, u32)> = sections
+        .iter()
+        .map(|s| (s.key.to_string(), s.tokens))
+        .collect();
+    by_size.sort_by_key(|s| std::cmp::Reverse(s.1));
+    by_size.truncate(3);
+    by_size
+}
+
+fn does_not_fit(sections: &[PromptSection], budget: &Budget, why: String) -> PromptError {
+    // The skill names sections by component id; say their keys too.
+    let mut why = why;
+    for section in sections {
+        let id = format!("component {}:", section.id);
+        if why.contains(&id) {
+            why = why.replace(&id, &format!("{} ({}):", section.key, section.id));
+        }
+    }
+    PromptError::DoesNotFit {
+        budget: budget.tokens,
+        from: budget.from.clone(),
+        why,
+    }
+}

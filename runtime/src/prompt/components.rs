@@ -1,0 +1,481 @@
+//! Prompt components (seed 004): the static table, the rules for the ids
+//! skills declare, the system-prompt text the host builds when the
+//! token-economics skill is absent, the tool belt, and the components
+//! skills contribute.
+//!
+//! # Ids
+//!
+//! The nine static ids of seed 004 (`0` system prompt … `7000` tool result,
+//! [`foveal_sdk::prompt::ids`]) plus one host component of this host, the
+//! recent logs at `2500` (seed 003 trims them first, so they are a section
+//! of their own; after the semantic memories, before the context buffer).
+//! A skill declares the ids its `components` hook fills; the rules
+//! ([`check_declared`], [`reserved_for`]) are checked when it loads:
+//!
+//! - ids the host fills (`0`, `2500`, `5000`, `6000`, `7000`) cannot be
+//!   declared, nor ids above `7999`, nor one id twice;
+//! - `2000` is the context section, which the host asks the `awareness`
+//!   skill for by name: only that skill may declare it;
+//! - any other id — a free pluggable id, or a static slot the host leaves
+//!   empty (`1000`, `1500`, `3000`, `4000`) — belongs to the first skill
+//!   that declares it; a second skill declaring it is refused at load.
+//!
+//! A component a skill returns at an id it did not declare is dropped with
+//! a warning (its manifest is the contract). A skill that declares no id is
+//! not asked for components here.
+
+use std::sync::{Arc, Mutex};
+
+use abi_stable::std_types::ROption;
+use foveal_sdk::prompt::{PrefixRequest, SectionKind, ids};
+use foveal_sdk::{ComponentsRequest, Role, SignalKind};
+
+use crate::memex::privacy::PrivacyTags;
+use crate::memex::snapshot::MemexSnapshot;
+use crate::memex::view::SnapshotView;
+use crate::registry::{Snapshot, hooks};
+
+/// A component the host knows by id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StaticComponent {
+    /// Its id.
+    pub id: u32,
+    /// Its machine name (seed 004's keys).
+    pub key: &'static str,
+    /// Its display name.
+    pub name: &'static str,
+    /// Who speaks it (history is "mixed": each message has its own role).
+    pub role: Role,
+    /// What it is, for trimming.
+    pub kind: SectionKind,
+}
+
+/// The static components of seed 004, and the host's logs component, in
+/// id order.
+pub const STATIC_COMPONENTS: [StaticComponent; 10] = [
+    StaticComponent {
+        id: ids::SYSTEM_PROMPT,
+        key: "system_prompt",
+        name: "System Prompt",
+        role: Role::SYSTEM,
+        kind: SectionKind::PREFIX,
+    },
+    StaticComponent {
+        id: ids::CHARACTER_CONTEXT,
+        key: "character_context",
+        name: "Character Context",
+        role: Role::SYSTEM,
+        kind: SectionKind::FIXED,
+    },
+    StaticComponent {
+        id: ids::ENTITY_CONTEXT,
+        key: "entity_context",
+        name: "Entity Context",
+        role: Role::SYSTEM,
+        kind: SectionKind::FIXED,
+    },
+    StaticComponent {
+        id: ids::SEMANTIC_MEMORIES,
+        key: "semantic_memories",
+        name: "Semantic Memories",
+        role: Role::SYSTEM,
+        kind: SectionKind::CONTEXT,
+    },
+    StaticComponent {
+        id: ids::LOGS,
+        key: "logs",
+        name: "Recent Logs",
+        role: Role::SYSTEM,
+        kind: SectionKind::LOGS,
+    },
+    StaticComponent {
+        id: ids::CONTEXT_BUFFER,
+        key: "context_buffer",
+        name: "Context Buffer",
+        role: Role::SYSTEM,
+        kind: SectionKind::FIXED,
+    },
+    StaticComponent {
+        id: ids::GOALS,
+        key: "goals",
+        name: "Goals",
+        role: Role::SYSTEM,
+        kind: SectionKind::FIXED,
+    },
+    StaticComponent {
+        id: ids::CONVERSATION_HISTORY,
+        key: "conversation_history",
+        name: "Conversation History",
+        role: Role::USER,
+        kind: SectionKind::HISTORY,
+    },
+    StaticComponent {
+        id: ids::PENDING_EVENT,
+        key: "pending_event",
+        name: "Pending Event",
+        role: Role::USER,
+        kind: SectionKind::MESSAGE,
+    },
+    StaticComponent {
+        id: ids::TOOL_RESULT,
+        key: "tool_result",
+        name: "Tool Result",
+        role: Role::TOOL,
+        kind: SectionKind::FIXED,
+    },
+];
+
+/// The host component at `id`, if there is one.
+pub fn static_component(id: u32) -> Option<&'static StaticComponent> {
+    STATIC_COMPONENTS.iter().find(|c| c.id == id)
+}
+
+/// The host component called `key`, if there is one.
+pub fn static_by_key(key: &str) -> Option<&'static StaticComponent> {
+    STATIC_COMPONENTS.iter().find(|c| c.key == key)
+}
+
+/// Checks the ids a skill declares in its manifest; the error is the
+/// reason the manifest is refused.
+pub fn check_declared(declared: &[u32]) -> Result<(), String> {
+    for (i, &id) in declared.iter().enumerate() {
+        if id > ids::MAX {
+            return Err(format!(
+                "component id {id} is out of range; prompt component ids go from 1 to {}",
+                ids::MAX
+            ));
+        }
+        if ids::HOST_FILLED.contains(&id) {
+            let key = static_component(id).map_or("?", |c| c.key);
+            return Err(format!(
+                "component id {id} ({key}) is filled by the host; declare a free id between the static ones (e.g. {})",
+                id + 1
+            ));
+        }
+        if declared[..i].contains(&id) {
+            return Err(format!("component id {id} is declared twice"));
+        }
+    }
+    Ok(())
+}
+
+/// The skill the host reserves `id` for, if any: the context section
+/// (2000) is asked of the `awareness` skill by name.
+pub fn reserved_for(id: u32) -> Option<&'static str> {
+    (id == ids::SEMANTIC_MEMORIES).then_some(crate::context::SKILL)
+}
+
+/// A tool the model may call, as the system prompt lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolSpec {
+    /// Its name.
+    pub name: String,
+    /// What it does, in one line.
+    pub description: String,
+}
+
+/// The tool belt of the system prompt: the tools the filter allows (all
+/// when none), one `- name: description` line each, or `No tools` (the
+/// seed's text). Returns the text and the names kept.
+pub fn tool_belt(tools: &[ToolSpec], filter: Option<&[String]>) -> (String, Vec<String>) {
+    let allowed: Vec<&ToolSpec> = tools
+        .iter()
+        .filter(|t| filter.is_none_or(|f| f.contains(&t.name)))
+        .collect();
+    if allowed.is_empty() {
+        return ("No tools".to_owned(), Vec::new());
+    }
+    let mut text = String::new();
+    for tool in &allowed {
+        text.push_str("- ");
+        text.push_str(&tool.name);
+        if !tool.description.is_empty() {
+            text.push_str(": ");
+            text.push_str(&tool.description);
+        }
+        text.push('\n');
+    }
+    text.pop();
+    (text, allowed.iter().map(|t| t.name.clone()).collect())
+}
+
+/// The standing mandates as the prefix shows them: one `- ` line each.
+pub fn mandates_text(mandates: &[String]) -> String {
+    let mut text = String::new();
+    for mandate in mandates.iter().filter(|m| !m.trim().is_empty()) {
+        if !text.is_empty() {
+            text.push('\n');
+        }
+        text.push_str("- ");
+        text.push_str(mandate.trim());
+    }
+    text
+}
+
+/// The IDENTITY+TOOLS prefix (seed 003, contract 1), built by the host
+/// when the token-economics skill is absent. The skill builds the same
+/// text (a test holds them equal). Unlike the seed, which glued the name,
+/// identity and feedback together without a separator, each part is on
+/// its own lines and an empty part leaves no heading:
+///
+/// ```text
+/// IDENTITY: <name>
+/// <identity>
+///
+/// FEEDBACK:
+/// <feedback>
+///
+/// STANDING MANDATES:
+/// <mandates>
+///
+/// TOOLS:
+/// <tools>
+/// ```
+pub fn prefix_text(request: &PrefixRequest<'_>) -> String {
+    let part = |s: &str| s.trim_end_matches(['\n', '\r', ' ', '\t']).to_owned();
+    let (name, identity, feedback, mandates, tools) = (
+        part(request.assistant_name.as_str()),
+        part(request.identity.as_str()),
+        part(request.feedback.as_str()),
+        part(request.mandates.as_str()),
+        part(request.tools.as_str()),
+    );
+    let mut text = String::with_capacity(
+        64 + name.len() + identity.len() + feedback.len() + mandates.len() + tools.len(),
+    );
+    text.push_str("IDENTITY: ");
+    text.push_str(&name);
+    text.push('\n');
+    if !identity.is_empty() {
+        text.push_str(&identity);
+        text.push('\n');
+    }
+    if !feedback.is_empty() {
+        text.push_str("\nFEEDBACK:\n");
+        text.push_str(&feedback);
+        text.push('\n');
+    }
+    if !mandates.is_empty() {
+        text.push_str("\nSTANDING MANDATES:\n");
+        text.push_str(&mandates);
+        text.push('\n');
+    }
+    text.push_str("\nTOOLS:\n");
+    text.push_str(if tools.is_empty() { "No tools" } else { &tools });
+    text.push('\n');
+    text
+}
+
+/// One component a skill contributed, kept by the host.
+#[derive(Debug, Clone)]
+pub struct SkillComponent {
+    /// Its id (declared by the skill).
+    pub id: u32,
+    /// Its key.
+    pub key: Arc<str>,
+    /// Its display name.
+    pub name: Arc<str>,
+    /// Who speaks it.
+    pub role: Role,
+    /// Its text.
+    pub text: Arc<str>,
+    /// The skill it came from.
+    pub skill: Arc<str>,
+}
+
+/// What skill components depend on.
+#[derive(Debug, Clone, PartialEq)]
+struct Key {
+    registry: u64,
+    memex: u64,
+    privacy: PrivacyTags,
+    signal: SignalKind,
+    focus: Option<String>,
+}
+
+/// The components of every skill that declares ids (but `awareness`,
+/// whose section is the context), kept while the registry and memex
+/// generations, the privacy tags, the signal and the focus are unchanged.
+#[derive(Debug, Default)]
+pub struct SkillComponents {
+    last: Mutex<Option<(Key, Arc<[SkillComponent]>)>>,
+}
+
+impl SkillComponents {
+    /// The components for these inputs; from the cache when `reuse` and
+    /// nothing changed.
+    pub fn get(
+        &self,
+        skills: &Snapshot,
+        memex: &MemexSnapshot,
+        privacy: &PrivacyTags,
+        signal: SignalKind,
+        focus: Option<&str>,
+        reuse: bool,
+    ) -> Arc<[SkillComponent]> {
+        let contributors = || {
+            skills.skills().filter(|slot| {
+                let info = slot.skill().info();
+                info.name != crate::context::SKILL
+                    && !info.component_ids.is_empty()
+                    && info.hooks.contains(&hooks::COMPONENTS.name)
+            })
+        };
+        if contributors().next().is_none() {
+            return Arc::from([]);
+        }
+        let key = Key {
+            registry: skills.generation(),
+            memex: memex.generation(),
+            privacy: privacy.clone(),
+            signal,
+            focus: focus.map(str::to_owned),
+        };
+        if reuse {
+            let last = self.lock();
+            if let Some((k, components)) = last.as_ref()
+                && *k == key
+            {
+                return Arc::clone(components);
+            }
+        }
+        let prepared = SnapshotView::new(memex, privacy);
+        let files = prepared.file_views();
+        let view = prepared.view_of(&files);
+        let request = ComponentsRequest {
+            signal,
+            focus: match focus {
+                Some(f) => ROption::RSome(f.into()),
+                None => ROption::RNone,
+            },
+            budget_tokens: ROption::RNone,
+            config_json: "{}".into(),
+            memex: &view,
+            explain: false,
+        };
+        let mut out = Vec::new();
+        for slot in contributors() {
+            let info = slot.skill().info();
+            let skill: Arc<str> = Arc::from(info.name.as_str());
+            let components = match slot.call(hooks::COMPONENTS, |f| f(&request)) {
+                Ok(components) => components,
+                Err(unavailable) => {
+                    tracing::warn!(target: "foveal::prompt", skill = %info.name, "skill components left out: {unavailable}");
+                    continue;
+                }
+            };
+            for component in components {
+                if !info.component_ids.contains(&component.id) {
+                    tracing::warn!(
+                        target: "foveal::prompt",
+                        skill = %info.name,
+                        id = component.id,
+                        "component dropped: the skill did not declare this id in its manifest"
+                    );
+                    continue;
+                }
+                if out
+                    .iter()
+                    .any(|c: &SkillComponent| c.id == component.id && *c.skill == *skill)
+                {
+                    tracing::warn!(target: "foveal::prompt", skill = %info.name, id = component.id, "component dropped: the skill returned this id twice");
+                    continue;
+                }
+                out.push(SkillComponent {
+                    id: component.id,
+                    key: Arc::from(component.key.as_str()),
+                    name: Arc::from(component.name.as_str()),
+                    role: component.role,
+                    text: Arc::from(component.content.as_str()),
+                    skill: Arc::clone(&skill),
+                });
+            }
+        }
+        let components: Arc<[SkillComponent]> = out.into();
+        if reuse {
+            *self.lock() = Some((key, Arc::clone(&components)));
+        }
+        components
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<(Key, Arc<[SkillComponent]>)>> {
+        // Entries are replaced whole; a poisoned lock holds a valid value.
+        self.last.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn declared_ids_are_checked() {
+        assert!(check_declared(&[4500, 1000, 7999]).is_ok());
+        assert!(check_declared(&[]).is_ok());
+        let err = check_declared(&[0]).unwrap_err();
+        assert!(err.contains("filled by the host"), "{err}");
+        assert!(check_declared(&[5000]).is_err());
+        assert!(check_declared(&[2500]).is_err());
+        assert!(
+            check_declared(&[8000])
+                .unwrap_err()
+                .contains("out of range")
+        );
+        assert!(check_declared(&[4501, 4501]).unwrap_err().contains("twice"));
+        assert_eq!(reserved_for(2000), Some("awareness"));
+        assert_eq!(reserved_for(2001), None);
+    }
+
+    #[test]
+    fn components_follow_their_static_anchor() {
+        assert_eq!(ids::anchor(0), 0);
+        assert_eq!(ids::anchor(999), 0);
+        assert_eq!(ids::anchor(1001), 1000);
+        assert_eq!(ids::anchor(1500), 1500);
+        assert_eq!(ids::anchor(2500), 2000);
+        assert_eq!(ids::anchor(7999), 7000);
+        assert!(ids::is_static(1500) && !ids::is_static(2500));
+        let mut sorted = STATIC_COMPONENTS.map(|c| c.id);
+        sorted.sort_unstable();
+        assert_eq!(sorted, STATIC_COMPONENTS.map(|c| c.id));
+    }
+
+    #[test]
+    fn the_tool_belt_lists_the_allowed_tools_or_says_no_tools() {
+        let tools = [
+            ToolSpec {
+                name: "noop".into(),
+                description: "Do nothing.".into(),
+            },
+            ToolSpec {
+                name: "add_journal_entry".into(),
+                description: "Write a dated note.".into(),
+            },
+        ];
+        let (text, names) = tool_belt(&tools, None);
+        assert_eq!(
+            text,
+            "- noop: Do nothing.\n- add_journal_entry: Write a dated note."
+        );
+        assert_eq!(names, ["noop", "add_journal_entry"]);
+        let (text, _) = tool_belt(&tools, Some(&["noop".to_owned()]));
+        assert_eq!(text, "- noop: Do nothing.");
+        assert_eq!(tool_belt(&tools, Some(&[])).0, "No tools");
+        assert_eq!(tool_belt(&[], None).0, "No tools");
+    }
+
+    #[test]
+    fn the_prefix_puts_each_part_on_its_own_lines() {
+        let request = PrefixRequest {
+            assistant_name: "Agent".into(),
+            identity: "### Mode: concise\n".into(),
+            feedback: "".into(),
+            mandates: "- Be brief.".into(),
+            tools: "No tools".into(),
+        };
+        assert_eq!(
+            prefix_text(&request),
+            "IDENTITY: Agent\n### Mode: concise\n\nSTANDING MANDATES:\n- Be brief.\n\nTOOLS:\nNo tools\n"
+        );
+    }
+}

@@ -1,0 +1,930 @@
+//! Prompt assembly: the exact prompt a think step sends, built from ordered
+//! components (seed 004) within a token budget that always holds (seed 003).
+//!
+//! # What lives where
+//!
+//! The **host** (this module) owns what needs the memex, the registry or
+//! I/O, and the guarantees:
+//!
+//! - [`components`]: the static component table, the rules for the ids
+//!   skills declare (checked when a skill loads), the tool belt, the
+//!   components skills contribute;
+//! - [`context_types`]: the seven context types of seed 004;
+//! - [`settings`]: their configuration, with identity, model and prices;
+//! - [`budget`]: counting (bytes as an upper bound first, exact counts
+//!   remembered by text address), the rounds of the budget plan, and the
+//!   final check: **no prompt over its limit is returned**, whatever a
+//!   skill answers;
+//! - [`cost`]: tokens and cost per cycle and cumulative, persisted;
+//! - the context section itself ([`crate::context`]), which the awareness
+//!   skill renders.
+//!
+//! The **token-economics skill** owns the policy, which is what one may
+//! want to change while the host runs (the seed's contracts 1–5):
+//!
+//! - contract 1, the IDENTITY+TOOLS prefix and its cache (`prefix` hook);
+//! - contract 2, when the context is assembled and when a cached rendering
+//!   may serve (`invoke("context_policy")`) — the cache itself is the
+//!   host's [`crate::context::ContextCache`], keyed on the memex
+//!   generation;
+//! - contract 3, what to trim and in which order (`budget` hook);
+//! - contract 4, its state zeroed on every load and reload (`init`);
+//! - contract 5, the usage percentage of the last assembly.
+//!
+//! The hot path stays in typed hooks with borrowed text: an unchanged
+//! 16k-token prompt is assembled and checked in microseconds (see
+//! `benches/prompt.rs`). Without the skill the host still assembles —
+//! the same prefix text, uncached; the context rendered every time; nothing
+//! trimmed — and refuses a prompt over the model's context limit
+//! ([`economics`] lists each fallback).
+//!
+//! # Assembly
+//!
+//! 1. The context type (asked for, or from the signal:
+//!    [`context_types::for_signal`]) says which components are in and
+//!    which tools are offered.
+//! 2. Components are gathered: the system prompt (0), the context section
+//!    (2000, skipped on heartbeats and delegations), the host's recent log
+//!    lines (2500, oldest first so that "the last five lines" are the
+//!    newest), the skills' components at the ids they declared, the
+//!    conversation history (5000, one section per message), the pending
+//!    event (6000) and the tool result (7000). A context type's
+//!    `component_overrides` replace a component's content (for
+//!    `system_prompt`, its identity part) or supply one the host has no
+//!    source for (character context, entity context, context buffer,
+//!    goals).
+//! 3. They are ordered by id.
+//! 4. The budget is the smallest of `CONTEXT_MAX_TOKENS` / the config
+//!    (`--budget` replaces it), the context type's budget and the model's
+//!    context limit; it is enforced by [`budget`].
+//!
+//! # Where this differs from the seeds, and why
+//!
+//! - Seed 003's prefix cache keyed on `sxhash` of its five inputs, which
+//!   ignored the tool belt: a changed belt served a stale prefix. The
+//!   skill compares all five inputs.
+//! - Seed 003's context cache keyed on the number of memex objects: an
+//!   edit that kept the count served stale context. The host's cache keys
+//!   on the memex generation.
+//! - Seed 003's budget could return a prompt still over budget and counted
+//!   tokens as length/4. Here counts are the model's encoding, two more
+//!   levels follow L3 (the oldest history, then the middle of an oversized
+//!   user message, with a marker), and when even that cannot fit the answer
+//!   is an error saying what is too large — never an over-budget prompt.
+//! - L3 re-renders the context at the remaining budget when the awareness
+//!   skill is loaded (its budget-aware mode keeps the foveal subtree and
+//!   drops detail by priority) and uses the seed's one-line summary only
+//!   without it.
+//! - Seed 003's prefix glued name, identity and feedback together; here
+//!   each part has its own lines ([`components::prefix_text`]).
+//! - Mandates are part of the prefix (contract 1) *and* the first thing L2
+//!   drops: L2 rebuilds the prefix without them.
+//! - The per-message framing of the request (a few tokens per message) is
+//!   not counted, as in the seed.
+//!
+//! # Example
+//!
+//! ```
+//! use foveal::memex::Memex;
+//! use foveal::prompt::{Assembler, PromptInput, PromptSettings};
+//! use foveal::registry::Snapshot;
+//!
+//! let dir = tempfile::tempdir().unwrap();
+//! std::fs::write(dir.path().join("a.org"), "* Work :project:\n").unwrap();
+//! let memex = Memex::open(&[dir.path().to_path_buf()]).unwrap();
+//! let assembler = Assembler::new(PromptSettings::default());
+//! let input = PromptInput {
+//!     message: Some("What is on my plate?".into()),
+//!     ..PromptInput::default()
+//! };
+//! // No skills loaded: the host's fallbacks.
+//! let prompt = assembler.assemble(&Snapshot::default(), &memex.snapshot(), &input).unwrap();
+//! let keys: Vec<&str> = prompt.sections.iter().map(|s| &*s.key).collect();
+//! assert_eq!(keys, ["system_prompt", "semantic_memories", "pending_event"]);
+//! assert_eq!(prompt.sections[1].text.as_str(), "[Awareness skill not loaded]\n");
+//! assert!(prompt.total_tokens <= prompt.budget);
+//! ```
+
+pub mod budget;
+pub mod components;
+pub mod context_types;
+pub mod cost;
+pub mod economics;
+pub mod settings;
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use abi_stable::std_types::{RArc, RString};
+use foveal_sdk::prompt::{PrefixRequest, SectionKind, TrimLevels, ids};
+use foveal_sdk::{Role, SignalKind};
+
+use crate::config::Config;
+use crate::context::{ContextCache, ContextRequest, Origin, Section};
+use crate::memex::privacy::PrivacyTags;
+use crate::memex::snapshot::MemexSnapshot;
+use crate::registry::Snapshot;
+
+pub use components::ToolSpec;
+pub use context_types::{ContextType, ContextTypes, UnknownContextType};
+pub use settings::PromptConfig;
+
+/// The pending event of a heartbeat.
+pub const HEARTBEAT_EVENT: &str = "Heartbeat: no new input since the last cycle.";
+
+/// The text of a prompt section, shared where it can be: a section that
+/// did not change since the last cycle is the same allocation.
+#[derive(Clone)]
+pub enum Text {
+    /// Shared by the caller (a message, a skill's component).
+    Shared(Arc<str>),
+    /// Made by a skill (the prefix, a trimmed section) or the host in its
+    /// place.
+    Skill(RArc<RString>),
+    /// The rendered context.
+    Context(Arc<Section>),
+    /// Built for this prompt only (the log lines).
+    Owned(String),
+}
+
+impl Text {
+    /// The text.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::Shared(s) => s,
+            Self::Skill(s) => s.as_str(),
+            Self::Context(s) => s.text(),
+            Self::Owned(s) => s,
+        }
+    }
+
+    /// The address of the shared allocation, if the text is shared.
+    fn address(&self) -> Option<usize> {
+        match self {
+            Self::Shared(s) => Some(Arc::as_ptr(s).cast::<u8>() as usize),
+            Self::Skill(s) => Some(&**s as *const RString as usize),
+            Self::Context(s) => Some(Arc::as_ptr(s) as usize),
+            Self::Owned(_) => None,
+        }
+    }
+}
+
+impl std::fmt::Debug for Text {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Text({} bytes)", self.as_str().len())
+    }
+}
+
+/// One section of a prompt: a component, or one message of the history.
+#[derive(Debug, Clone)]
+pub struct PromptSection {
+    /// Its component id.
+    pub id: u32,
+    /// Its component key (`system_prompt`, a skill's key, …).
+    pub key: Cow<'static, str>,
+    /// Its display name.
+    pub name: Cow<'static, str>,
+    /// Who speaks it.
+    pub role: Role,
+    /// What it is, for trimming.
+    pub kind: SectionKind,
+    /// Its text.
+    pub text: Text,
+    /// Its tokens (see [`Prompt::tokens_exact`]).
+    pub tokens: u32,
+}
+
+/// Whether a cache answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CacheState {
+    /// The cached value served.
+    Hit,
+    /// Built, and cached for next time.
+    Miss,
+    /// Not needed this cycle (the context on a heartbeat or delegation, or
+    /// in a context type without it).
+    Skipped,
+    /// No cache: the token-economics skill is not loaded.
+    Off,
+}
+
+impl CacheState {
+    /// `hit`, `miss`, `skipped` or `off`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Hit => "hit",
+            Self::Miss => "miss",
+            Self::Skipped => "skipped",
+            Self::Off => "off",
+        }
+    }
+}
+
+/// The caches an assembly used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct CacheReport {
+    /// Contract 1.
+    pub prefix: CacheState,
+    /// Contract 2.
+    pub context: CacheState,
+}
+
+/// One message of the conversation history.
+#[derive(Debug, Clone)]
+pub struct Message {
+    /// `Role::USER` or `Role::ASSISTANT` (or `Role::TOOL`).
+    pub role: Role,
+    /// What was said.
+    pub text: Arc<str>,
+}
+
+/// What a prompt is assembled for.
+#[derive(Debug, Clone)]
+pub struct PromptInput<'a> {
+    /// The signal the cycle answers.
+    pub signal: SignalKind,
+    /// The context type; none means the signal's ([`context_types::for_signal`]).
+    pub context_type: Option<&'a str>,
+    /// The object in foveal focus.
+    pub focus: Option<&'a str>,
+    /// The user's message (or, on a delegation, the sub-task's result).
+    pub message: Option<Arc<str>>,
+    /// Earlier messages, oldest first.
+    pub history: &'a [Message],
+    /// The previous tool call's output.
+    pub tool_result: Option<Arc<str>>,
+    /// Every tool the host can offer (the context type filters them).
+    pub tools: &'a [ToolSpec],
+    /// The host's recent log lines, oldest first.
+    pub logs: &'a [String],
+    /// Replaces `context.max_tokens` (still capped by the context type and
+    /// the model).
+    pub budget: Option<u32>,
+    /// Count every section exactly even when the bytes show the prompt
+    /// fits (loads the tokenizer's tables).
+    pub exact_counts: bool,
+}
+
+impl Default for PromptInput<'_> {
+    fn default() -> Self {
+        Self {
+            signal: SignalKind::USER,
+            context_type: None,
+            focus: None,
+            message: None,
+            history: &[],
+            tool_result: None,
+            tools: &[],
+            logs: &[],
+            budget: None,
+            exact_counts: false,
+        }
+    }
+}
+
+/// The settings an [`Assembler`] works with.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PromptSettings {
+    /// Identity, model, prices and context types.
+    pub prompt: PromptConfig,
+    /// `context.max_tokens` / `CONTEXT_MAX_TOKENS`.
+    pub max_tokens: u32,
+    /// `context.semantic_threshold`.
+    pub semantic_threshold: f64,
+    /// `context.log_limit`: log lines offered to the prompt.
+    pub log_limit: usize,
+    /// `privacy.tags`.
+    pub privacy_tags: Vec<String>,
+}
+
+impl Default for PromptSettings {
+    fn default() -> Self {
+        Self {
+            prompt: PromptConfig::default(),
+            max_tokens: 16_384,
+            semantic_threshold: 0.75,
+            log_limit: 20,
+            privacy_tags: vec!["@personal".to_owned()],
+        }
+    }
+}
+
+impl PromptSettings {
+    /// The settings of `config`.
+    pub fn from_config(config: &Config) -> Self {
+        Self {
+            prompt: config.prompt.clone(),
+            max_tokens: config.context.max_tokens,
+            semantic_threshold: config.context.semantic_threshold,
+            log_limit: config.context.log_limit,
+            privacy_tags: config.privacy_tags.clone(),
+        }
+    }
+}
+
+/// A prompt, ready to be sent.
+#[derive(Debug, Clone)]
+pub struct Prompt {
+    /// The context type it was assembled for.
+    pub context_type: &'static str,
+    /// The signal it answers.
+    pub signal: SignalKind,
+    /// Its sections, in id order.
+    pub sections: Vec<PromptSection>,
+    /// The sum of the sections' tokens.
+    pub total_tokens: u32,
+    /// Whether the counts are exact. When not, they are byte lengths (upper
+    /// bounds): the prompt fit by its bytes and the tokenizer was not
+    /// needed.
+    pub tokens_exact: bool,
+    /// The budget that was enforced.
+    pub budget: u32,
+    /// Where it came from (`context.max_tokens`, `--budget`,
+    /// `context_types.<name>.token_budget`, `model.context_limit`).
+    pub budget_from: String,
+    /// Contract 5: the share of the budget used, 0–100; none without the
+    /// token-economics skill.
+    pub usage_percent: Option<u8>,
+    /// The trimming levels applied.
+    pub trim_levels: TrimLevels,
+    /// The caches used.
+    pub cache: CacheReport,
+    /// Why the token-economics skill's work was done by the host's
+    /// fallback, if it was.
+    pub economics_fallback: Option<String>,
+    /// The tools offered.
+    pub tools: Vec<String>,
+    /// The model it was assembled for.
+    pub model: String,
+}
+
+impl Prompt {
+    /// The system prompt's tokens, which a provider can serve from its
+    /// prompt cache when the prefix is unchanged since the last request.
+    pub fn prefix_tokens(&self) -> u32 {
+        self.sections
+            .iter()
+            .find(|s| s.id == ids::SYSTEM_PROMPT)
+            .map_or(0, |s| s.tokens)
+    }
+
+    /// The sections' texts, one after the other (for display).
+    pub fn text(&self) -> String {
+        let mut out = String::new();
+        for section in &self.sections {
+            out.push_str(section.text.as_str());
+            if !out.ends_with('\n') {
+                out.push('\n');
+            }
+        }
+        out
+    }
+}
+
+/// Why no prompt was produced. Each one says what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum PromptError {
+    /// The context type asked for does not exist.
+    #[error(transparent)]
+    UnknownContextType(#[from] UnknownContextType),
+    /// Every trimming level was applied and the prompt still does not fit.
+    #[error(
+        "the prompt does not fit its budget of {budget} tokens ({from}): {why}; raise the budget (--budget, context.max_tokens, CONTEXT_MAX_TOKENS) or shorten the largest sections"
+    )]
+    DoesNotFit {
+        /// The budget.
+        budget: u32,
+        /// Where it came from.
+        from: String,
+        /// What the token-economics skill found: the tokens still needed
+        /// and the largest sections.
+        why: String,
+    },
+    /// The prompt is over the model's context limit and the token-economics
+    /// skill is not there to trim it.
+    #[error(
+        "the prompt takes {total} tokens, over the model's context limit of {limit} (model.context_limit), and the token-economics skill is not loaded to trim it; the largest sections are {}; install the skill or shorten them",
+        section_list(largest)
+    )]
+    OverContextLimit {
+        /// The prompt's tokens.
+        total: u32,
+        /// The limit.
+        limit: u32,
+        /// The largest sections, by key.
+        largest: Vec<(String, u32)>,
+    },
+    /// The plan said the prompt fits and the host's count says it does not
+    /// (a fault in the skill); the prompt is not sent.
+    #[error("the prompt takes {total} tokens, over its budget of {budget} ({from}), after trimming ({}); it was not sent", level_list(*levels))]
+    OverBudget {
+        /// The prompt's tokens.
+        total: u32,
+        /// The budget.
+        budget: u32,
+        /// Where it came from.
+        from: String,
+        /// The levels applied.
+        levels: TrimLevels,
+    },
+    /// The privacy gate could not check the prompt: it must not be sent.
+    #[error("the privacy gate could not check the prompt: {0}")]
+    Egress(#[from] crate::egress::GateError),
+}
+
+fn level_list(levels: TrimLevels) -> String {
+    if levels.is_empty() {
+        "no level applied".to_owned()
+    } else {
+        levels.names().collect::<Vec<_>>().join(", ")
+    }
+}
+
+fn section_list(largest: &[(String, u32)]) -> String {
+    largest
+        .iter()
+        .map(|(key, n)| format!("{key} ({n} tokens)"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A signal's name, as the command line and the skill's JSON spell it.
+pub fn signal_name(signal: SignalKind) -> &'static str {
+    match signal {
+        SignalKind::HEARTBEAT => "heartbeat",
+        SignalKind::MEMEX_CHANGE => "memex-change",
+        SignalKind::SKILL_CHANGE => "skill-change",
+        SignalKind::TOOL_OUTPUT => "tool-output",
+        SignalKind::DELEGATION => "delegation",
+        _ => "user-input",
+    }
+}
+
+/// A role's name in a request body.
+pub fn role_name(role: Role) -> &'static str {
+    match role {
+        Role::SYSTEM => "system",
+        Role::ASSISTANT => "assistant",
+        Role::TOOL => "tool",
+        _ => "user",
+    }
+}
+
+/// Assembles prompts, keeping what can be reused from one cycle to the
+/// next: the context renderings (the full one and the one L3 trimmed), the
+/// skills' components and the token counts of unchanged sections. One per
+/// host (or per session); [`assemble`](Self::assemble) takes `&self` and
+/// may run on several threads.
+#[derive(Debug)]
+pub struct Assembler {
+    settings: PromptSettings,
+    privacy: PrivacyTags,
+    mandates: String,
+    context: ContextCache,
+    trimmed_context: ContextCache,
+    components: components::SkillComponents,
+    memo: Mutex<budget::Memo>,
+}
+
+impl Assembler {
+    /// An assembler with `settings`; nothing is cached yet.
+    pub fn new(settings: PromptSettings) -> Self {
+        Self {
+            privacy: PrivacyTags::new(&settings.privacy_tags),
+            mandates: components::mandates_text(&settings.prompt.identity.mandates),
+            settings,
+            context: ContextCache::default(),
+            trimmed_context: ContextCache::default(),
+            components: components::SkillComponents::default(),
+            memo: Mutex::new(budget::Memo::default()),
+        }
+    }
+
+    /// The settings.
+    pub fn settings(&self) -> &PromptSettings {
+        &self.settings
+    }
+
+    /// The prompt for `input` on these snapshots, within its budget.
+    pub fn assemble(
+        &self,
+        skills: &Snapshot,
+        memex: &MemexSnapshot,
+        input: &PromptInput<'_>,
+    ) -> Result<Prompt, PromptError> {
+        let config = &self.settings.prompt;
+        let type_name = input
+            .context_type
+            .unwrap_or_else(|| context_types::for_signal(input.signal));
+        let context_type = config.context_types.get(type_name)?;
+        let economics = economics::Economics::new(skills);
+        let mut sections: Vec<PromptSection> = Vec::with_capacity(16 + input.history.len());
+        let mut cache = CacheReport {
+            prefix: CacheState::Off,
+            context: CacheState::Off,
+        };
+
+        // 0: the system prompt (contract 1).
+        let (belt, tools) = components::tool_belt(input.tools, context_type.tool_filter.as_deref());
+        let identity = context_type
+            .override_of("system_prompt")
+            .unwrap_or(&config.identity.text);
+        let prefix = PrefixRequest {
+            assistant_name: config.identity.name.as_str().into(),
+            identity: identity.into(),
+            feedback: config.identity.feedback.as_str().into(),
+            mandates: self.mandates.as_str().into(),
+            tools: belt.as_str().into(),
+        };
+        if context_type.enables(ids::SYSTEM_PROMPT) {
+            let (text, state) = economics.prefix(&prefix);
+            cache.prefix = state;
+            sections.push(host_section(ids::SYSTEM_PROMPT, text));
+        }
+
+        // 2000: the context (contract 2).
+        let base_request = ContextRequest {
+            signal: input.signal,
+            focus: input.focus.map(str::to_owned),
+            budget: None,
+            threshold: self.settings.semantic_threshold,
+            explain: false,
+            skill_cache: true,
+        };
+        let mut context_renderable = false;
+        if !context_type.enables(ids::SEMANTIC_MEMORIES) {
+            cache.context = CacheState::Skipped;
+        } else {
+            let policy = economics.context_policy(input.signal);
+            if !policy.assemble {
+                cache.context = CacheState::Skipped;
+            } else {
+                let (section, state) = if policy.reuse {
+                    match self
+                        .context
+                        .cached(skills, memex, &self.privacy, &base_request)
+                    {
+                        Some(hit) => (hit, CacheState::Hit),
+                        None => (
+                            self.context
+                                .section(skills, memex, &self.privacy, &base_request),
+                            CacheState::Miss,
+                        ),
+                    }
+                } else {
+                    (
+                        Arc::new(crate::context::render(
+                            skills,
+                            memex,
+                            &self.privacy,
+                            &base_request,
+                        )),
+                        CacheState::Off,
+                    )
+                };
+                cache.context = state;
+                context_renderable = matches!(section.origin, Origin::Skill { .. });
+                sections.push(host_section(ids::SEMANTIC_MEMORIES, Text::Context(section)));
+            }
+        }
+
+        // 2500: the recent logs, oldest first.
+        if context_type.enables(ids::LOGS) && self.settings.log_limit > 0 && !input.logs.is_empty()
+        {
+            let lines = &input.logs[input.logs.len().saturating_sub(self.settings.log_limit)..];
+            let mut text = String::with_capacity(lines.iter().map(|l| l.len() + 1).sum());
+            for line in lines {
+                if !text.is_empty() {
+                    text.push('\n');
+                }
+                text.push_str(line.trim_end());
+            }
+            sections.push(host_section(ids::LOGS, Text::Owned(text)));
+        }
+
+        // The skills' components, at the ids they declared.
+        let contributed = self.components.get(
+            skills,
+            memex,
+            &self.privacy,
+            input.signal,
+            input.focus,
+            economics.loaded(),
+        );
+        for c in contributed.iter().filter(|c| context_type.enables(c.id)) {
+            let kind = components::static_component(c.id).map_or(SectionKind::FIXED, |s| s.kind);
+            sections.push(PromptSection {
+                id: c.id,
+                key: Cow::Owned(c.key.to_string()),
+                name: Cow::Owned(c.name.to_string()),
+                role: c.role,
+                kind,
+                text: Text::Shared(Arc::clone(&c.text)),
+                tokens: 0,
+            });
+        }
+
+        // 5000: the history, one section per message.
+        if context_type.enables(ids::CONVERSATION_HISTORY) {
+            for message in input.history {
+                let mut section = host_section(
+                    ids::CONVERSATION_HISTORY,
+                    Text::Shared(Arc::clone(&message.text)),
+                );
+                section.role = message.role;
+                sections.push(section);
+            }
+        }
+
+        // 6000: the pending event.
+        if context_type.enables(ids::PENDING_EVENT) {
+            let event = if input.signal == SignalKind::HEARTBEAT {
+                let mut s =
+                    host_section(ids::PENDING_EVENT, Text::Shared(Arc::from(HEARTBEAT_EVENT)));
+                s.role = Role::SYSTEM;
+                Some(s)
+            } else if input.signal == SignalKind::DELEGATION {
+                input.message.as_ref().map(|m| {
+                    host_section(
+                        ids::PENDING_EVENT,
+                        Text::Owned(format!("Delegated task result:\n{m}")),
+                    )
+                })
+            } else {
+                input
+                    .message
+                    .as_ref()
+                    .map(|m| host_section(ids::PENDING_EVENT, Text::Shared(Arc::clone(m))))
+            };
+            sections.extend(event);
+        }
+
+        // 7000: the tool result.
+        if context_type.enables(ids::TOOL_RESULT)
+            && let Some(result) = &input.tool_result
+        {
+            sections.push(host_section(
+                ids::TOOL_RESULT,
+                Text::Shared(Arc::clone(result)),
+            ));
+        }
+
+        self.apply_overrides(context_type, &mut sections);
+        // Stable: history messages keep their order.
+        sections.sort_by_key(|s| s.id);
+
+        // The budget (contract 3).
+        let (budget_tokens, budget_from) = {
+            let mut choice = match input.budget {
+                Some(b) => (b, "--budget".to_owned()),
+                None => (self.settings.max_tokens, "context.max_tokens".to_owned()),
+            };
+            if let Some(b) = context_type.token_budget
+                && b < choice.0
+            {
+                choice = (
+                    b,
+                    format!("context_types.{}.token_budget", context_type.name),
+                );
+            }
+            if config.model.context_limit < choice.0 {
+                choice = (config.model.context_limit, "model.context_limit".to_owned());
+            }
+            choice
+        };
+        let budget = budget::Budget {
+            tokens: budget_tokens,
+            from: budget_from,
+        };
+        let previous = std::mem::take(&mut *self.lock_memo());
+        let mut counter = budget::Counter::new(previous);
+        counter.exact = input.exact_counts;
+        let mut rerender = |tokens: u32| -> Option<Text> {
+            if !context_renderable {
+                return None;
+            }
+            let request = ContextRequest {
+                budget: Some(tokens),
+                ..base_request.clone()
+            };
+            let section = self
+                .trimmed_context
+                .section(skills, memex, &self.privacy, &request);
+            matches!(section.origin, Origin::Skill { .. }).then_some(Text::Context(section))
+        };
+        let outcome = budget::enforce(
+            &mut sections,
+            &economics,
+            &prefix,
+            &budget,
+            config.model.context_limit,
+            &mut counter,
+            context_renderable,
+            &mut rerender,
+        );
+        *self.lock_memo() = counter.into_memo();
+        let outcome = outcome?;
+
+        Ok(Prompt {
+            context_type: context_type.name,
+            signal: input.signal,
+            sections,
+            total_tokens: outcome.total,
+            tokens_exact: outcome.exact,
+            budget: outcome.enforced.tokens,
+            budget_from: outcome.enforced.from,
+            usage_percent: outcome.usage_percent,
+            trim_levels: outcome.applied,
+            cache,
+            economics_fallback: economics.fallback(),
+            tools,
+            model: config.model.name.clone(),
+        })
+    }
+
+    /// A context type's `component_overrides`: replace a component's text,
+    /// or add a static component the host has no source for.
+    fn apply_overrides(&self, context_type: &ContextType, sections: &mut Vec<PromptSection>) {
+        for (key, content) in &context_type.component_overrides {
+            if key == "system_prompt" {
+                continue; // the identity part, applied to the prefix
+            }
+            let text = Text::Shared(Arc::from(content.as_str()));
+            if key == "conversation_history" {
+                // One system note in place of the messages.
+                sections.retain(|s| s.key != *key);
+                if context_type.enables(ids::CONVERSATION_HISTORY) {
+                    let mut section = host_section(ids::CONVERSATION_HISTORY, text);
+                    section.role = Role::SYSTEM;
+                    sections.push(section);
+                }
+                continue;
+            }
+            let mut found = false;
+            for section in sections.iter_mut().filter(|s| s.key == *key) {
+                section.text = text.clone();
+                found = true;
+            }
+            if found {
+                continue;
+            }
+            match components::static_by_key(key) {
+                Some(c) if context_type.enables(c.id) => sections.push(host_section(c.id, text)),
+                Some(_) => {}
+                None => tracing::debug!(
+                    target: "foveal::prompt",
+                    key = %key,
+                    context_type = context_type.name,
+                    "override for a component no loaded skill provides; ignored"
+                ),
+            }
+        }
+    }
+
+    fn lock_memo(&self) -> std::sync::MutexGuard<'_, budget::Memo> {
+        // The memo is replaced whole; a poisoned lock holds a valid value.
+        self.memo.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// A section of a host component.
+fn host_section(id: u32, text: Text) -> PromptSection {
+    let c = components::static_component(id).expect("a host component id");
+    PromptSection {
+        id,
+        key: Cow::Borrowed(c.key),
+        name: Cow::Borrowed(c.name),
+        role: c.role,
+        kind: c.kind,
+        text,
+        tokens: 0,
+    }
+}
+
+/// What the privacy gate removed from a prompt: kinds and counts, never
+/// text.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct EgressSummary {
+    /// Passages of private text.
+    pub private: usize,
+    /// Secrets, by pattern name.
+    pub secrets: BTreeMap<String, usize>,
+    /// Which filter removed the secrets (`skill` or `host`).
+    pub filter: String,
+}
+
+/// A request body, checked by the privacy gate, ready for a provider.
+#[derive(Debug, Clone)]
+pub struct RequestBody {
+    /// The JSON body: `{"model": …, "messages": [{"role", "content"}, …]}`.
+    pub json: String,
+    /// What the gate removed.
+    pub egress: EgressSummary,
+    /// The prompt's tokens after the gate.
+    pub tokens: u32,
+}
+
+impl Prompt {
+    /// The prompt as it leaves the process: every section through the
+    /// privacy gate ([`crate::egress::Gate`]); a section the gate changed is
+    /// counted again, and the budget is checked again (a marker can be
+    /// longer than what it replaces).
+    pub fn through_gate(
+        mut self,
+        gate: &crate::egress::Gate,
+        memex: &MemexSnapshot,
+        skills: &Snapshot,
+    ) -> Result<(Prompt, EgressSummary), PromptError> {
+        let mut summary = EgressSummary::default();
+        let mut changed = false;
+        for section in &mut self.sections {
+            let cleaned = gate.clean(section.text.as_str(), memex, skills)?;
+            summary.private += cleaned.report.private;
+            for (name, n) in &cleaned.report.secrets {
+                *summary.secrets.entry(name.clone()).or_default() += n;
+            }
+            summary.filter = cleaned.report.filter.to_string();
+            if let Cow::Owned(text) = cleaned.text {
+                section.text = Text::Owned(text);
+                section.tokens =
+                    u32::try_from(crate::tokens::global().count(section.text.as_str()))
+                        .unwrap_or(u32::MAX);
+                changed = true;
+            }
+        }
+        if changed {
+            // Counts are exact from here on: re-count what was bytes.
+            if !self.tokens_exact {
+                for section in &mut self.sections {
+                    section.tokens =
+                        u32::try_from(crate::tokens::global().count(section.text.as_str()))
+                            .unwrap_or(u32::MAX);
+                }
+                self.tokens_exact = true;
+            }
+            self.total_tokens = u32::try_from(
+                self.sections
+                    .iter()
+                    .map(|s| u64::from(s.tokens))
+                    .sum::<u64>(),
+            )
+            .unwrap_or(u32::MAX);
+            if self.total_tokens > self.budget {
+                return Err(PromptError::OverBudget {
+                    total: self.total_tokens,
+                    budget: self.budget,
+                    from: format!("{}, after the privacy gate's markers", self.budget_from),
+                    levels: self.trim_levels,
+                });
+            }
+        }
+        Ok((self, summary))
+    }
+
+    /// The request body: the one place a prompt becomes bytes for a
+    /// provider. The sections go through the privacy gate
+    /// ([`through_gate`](Self::through_gate)); consecutive system sections
+    /// become one system message; a tool result becomes a user message
+    /// `Tool result:\n…` (tool-call ids come with the providers).
+    pub fn into_request_body(
+        self,
+        gate: &crate::egress::Gate,
+        memex: &MemexSnapshot,
+        skills: &Snapshot,
+    ) -> Result<RequestBody, PromptError> {
+        let (prompt, egress) = self.through_gate(gate, memex, skills)?;
+        let mut messages: Vec<serde_json::Value> = Vec::new();
+        let mut system = String::new();
+        for section in &prompt.sections {
+            if section.role == Role::SYSTEM {
+                if !system.is_empty() {
+                    system.push_str("\n\n");
+                }
+                system.push_str(section.text.as_str().trim_end());
+                continue;
+            }
+            if !system.is_empty() {
+                messages.push(
+                    serde_json::json!({"role": "system", "content": std::mem::take(&mut system)}),
+                );
+            }
+            let (role, content) = if section.role == Role::TOOL {
+                ("user", format!("Tool result:\n{}", section.text.as_str()))
+            } else {
+                (role_name(section.role), section.text.as_str().to_owned())
+            };
+            messages.push(serde_json::json!({"role": role, "content": content}));
+        }
+        if !system.is_empty() {
+            messages.push(serde_json::json!({"role": "system", "content": system}));
+        }
+        let json = serde_json::json!({"model": prompt.model, "messages": messages}).to_string();
+        Ok(RequestBody {
+            json,
+            egress,
+            tokens: prompt.total_tokens,
+        })
+    }
+}
