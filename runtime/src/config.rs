@@ -84,6 +84,9 @@ pub struct Config {
     /// Whether the built-in secret patterns apply too
     /// (`privacy.default_patterns`, default true).
     pub privacy_default_patterns: bool,
+    /// The model provider: `[provider]`, `FOVEAL_PROVIDER`, `OPENAI_*`,
+    /// `--provider` ([`crate::provider::settings`]).
+    pub provider: crate::provider::ProviderSettings,
     /// Prompt assembly: `[identity]`, `[model]`, `[prices.<model>]` and
     /// `[context_types.<name>]` ([`crate::prompt::settings`]).
     pub prompt: crate::prompt::settings::PromptConfig,
@@ -110,6 +113,8 @@ pub struct Overrides {
     /// `--privacy-tag TAG`, repeatable: added to `privacy.tags` (a flag can
     /// make more private, never less).
     pub privacy_tags: Vec<String>,
+    /// `--provider local|openai`.
+    pub provider: Option<crate::provider::ProviderKind>,
 }
 
 /// A configuration problem. The host refuses to start on any of these.
@@ -170,6 +175,8 @@ struct FileConfig {
     memex: FileMemex,
     #[serde(default)]
     privacy: FilePrivacy,
+    #[serde(default)]
+    provider: crate::provider::settings::FileProvider,
     #[serde(default)]
     identity: crate::prompt::settings::FileIdentity,
     #[serde(default)]
@@ -404,6 +411,13 @@ impl Config {
             file.privacy.patterns.as_deref().unwrap_or_default(),
             privacy_default_patterns,
         )?;
+        let provider = crate::provider::settings::resolve(
+            &file.provider,
+            text,
+            &shown,
+            overrides.provider,
+            env,
+        )?;
         let prompt = crate::prompt::settings::resolve(
             crate::prompt::settings::FileParts {
                 identity: &file.identity,
@@ -425,6 +439,7 @@ impl Config {
             privacy_tags,
             privacy_patterns,
             privacy_default_patterns,
+            provider,
             prompt,
         })
     }

@@ -15,6 +15,8 @@
 //! - [`logs`] keeps the recent log lines the context can show.
 //! - [`prompt`] assembles the prompt from ordered components within a
 //!   token budget that always holds, and tracks usage and cost.
+//! - [`provider`] asks a model: an OpenAI-compatible server over HTTP,
+//!   streamed, with retries and timeouts.
 //! - [`egress`] is the last door: private text and secrets are removed from
 //!   every request body before it leaves the process.
 //! - [`cli`] is the `foveal` command.
@@ -29,6 +31,7 @@ pub mod loader;
 pub mod logs;
 pub mod memex;
 pub mod prompt;
+pub mod provider;
 pub mod registry;
 pub mod tokens;
 pub mod watcher;

@@ -1,0 +1,670 @@
+//! The `[provider]` section of `foveal.toml`, with its environment
+//! variables and the `--provider` flag.
+//!
+//! Which provider: `--provider local|openai`, else `FOVEAL_PROVIDER`, else
+//! `[provider] kind`; when none of them is set, the OpenAI-compatible
+//! provider if `OPENAI_BASE_URL` is set, else the embedded local model.
+//! The OpenAI-compatible provider's address is `OPENAI_BASE_URL`, else
+//! `[provider] base_url`, else `https://api.openai.com/v1`; its model is
+//! `OPENAI_MODEL`, else `[provider] model`. Its API key is read from the
+//! environment variable that `api_key_env` names (default
+//! `OPENAI_API_KEY`) — never from the file — and is kept in an [`ApiKey`],
+//! which never prints.
+
+use std::fmt;
+use std::path::Path;
+use std::str::FromStr;
+use std::time::Duration;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::config::{ConfigError, EnvLookup};
+
+/// The address used when the OpenAI-compatible provider is chosen and no
+/// base URL is given.
+pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
+
+/// The variable the API key is read from unless `api_key_env` names
+/// another.
+pub const DEFAULT_API_KEY_ENV: &str = "OPENAI_API_KEY";
+
+/// Which provider answers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum ProviderKind {
+    /// The embedded offline model.
+    #[default]
+    Local,
+    /// An OpenAI-compatible chat-completions server.
+    OpenAi,
+}
+
+impl ProviderKind {
+    /// Its name in the configuration, the environment and the flag.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Local => "local",
+            Self::OpenAi => "openai",
+        }
+    }
+}
+
+impl fmt::Display for ProviderKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for ProviderKind {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "local" => Ok(Self::Local),
+            "openai" => Ok(Self::OpenAi),
+            other => {
+                let known = ["local", "openai"];
+                let close = known
+                    .iter()
+                    .find(|k| strsim::damerau_levenshtein(other, k) <= 2);
+                Err(match close {
+                    Some(k) => format!("unknown provider {other:?}; did you mean `{k}`?"),
+                    None => format!("unknown provider {other:?}; expected `local` or `openai`"),
+                })
+            }
+        }
+    }
+}
+
+/// What decided the provider kind, for `foveal check` and logs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum KindSource {
+    /// `--provider`.
+    Flag,
+    /// `FOVEAL_PROVIDER`.
+    Env,
+    /// `[provider] kind`.
+    File,
+    /// None of those; `OPENAI_BASE_URL` is set.
+    OpenAiBaseUrl,
+    /// None of those and no `OPENAI_BASE_URL`.
+    #[default]
+    Default,
+}
+
+/// How long the provider waits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timeouts {
+    /// To open the connection (`connect_timeout_ms`, default 10 s).
+    pub connect: Duration,
+    /// From sending the request to the first piece of the reply
+    /// (`first_byte_timeout_ms`, default 120 s: a CPU server may read a
+    /// long prompt for a while).
+    pub first_byte: Duration,
+    /// Between two pieces of a reply (`idle_timeout_ms`, default 60 s).
+    pub idle: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Self {
+            connect: Duration::from_secs(10),
+            first_byte: Duration::from_secs(120),
+            idle: Duration::from_secs(60),
+        }
+    }
+}
+
+/// When and how long the provider waits before trying again.
+///
+/// Only failures before any of the reply has arrived are retried: a
+/// connection error, HTTP 429 and HTTP 5xx. The wait is the server's
+/// `Retry-After` when it sends one, else `base_delay · 2^(n−1)` (at most
+/// `max_delay`) with random jitter over its upper half.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Retries after the first request (`max_retries`, default 2).
+    pub max_retries: u32,
+    /// The wait before the first retry without `Retry-After` (500 ms).
+    pub base_delay: Duration,
+    /// The longest wait without `Retry-After` (8 s).
+    pub max_delay: Duration,
+    /// The longest `Retry-After` honoured (60 s); a server asking for more
+    /// gets an error instead of a stalled cycle.
+    pub max_retry_after: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self {
+            max_retries: 2,
+            base_delay: Duration::from_millis(500),
+            max_delay: Duration::from_secs(8),
+            max_retry_after: Duration::from_secs(60),
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// The wait before retry number `retry` (1-based) without
+    /// `Retry-After`.
+    pub fn backoff(&self, retry: u32) -> Duration {
+        let exp = self
+            .base_delay
+            .saturating_mul(1u32 << retry.saturating_sub(1).min(20))
+            .min(self.max_delay);
+        let half = exp / 2;
+        half + half.mul_f64(fastrand::f64())
+    }
+}
+
+/// An API key. It prints as `***` in `Debug` and has no `Display`: the
+/// only way to its text is [`ApiKey::expose_secret`].
+#[derive(Clone, PartialEq, Eq)]
+pub struct ApiKey(String);
+
+impl ApiKey {
+    /// Wraps a key.
+    pub fn new(key: impl Into<String>) -> Self {
+        Self(key.into())
+    }
+
+    /// The key itself, to put in the `Authorization` header.
+    pub fn expose_secret(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ApiKey(***)")
+    }
+}
+
+/// The resolved provider settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProviderSettings {
+    /// Which provider answers.
+    pub kind: ProviderKind,
+    /// What chose it.
+    pub kind_source: KindSource,
+    /// The OpenAI-compatible server, up to and including `/v1` (no
+    /// trailing slash); requests go to `{base_url}/chat/completions`.
+    pub base_url: String,
+    /// The model to ask, when a request names none.
+    pub model: Option<String>,
+    /// The environment variable the API key was read from.
+    pub api_key_env: String,
+    /// The API key, when that variable is set and not empty.
+    pub api_key: Option<ApiKey>,
+    /// How long to wait.
+    pub timeouts: Timeouts,
+    /// When to try again.
+    pub retry: RetryPolicy,
+}
+
+impl Default for ProviderSettings {
+    fn default() -> Self {
+        Self {
+            kind: ProviderKind::Local,
+            kind_source: KindSource::Default,
+            base_url: DEFAULT_BASE_URL.to_owned(),
+            model: None,
+            api_key_env: DEFAULT_API_KEY_ENV.to_owned(),
+            api_key: None,
+            timeouts: Timeouts::default(),
+            retry: RetryPolicy::default(),
+        }
+    }
+}
+
+impl ProviderSettings {
+    /// Settings for the OpenAI-compatible server at `base_url`, the rest
+    /// default (no key, no model).
+    pub fn openai_compatible(base_url: impl Into<String>) -> Self {
+        Self {
+            kind: ProviderKind::OpenAi,
+            kind_source: KindSource::Flag,
+            base_url: base_url.into().trim_end_matches('/').to_owned(),
+            ..Self::default()
+        }
+    }
+}
+
+/// `[provider]` as written in the file.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct FileProvider {
+    kind: Option<Spanned<String>>,
+    base_url: Option<Spanned<String>>,
+    model: Option<Spanned<String>>,
+    api_key_env: Option<Spanned<String>>,
+    connect_timeout_ms: Option<Spanned<u64>>,
+    first_byte_timeout_ms: Option<Spanned<u64>>,
+    idle_timeout_ms: Option<Spanned<u64>>,
+    max_retries: Option<Spanned<u32>>,
+}
+
+/// The longest timeout accepted: a day.
+const MAX_TIMEOUT_MS: u64 = 86_400_000;
+/// The most retries accepted.
+const MAX_RETRIES: u32 = 10;
+
+/// Resolves `[provider]` (`file`, from the text `text` of the file `path`)
+/// with the environment and the `--provider` flag.
+pub(crate) fn resolve(
+    file: &FileProvider,
+    text: &str,
+    path: &Path,
+    flag: Option<ProviderKind>,
+    env: EnvLookup<'_>,
+) -> Result<ProviderSettings, ConfigError> {
+    let at = |span: std::ops::Range<usize>, key: &str, message: String| {
+        let (line, column) = line_column(text, span.start);
+        let key = format!("provider.{key}");
+        ConfigError::Invalid {
+            path: path.to_owned(),
+            line,
+            column,
+            message: format!("`{key}`: {message}"),
+            key: Some(key),
+        }
+    };
+    let set = |name: &str| env(name).filter(|v| !v.trim().is_empty());
+    let mut settings = ProviderSettings::default();
+
+    let file_kind = match &file.kind {
+        Some(kind) => Some(
+            kind.get_ref()
+                .parse::<ProviderKind>()
+                .map_err(|m| at(kind.span(), "kind", m))?,
+        ),
+        None => None,
+    };
+    let env_kind = match set("FOVEAL_PROVIDER") {
+        Some(value) => Some(
+            value
+                .parse::<ProviderKind>()
+                .map_err(|message| ConfigError::Env {
+                    name: "FOVEAL_PROVIDER",
+                    value,
+                    message,
+                })?,
+        ),
+        None => None,
+    };
+    let env_base_url = set("OPENAI_BASE_URL");
+    (settings.kind, settings.kind_source) = if let Some(kind) = flag {
+        (kind, KindSource::Flag)
+    } else if let Some(kind) = env_kind {
+        (kind, KindSource::Env)
+    } else if let Some(kind) = file_kind {
+        (kind, KindSource::File)
+    } else if env_base_url.is_some() {
+        (ProviderKind::OpenAi, KindSource::OpenAiBaseUrl)
+    } else {
+        (ProviderKind::Local, KindSource::Default)
+    };
+
+    if let Some(url) = &file.base_url {
+        settings.base_url =
+            check_base_url(url.get_ref()).map_err(|m| at(url.span(), "base_url", m))?;
+    }
+    if let Some(value) = env_base_url {
+        settings.base_url = check_base_url(&value).map_err(|message| ConfigError::Env {
+            name: "OPENAI_BASE_URL",
+            value: super::error::safe_url(&value),
+            message,
+        })?;
+    }
+
+    if let Some(model) = &file.model {
+        let name = model.get_ref().trim();
+        if name.is_empty() {
+            return Err(at(model.span(), "model", "must not be empty".to_owned()));
+        }
+        settings.model = Some(name.to_owned());
+    }
+    if let Some(model) = set("OPENAI_MODEL") {
+        settings.model = Some(model.trim().to_owned());
+    }
+
+    if let Some(name) = &file.api_key_env {
+        // The value is not echoed: a key pasted here by mistake must not
+        // reach a terminal or a log.
+        if !is_env_name(name.get_ref()) {
+            return Err(at(
+                name.span(),
+                "api_key_env",
+                "must be the name of an environment variable (letters, digits and `_`), not the key itself; put the key in that variable".to_owned(),
+            ));
+        }
+        settings.api_key_env = name.get_ref().clone();
+    }
+    settings.api_key = env(&settings.api_key_env)
+        .map(|key| key.trim().to_owned())
+        .filter(|key| !key.is_empty())
+        .map(ApiKey);
+
+    let timeout = |value: &Option<Spanned<u64>>, key: &str, default: Duration| match value {
+        None => Ok(default),
+        Some(v) if (1..=MAX_TIMEOUT_MS).contains(v.get_ref()) => {
+            Ok(Duration::from_millis(*v.get_ref()))
+        }
+        Some(v) => Err(at(
+            v.span(),
+            key,
+            format!(
+                "{} is out of range; must be from 1 to {MAX_TIMEOUT_MS} (a day), in milliseconds",
+                v.get_ref()
+            ),
+        )),
+    };
+    let defaults = Timeouts::default();
+    settings.timeouts = Timeouts {
+        connect: timeout(
+            &file.connect_timeout_ms,
+            "connect_timeout_ms",
+            defaults.connect,
+        )?,
+        first_byte: timeout(
+            &file.first_byte_timeout_ms,
+            "first_byte_timeout_ms",
+            defaults.first_byte,
+        )?,
+        idle: timeout(&file.idle_timeout_ms, "idle_timeout_ms", defaults.idle)?,
+    };
+    if let Some(retries) = &file.max_retries {
+        if *retries.get_ref() > MAX_RETRIES {
+            return Err(at(
+                retries.span(),
+                "max_retries",
+                format!(
+                    "{} is out of range; must be from 0 to {MAX_RETRIES}",
+                    retries.get_ref()
+                ),
+            ));
+        }
+        settings.retry.max_retries = *retries.get_ref();
+    }
+    Ok(settings)
+}
+
+/// Checks a base URL: http or https with a host; the trailing slash goes.
+pub(crate) fn check_base_url(raw: &str) -> Result<String, String> {
+    let trimmed = raw.trim().trim_end_matches('/');
+    let url = reqwest::Url::parse(trimmed).map_err(|e| format!("not a URL ({e})"))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(format!(
+            "the scheme must be http or https, not {:?}",
+            url.scheme()
+        ));
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err("it has no host".to_owned());
+    }
+    if url.query().is_some() || url.fragment().is_some() {
+        return Err("it must not have a query or a fragment".to_owned());
+    }
+    Ok(trimmed.to_owned())
+}
+
+fn is_env_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+fn line_column(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let column = before
+        .rfind('\n')
+        .map_or(before.len(), |nl| before.len() - nl - 1)
+        + 1;
+    (line, column)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+    use crate::config::{Config, Overrides};
+
+    fn config(
+        text: &str,
+        flag: Option<ProviderKind>,
+        vars: &[(&str, &str)],
+    ) -> Result<Config, ConfigError> {
+        let vars: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        let env = move |name: &str| vars.get(name).cloned();
+        let overrides = Overrides {
+            provider: flag,
+            ..Overrides::default()
+        };
+        Config::from_toml(text, Some(Path::new("conf/foveal.toml")), &overrides, &env)
+    }
+
+    fn provider(text: &str, flag: Option<ProviderKind>, vars: &[(&str, &str)]) -> ProviderSettings {
+        config(text, flag, vars).unwrap().provider
+    }
+
+    #[test]
+    fn with_nothing_set_the_local_model_answers() {
+        let p = provider("", None, &[]);
+        assert_eq!(
+            (p.kind, p.kind_source),
+            (ProviderKind::Local, KindSource::Default)
+        );
+        assert_eq!(p, ProviderSettings::default());
+    }
+
+    #[test]
+    fn openai_base_url_alone_chooses_the_openai_compatible_provider() {
+        let p = provider(
+            "",
+            None,
+            &[("OPENAI_BASE_URL", "http://127.0.0.1:8080/v1/")],
+        );
+        assert_eq!(p.kind, ProviderKind::OpenAi);
+        assert_eq!(p.kind_source, KindSource::OpenAiBaseUrl);
+        assert_eq!(p.base_url, "http://127.0.0.1:8080/v1");
+    }
+
+    #[test]
+    fn flag_beats_environment_beats_file_beats_openai_base_url() {
+        let file = "[provider]\nkind = \"local\"\n";
+        let url = ("OPENAI_BASE_URL", "http://127.0.0.1:1/v1");
+        let p = provider(file, None, &[url]);
+        assert_eq!(
+            (p.kind, p.kind_source),
+            (ProviderKind::Local, KindSource::File)
+        );
+        let p = provider(file, None, &[url, ("FOVEAL_PROVIDER", "openai")]);
+        assert_eq!(
+            (p.kind, p.kind_source),
+            (ProviderKind::OpenAi, KindSource::Env)
+        );
+        let p = provider(
+            file,
+            Some(ProviderKind::Local),
+            &[url, ("FOVEAL_PROVIDER", "openai")],
+        );
+        assert_eq!(
+            (p.kind, p.kind_source),
+            (ProviderKind::Local, KindSource::Flag)
+        );
+    }
+
+    #[test]
+    fn the_environment_overrides_the_files_address_and_model() {
+        let file = "[provider]\nkind = \"openai\"\nbase_url = \"http://file:1/v1\"\nmodel = \"from-file\"\n";
+        let p = provider(file, None, &[]);
+        assert_eq!(
+            (p.base_url.as_str(), p.model.as_deref()),
+            ("http://file:1/v1", Some("from-file"))
+        );
+        let p = provider(
+            file,
+            None,
+            &[
+                ("OPENAI_BASE_URL", "http://env:2/v1"),
+                ("OPENAI_MODEL", "from-env"),
+            ],
+        );
+        assert_eq!(
+            (p.base_url.as_str(), p.model.as_deref()),
+            ("http://env:2/v1", Some("from-env"))
+        );
+    }
+
+    #[test]
+    fn the_key_is_read_from_the_variable_api_key_env_names_and_never_printed() {
+        let p = provider("", None, &[("OPENAI_API_KEY", "sk-test-abcdef0123456789")]);
+        assert_eq!(
+            p.api_key.as_ref().map(ApiKey::expose_secret),
+            Some("sk-test-abcdef0123456789")
+        );
+        let p = provider(
+            "[provider]\napi_key_env = \"MY_KEY\"\n",
+            None,
+            &[
+                ("OPENAI_API_KEY", "sk-wrong"),
+                ("MY_KEY", "sk-test-abcdef0123456789"),
+            ],
+        );
+        assert_eq!(p.api_key_env, "MY_KEY");
+        assert_eq!(
+            p.api_key.as_ref().map(ApiKey::expose_secret),
+            Some("sk-test-abcdef0123456789")
+        );
+        let shown = format!("{p:?} {p:#?}");
+        assert!(!shown.contains("abcdef0123456789"), "{shown}");
+        assert!(shown.contains("ApiKey(***)"), "{shown}");
+        let c = config(
+            "[provider]\napi_key_env = \"MY_KEY\"\n",
+            None,
+            &[("MY_KEY", "sk-test-abcdef0123456789")],
+        )
+        .unwrap();
+        assert!(!format!("{c:?}").contains("abcdef0123456789"));
+    }
+
+    #[test]
+    fn a_key_pasted_into_api_key_env_is_refused_without_being_echoed() {
+        let err = config(
+            "[provider]\napi_key_env = \"sk-live-abcdef0123456789\"\n",
+            None,
+            &[],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.starts_with("conf/foveal.toml:2:15: `provider.api_key_env`: must be the name of an environment variable"), "{err}");
+        assert!(!err.contains("abcdef0123456789"), "{err}");
+    }
+
+    #[test]
+    fn timeouts_and_retries_are_read_and_checked() {
+        let p = provider(
+            "[provider]\nconnect_timeout_ms = 500\nfirst_byte_timeout_ms = 1500\nidle_timeout_ms = 2500\nmax_retries = 0\n",
+            None,
+            &[],
+        );
+        assert_eq!(
+            p.timeouts,
+            Timeouts {
+                connect: Duration::from_millis(500),
+                first_byte: Duration::from_millis(1500),
+                idle: Duration::from_millis(2500),
+            }
+        );
+        assert_eq!(p.retry.max_retries, 0);
+        let err = config("[provider]\nidle_timeout_ms = 0\n", None, &[])
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "conf/foveal.toml:2:19: `provider.idle_timeout_ms`: 0 is out of range; must be from 1 to 86400000 (a day), in milliseconds"
+        );
+        let err = config("[provider]\nmax_retries = 11\n", None, &[])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("`provider.max_retries`: 11 is out of range; must be from 0 to 10"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn mistakes_name_the_file_line_and_key_with_a_suggestion() {
+        let err = config("[provider]\nkind = \"opneai\"\n", None, &[])
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "conf/foveal.toml:2:8: `provider.kind`: unknown provider \"opneai\"; did you mean `openai`?"
+        );
+        let err = config("[provider]\nbase_ulr = \"http://x\"\n", None, &[])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with(
+                "conf/foveal.toml:2:1: unknown key `provider.base_ulr`; did you mean `base_url`?"
+            ),
+            "{err}"
+        );
+        let err = config("[provider]\nbase_url = \"ftp://x/v1\"\n", None, &[])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with(
+                "conf/foveal.toml:2:12: `provider.base_url`: the scheme must be http or https"
+            ),
+            "{err}"
+        );
+        let err = config("", None, &[("FOVEAL_PROVIDER", "remote")])
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "environment variable FOVEAL_PROVIDER=\"remote\": unknown provider \"remote\"; expected `local` or `openai`"
+        );
+        let err = config("", None, &[("OPENAI_BASE_URL", "http://user:pw@/v1")])
+            .unwrap_err()
+            .to_string();
+        assert!(!err.contains("pw"), "{err}");
+    }
+
+    #[test]
+    fn backoff_doubles_up_to_its_cap_with_jitter_in_the_upper_half() {
+        let policy = RetryPolicy::default();
+        for retry in 1..=8 {
+            let full = (policy.base_delay * (1 << (retry - 1))).min(policy.max_delay);
+            let d = policy.backoff(retry);
+            assert!(
+                d >= full / 2 && d <= full,
+                "retry {retry}: {d:?} not in [{:?}, {full:?}]",
+                full / 2
+            );
+        }
+        assert!(policy.backoff(u32::MAX) <= policy.max_delay);
+    }
+
+    #[test]
+    fn a_flag_value_parses_like_the_file() {
+        assert_eq!("OpenAI".parse::<ProviderKind>(), Ok(ProviderKind::OpenAi));
+        assert_eq!(" local ".parse::<ProviderKind>(), Ok(ProviderKind::Local));
+        assert!(
+            "lokal"
+                .parse::<ProviderKind>()
+                .unwrap_err()
+                .contains("did you mean `local`?")
+        );
+    }
+}
