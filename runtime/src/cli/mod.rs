@@ -133,8 +133,9 @@ pub enum Command {
         /// `--signal delegation` the sub-task's result.
         #[arg(long, value_name = "TEXT")]
         message: Option<String>,
-        /// The signal the cycle answers. Heartbeats and delegations skip
-        /// the context section (seed 003, contract 2).
+        /// The signal the cycle answers. With the token-economics skill,
+        /// heartbeats and delegations skip the context section (seed 003,
+        /// contract 2).
         #[arg(long, value_enum, default_value = "user-input")]
         signal: prompt::SignalArg,
         /// The context type: tick_event, tick_autonomous, reflection,

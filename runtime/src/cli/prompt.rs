@@ -26,9 +26,9 @@ use crate::prompt::{
 pub enum SignalArg {
     /// A message from the user (`--message`).
     UserInput,
-    /// The periodic heartbeat: no new input, no context assembly.
+    /// The periodic heartbeat: no new input (the context is skipped).
     Heartbeat,
-    /// A delegated sub-task's result (`--message`): no context assembly.
+    /// A delegated sub-task's result (`--message`; the context is skipped).
     Delegation,
 }
 

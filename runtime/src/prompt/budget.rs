@@ -147,7 +147,11 @@ pub(crate) fn enforce(
     let mut applied = TrimLevels::NONE;
     let mut usage_percent = None;
     let mut planned = false;
-    for _ in 0..MAX_ROUNDS {
+    for round in 0..=MAX_ROUNDS {
+        if round == MAX_ROUNDS {
+            economics.reject_plan(format!("it did not fit after {MAX_ROUNDS} rounds"));
+            break;
+        }
         let plan = {
             let request_sections: Vec<BudgetSection<'_>> = sections
                 .iter()

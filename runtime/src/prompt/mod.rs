@@ -195,6 +195,14 @@ pub struct PromptSection {
     pub tokens: u32,
 }
 
+impl PromptSection {
+    /// Whether it is one of seed 004's static components (as opposed to a
+    /// pluggable one: the host's logs, a skill's component).
+    pub fn is_static(&self) -> bool {
+        ids::is_static(self.id)
+    }
+}
+
 /// Whether a cache answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -489,8 +497,18 @@ pub struct Assembler {
 }
 
 impl Assembler {
-    /// An assembler with `settings`; nothing is cached yet.
+    /// An assembler with `settings`; nothing is cached yet. Sets the
+    /// process's token encoding to the model's ([`crate::tokens::configure`])
+    /// unless something counted tokens before.
     pub fn new(settings: PromptSettings) -> Self {
+        let encoding = settings.prompt.model.encoding;
+        if !crate::tokens::configure(encoding) && crate::tokens::global().encoding() != encoding {
+            tracing::warn!(
+                target: "foveal::prompt",
+                "tokens are counted with {} (set first in this process), not the model's {encoding}",
+                crate::tokens::global().encoding()
+            );
+        }
         Self {
             privacy: PrivacyTags::new(&settings.privacy_tags),
             mandates: components::mandates_text(&settings.prompt.identity.mandates),
@@ -926,5 +944,25 @@ impl Prompt {
             egress,
             tokens: prompt.total_tokens,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_assembler_can_be_shared_between_threads() {
+        fn shared<T: Send + Sync>() {}
+        shared::<Assembler>();
+        shared::<Prompt>();
+    }
+
+    #[test]
+    fn names_of_signals_and_roles() {
+        assert_eq!(signal_name(SignalKind::USER), "user-input");
+        assert_eq!(signal_name(SignalKind::DELEGATION), "delegation");
+        assert_eq!(role_name(Role::TOOL), "tool");
+        assert_eq!(CacheState::Skipped.name(), "skipped");
     }
 }
