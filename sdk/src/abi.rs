@@ -271,7 +271,7 @@ pub struct HostApi {
     #[sabi(last_prefix_field)]
     pub log: extern "C" fn(level: LogLevel, skill: RStr<'_>, message: RStr<'_>),
     /// Counts the tokens of a text with the model's encoding (cached by
-    /// content in the host). Added in SDK 0.1.0 after the prefix: absent
+    /// content in the host). Added in SDK 0.2.0 after the prefix: absent
     /// (`None`) in a host that predates it.
     pub count_tokens: extern "C" fn(text: RStr<'_>) -> u32,
 }

@@ -104,6 +104,7 @@ foveal_sdk::export_skill! {
     priority: 80,
     dependencies: [],
     description: "Foveal-peripheral outline of the memex: focus and similar objects in full, the rest as outline (seed 000).",
+    component_ids: [2000],
     init: init,
     hooks: { components: components },
 }

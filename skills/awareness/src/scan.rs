@@ -151,7 +151,7 @@ fn scan_avx2(file: &FileView<'_>, rows: &[(u32, u32)], probe: &Probe<'_>, thresh
         _mm256_extracti128_si256, _mm256_madd_epi16, _mm256_setzero_si256,
     };
     let dim = probe.vector.len();
-    if dim % 16 != 0 || dim == 0 {
+    if !dim.is_multiple_of(16) || dim == 0 {
         return scan_portable(file, rows, probe, threshold);
     }
     let lanes = dim / 16;
