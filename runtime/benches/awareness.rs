@@ -16,9 +16,9 @@ use std::time::Duration;
 use criterion::{Criterion, criterion_group, criterion_main};
 use foveal::context::{ContextCache, ContextRequest};
 use foveal::memex::Memex;
-use foveal::memex::write::Edit;
 use foveal::memex::privacy::PrivacyTags;
 use foveal::memex::view::SnapshotView;
+use foveal::memex::write::Edit;
 use foveal::registry::{PluginDir, Registry, RegistryOptions};
 
 fn workspace() -> PathBuf {
@@ -100,7 +100,11 @@ fn awareness(c: &mut Criterion) {
         .sample_size(20)
         .measurement_time(Duration::from_secs(5));
     group.bench_function("uncached_full_scan", |b| {
-        b.iter(|| black_box(foveal::context::render(&skills, &snapshot, &privacy, &uncached)))
+        b.iter(|| {
+            black_box(foveal::context::render(
+                &skills, &snapshot, &privacy, &uncached,
+            ))
+        })
     });
     let cache = ContextCache::default();
     group.bench_function("cached", |b| {

@@ -19,9 +19,9 @@ use std::time::{Duration, Instant};
 use crate::cli::Exit;
 use crate::config::Config;
 use crate::context::{ContextCache, ContextRequest};
-use crate::memex::write::Edit;
 use crate::memex::privacy::PrivacyTags;
 use crate::memex::view::SnapshotView;
+use crate::memex::write::Edit;
 
 /// Median, min and max of one case, in milliseconds.
 #[derive(Debug, Clone, Copy, serde::Serialize)]
@@ -70,12 +70,7 @@ pub struct AwarenessBench {
 }
 
 /// `foveal bench awareness`.
-pub fn awareness(
-    config: &Config,
-    focus: &str,
-    runs: usize,
-    json: bool,
-) -> anyhow::Result<Exit> {
+pub fn awareness(config: &Config, focus: &str, runs: usize, json: bool) -> anyhow::Result<Exit> {
     if runs == 0 {
         eprintln!("error: --runs must be at least 1");
         return Ok(Exit::Usage);
@@ -186,7 +181,11 @@ fn table(r: &AwarenessBench) -> String {
         "awareness on {} visible objects ({} bytes out, rendered by {}), {} runs\n",
         r.nodes, r.output_bytes, r.source, r.runs
     );
-    let _ = writeln!(s, "{:<14} {:>12} {:>12} {:>12}", "case", "median", "min", "max");
+    let _ = writeln!(
+        s,
+        "{:<14} {:>12} {:>12} {:>12}",
+        "case", "median", "min", "max"
+    );
     for (name, t) in [
         ("uncached", r.uncached),
         ("cached", r.cached),

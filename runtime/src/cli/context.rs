@@ -102,7 +102,11 @@ pub fn run(config: &Config, options: &ContextOptions) -> anyhow::Result<Exit> {
     let snapshot = memex.snapshot();
     let privacy = PrivacyTags::new(&config.privacy_tags);
     if let Some(focus) = &options.focus
-        && SnapshotView::new(&snapshot, &privacy).view().as_view().find(focus).is_none()
+        && SnapshotView::new(&snapshot, &privacy)
+            .view()
+            .as_view()
+            .find(focus)
+            .is_none()
     {
         // The same answer for an id that does not exist and one that is
         // private: the command does not reveal private objects either.
@@ -198,7 +202,11 @@ fn explain(
 ) -> String {
     use std::fmt::Write as _;
     let mut s = String::from("## Context Debug\n\n### Request\n");
-    let _ = writeln!(s, "- Focus: {}", options.focus.as_deref().unwrap_or("(none)"));
+    let _ = writeln!(
+        s,
+        "- Focus: {}",
+        options.focus.as_deref().unwrap_or("(none)")
+    );
     let _ = writeln!(
         s,
         "- Threshold: {}",

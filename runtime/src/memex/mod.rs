@@ -176,7 +176,12 @@ impl Memex {
     /// `file`, with its view built when [`Memex::prepare_views`] asked.
     pub(crate) fn prepared(&self, file: MemexFile) -> Arc<MemexFile> {
         let file = Arc::new(file);
-        if let Some(privacy) = self.views.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+        if let Some(privacy) = self
+            .views
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+        {
             view::cached_index(&file, privacy);
         }
         file

@@ -227,7 +227,10 @@ fn vectors_hash(dim: u32, vectors: &[f32]) -> u64 {
     let mut h = mix(u64::from(dim), vectors.len() as u64);
     let mut pairs = vectors.chunks_exact(2);
     for pair in &mut pairs {
-        h = mix(h, u64::from(pair[0].to_bits()) | (u64::from(pair[1].to_bits()) << 32));
+        h = mix(
+            h,
+            u64::from(pair[0].to_bits()) | (u64::from(pair[1].to_bits()) << 32),
+        );
     }
     for x in pairs.remainder() {
         h = mix(h, u64::from(x.to_bits()));

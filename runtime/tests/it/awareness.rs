@@ -244,7 +244,11 @@ fn a_budget_always_holds_and_says_what_was_left_out() {
     for budget in [15, 40, 100, 250, 600, 1200, full_tokens as u32 - 1] {
         let section = context.render(&focus_request(Some(budget)));
         let text = section.text();
-        assert!(tokens(text) <= budget as usize, "budget {budget}: {} tokens\n{text}", tokens(text));
+        assert!(
+            tokens(text) <= budget as usize,
+            "budget {budget}: {} tokens\n{text}",
+            tokens(text)
+        );
         let left_out: u32 = section
             .omitted
             .iter()
@@ -271,7 +275,10 @@ fn a_budget_keeps_the_focus_then_the_most_similar_then_the_outline() {
     let section = context.render(&focus_request(Some(600)));
     let text = section.text();
     // The whole foveal subtree fits and comes first in priority.
-    assert!(text.contains("The focus body.") && text.contains("Step 9 has a body"), "{text}");
+    assert!(
+        text.contains("The focus body.") && text.contains("Step 9 has a body"),
+        "{text}"
+    );
     // Promoted objects by score: the most similar in, the least out.
     assert!(text.contains(":ID: similar-0\n"), "{text}");
     assert!(!text.contains(":ID: similar-39\n"), "{text}");
@@ -279,13 +286,19 @@ fn a_budget_keeps_the_focus_then_the_most_similar_then_the_outline() {
     for (id, reason) in &section.sources {
         if let Some(n) = id.strip_prefix("similar-") {
             assert!(reason.starts_with("semantic "), "{id}: {reason}");
-            assert!(text.contains(&format!(":ID: area-{n}\n")), "{id} without its parent");
+            assert!(
+                text.contains(&format!(":ID: area-{n}\n")),
+                "{id} without its parent"
+            );
         }
     }
     // Outline comes last: with this budget some areas without a promoted
     // child are gone.
     let omitted: std::collections::BTreeMap<_, _> = section.omitted.iter().cloned().collect();
-    assert!(omitted.get("semantic").copied().unwrap_or(0) > 0, "{omitted:?}");
+    assert!(
+        omitted.get("semantic").copied().unwrap_or(0) > 0,
+        "{omitted:?}"
+    );
     assert_eq!(omitted.get("foveal"), None, "{omitted:?}");
 }
 
@@ -359,7 +372,11 @@ fn the_cache_serves_a_generation_and_an_edit_that_keeps_the_count_is_seen() {
     std::fs::write(context.file(), org).unwrap();
     context.memex.reload_file(&context.file());
     let edited = cache.section(&skills, &context.memex.snapshot(), &privacy, &request);
-    assert!(edited.text().contains("The plan changed."), "{}", edited.text());
+    assert!(
+        edited.text().contains("The plan changed."),
+        "{}",
+        edited.text()
+    );
     // Another focus is another section.
     let other = ContextRequest {
         focus: Some("twin".to_owned()),
@@ -383,18 +400,28 @@ fn reused_work_gives_the_same_text_as_fresh_work_after_edits() {
     let edits: [(&str, &str); 4] = [
         ("Similar body 3.", "Similar body 3, edited."),
         ("** Area 5\n", "** Area five\n"),
-        ("similar-1\n:EMBEDDING: 1 0.02 0", "similar-1\n:EMBEDDING: 0 1 0"),
+        (
+            "similar-1\n:EMBEDDING: 1 0.02 0",
+            "similar-1\n:EMBEDDING: 0 1 0",
+        ),
         ("*** Step 2\n", "*** Step 2\n**** Inserted\nnew body\n"),
     ];
     let mut org = large_org();
-    assert_eq!(context.render(&cached).text(), context.render(&fresh).text());
+    assert_eq!(
+        context.render(&cached).text(),
+        context.render(&fresh).text()
+    );
     for (from, to) in edits {
         assert!(org.contains(from), "{from}");
         org = org.replacen(from, to, 1);
         std::fs::write(context.file(), &org).unwrap();
         context.memex.reload_file(&context.file());
         let reused = context.render(&cached);
-        assert_eq!(reused.text(), context.render(&fresh).text(), "after {from:?} → {to:?}");
+        assert_eq!(
+            reused.text(),
+            context.render(&fresh).text(),
+            "after {from:?} → {to:?}"
+        );
     }
 }
 

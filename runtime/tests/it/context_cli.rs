@@ -62,9 +62,18 @@ fn context_prints_the_outline_without_private_objects() {
     let output = context(&dir, &["--focus", "plan"]);
     assert!(output.status.success(), "{}", text(&output.stderr));
     let out = text(&output.stdout);
-    assert!(out.starts_with("GLOBAL MEMEX AWARENESS (Peripheral Vision):\n"), "{out}");
-    assert!(out.contains("The plan body.") && out.contains("twin body"), "{out}");
-    assert!(out.contains("WORK CANARY"), "@work is not private by default:\n{out}");
+    assert!(
+        out.starts_with("GLOBAL MEMEX AWARENESS (Peripheral Vision):\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("The plan body.") && out.contains("twin body"),
+        "{out}"
+    );
+    assert!(
+        out.contains("WORK CANARY"),
+        "@work is not private by default:\n{out}"
+    );
     assert!(!out.contains("PRIVATE CANARY"), "{out}");
 }
 
@@ -74,7 +83,10 @@ fn a_privacy_tag_flag_adds_to_the_configured_tags() {
     let output = context(&dir, &["--focus", "plan", "--privacy-tag", ":@WORK:"]);
     assert!(output.status.success(), "{}", text(&output.stderr));
     let out = text(&output.stdout);
-    assert!(!out.contains("WORK CANARY") && !out.contains(":ID: notes"), "{out}");
+    assert!(
+        !out.contains("WORK CANARY") && !out.contains(":ID: notes"),
+        "{out}"
+    );
     assert!(!out.contains("PRIVATE CANARY"), "{out}");
 }
 
@@ -154,7 +166,10 @@ fn without_the_skill_the_context_is_the_fallback_line() {
     assert!(output.status.success(), "{}", text(&output.stderr));
     let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(json["text"], "[Awareness skill not loaded]\n");
-    assert!(json["source"].as_str().unwrap().starts_with("fallback: "), "{json}");
+    assert!(
+        json["source"].as_str().unwrap().starts_with("fallback: "),
+        "{json}"
+    );
 }
 
 #[test]
@@ -163,7 +178,15 @@ fn bench_awareness_reports_three_timed_cases() {
     let output = run_foveal(
         dir.path(),
         &[
-            "bench", "awareness", "--memex", "memex", "--focus", "plan", "--runs", "3", "--json",
+            "bench",
+            "awareness",
+            "--memex",
+            "memex",
+            "--focus",
+            "plan",
+            "--runs",
+            "3",
+            "--json",
         ],
     );
     assert!(output.status.success(), "{}", text(&output.stderr));
@@ -190,16 +213,25 @@ fn bench_awareness_reports_three_timed_cases() {
 fn a_secret_in_a_visible_note_is_redacted_at_the_last_door() {
     let dir = sandbox();
     let key = "sk-proj-Zx8Qw2Lm4Nb6Vc1Tr9Yp3Ks7Hd5Gf0Ja2Ue4Io6";
-    let org = MEMEX.replace("The plan body.", &format!("The plan body. OPENAI_API_KEY={key}"));
+    let org = MEMEX.replace(
+        "The plan body.",
+        &format!("The plan body. OPENAI_API_KEY={key}"),
+    );
     std::fs::write(dir.path().join("memex/main.org"), org).unwrap();
     let output = context(&dir, &["--focus", "plan", "--json"]);
     assert!(output.status.success(), "{}", text(&output.stderr));
     let raw = text(&output.stdout);
     assert!(!raw.contains(key), "{raw}");
     let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
-    assert!(json["text"].as_str().unwrap().contains("[REDACTED "), "{json}");
+    assert!(
+        json["text"].as_str().unwrap().contains("[REDACTED "),
+        "{json}"
+    );
     let secrets = json["redacted"]["secrets"].as_object().unwrap();
     assert!(!secrets.is_empty(), "{json}");
-    assert_eq!(json["redacted"]["filter"], "skill", "the privacy skill is beside the binary");
+    assert_eq!(
+        json["redacted"]["filter"], "skill",
+        "the privacy skill is beside the binary"
+    );
     assert!(!text(&output.stderr).contains(key));
 }

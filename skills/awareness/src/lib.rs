@@ -60,7 +60,8 @@ fn components(request: &ComponentsRequest<'_>) -> Result<Vec<Component>, SkillEr
     options.budget = request.budget_tokens.into_option().map(|b| b as usize);
     let focus = request.focus.as_ref().into_option().map(|f| f.as_str());
     let count = |text: &str| {
-        foveal_sdk::host::count_tokens(text).unwrap_or_else(|| foveal_sdk::host::estimate_tokens(text))
+        foveal_sdk::host::count_tokens(text)
+            .unwrap_or_else(|| foveal_sdk::host::estimate_tokens(text))
     };
     let rendered = render(request.memex, focus, &options, &count);
     let mut component = Component::new(

@@ -44,7 +44,11 @@ pub fn split<T: Send>(
         for handle in others {
             // A panic in a part is a panic of the render: the SDK's guard
             // at the hook turns it into an error for the host.
-            results.push(handle.join().unwrap_or_else(|e| std::panic::resume_unwind(e)));
+            results.push(
+                handle
+                    .join()
+                    .unwrap_or_else(|e| std::panic::resume_unwind(e)),
+            );
         }
         results
     })

@@ -355,9 +355,8 @@ impl Emitter<'_> {
         };
         let pieces = if previous.pieces.is_empty() {
             // Nothing to reuse: gather every piece, on every core.
-            let parts = crate::par::split(entries.len(), PARALLEL_MIN, |range| {
-                self.fresh(range, keep)
-            });
+            let parts =
+                crate::par::split(entries.len(), PARALLEL_MIN, |range| self.fresh(range, keep));
             out.text = String::with_capacity(
                 HEADER.len() + parts.iter().map(|(text, _)| text.len()).sum::<usize>(),
             );
@@ -418,7 +417,12 @@ impl Emitter<'_> {
 
     /// Writes the header and every kept piece into `text`, copying the
     /// pieces `previous` has (in runs) and gathering the others.
-    fn reuse_from(&self, previous: &Previous, keep: Option<&[bool]>, text: &mut String) -> Vec<Piece> {
+    fn reuse_from(
+        &self,
+        previous: &Previous,
+        keep: Option<&[bool]>,
+        text: &mut String,
+    ) -> Vec<Piece> {
         let (files, entries) = (self.files, self.entries);
         text.reserve(previous.text.len() + 4096);
         text.push_str(HEADER);
@@ -561,7 +565,9 @@ fn fit(emitter: &Emitter<'_>, budget: usize, count: &dyn Fn(&str) -> usize) -> R
     }
     // The order of priority.
     let mut order: Vec<u32> = Vec::with_capacity(entries.len());
-    order.extend((0..entries.len() as u32).filter(|&e| entries[e as usize].reason == Reason::Foveal));
+    order.extend(
+        (0..entries.len() as u32).filter(|&e| entries[e as usize].reason == Reason::Foveal),
+    );
     let mut semantic: Vec<u32> = (0..entries.len() as u32)
         .filter(|&e| matches!(entries[e as usize].reason, Reason::Semantic(_)))
         .collect();

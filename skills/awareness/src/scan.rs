@@ -101,7 +101,12 @@ pub fn promoted_rows(
 }
 
 /// The full scan, split over the cores when the table is large.
-fn scan(file: &FileView<'_>, rows: &[(u32, u32)], probe: &Probe<'_>, threshold: f32) -> Vec<(u32, f32)> {
+fn scan(
+    file: &FileView<'_>,
+    rows: &[(u32, u32)],
+    probe: &Probe<'_>,
+    threshold: f32,
+) -> Vec<(u32, f32)> {
     let total: usize = rows.iter().map(|&(s, e)| (e - s) as usize).sum();
     crate::par::split(total, PARALLEL_MIN, |part| {
         scan_part(file, &sub_ranges(rows, part), probe, threshold)
@@ -129,7 +134,12 @@ fn sub_ranges(rows: &[(u32, u32)], part: std::ops::Range<usize>) -> Vec<(u32, u3
 }
 
 /// One part of the scan, with the widest integer lanes the CPU has.
-fn scan_part(file: &FileView<'_>, rows: &[(u32, u32)], probe: &Probe<'_>, threshold: f32) -> Vec<(u32, f32)> {
+fn scan_part(
+    file: &FileView<'_>,
+    rows: &[(u32, u32)],
+    probe: &Probe<'_>,
+    threshold: f32,
+) -> Vec<(u32, f32)> {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") {
         // SAFETY: the CPU has AVX2, checked just above; that is the only
@@ -144,11 +154,16 @@ fn scan_part(file: &FileView<'_>, rows: &[(u32, u32)], probe: &Probe<'_>, thresh
 /// and multiplied-added pairwise (`vpmaddwd`), one horizontal sum per row.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-fn scan_avx2(file: &FileView<'_>, rows: &[(u32, u32)], probe: &Probe<'_>, threshold: f32) -> Vec<(u32, f32)> {
+fn scan_avx2(
+    file: &FileView<'_>,
+    rows: &[(u32, u32)],
+    probe: &Probe<'_>,
+    threshold: f32,
+) -> Vec<(u32, f32)> {
     use std::arch::x86_64::{
         __m256i, _mm_add_epi32, _mm_cvtsi128_si32, _mm_loadu_si128, _mm_shuffle_epi32,
-        _mm256_add_epi32, _mm256_castsi256_si128, _mm256_cvtepi8_epi16,
-        _mm256_extracti128_si256, _mm256_madd_epi16, _mm256_setzero_si256,
+        _mm256_add_epi32, _mm256_castsi256_si128, _mm256_cvtepi8_epi16, _mm256_extracti128_si256,
+        _mm256_madd_epi16, _mm256_setzero_si256,
     };
     let dim = probe.vector.len();
     if !dim.is_multiple_of(16) || dim == 0 {
@@ -170,7 +185,10 @@ fn scan_avx2(file: &FileView<'_>, rows: &[(u32, u32)], probe: &Probe<'_>, thresh
             let r = unsafe { _mm_loadu_si128(row.as_ptr().add(16 * k).cast()) };
             acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_cvtepi8_epi16(r), *w));
         }
-        let sum = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256::<1>(acc));
+        let sum = _mm_add_epi32(
+            _mm256_castsi256_si128(acc),
+            _mm256_extracti128_si256::<1>(acc),
+        );
         let sum = _mm_add_epi32(sum, _mm_shuffle_epi32::<0b01_00_11_10>(sum));
         let sum = _mm_add_epi32(sum, _mm_shuffle_epi32::<0b10_11_00_01>(sum));
         _mm_cvtsi128_si32(sum)
@@ -185,7 +203,9 @@ fn scan_portable(
     probe: &Probe<'_>,
     threshold: f32,
 ) -> Vec<(u32, f32)> {
-    scan_rows(file, rows, probe, threshold, |row| dot_i8(probe.quantized, row))
+    scan_rows(file, rows, probe, threshold, |row| {
+        dot_i8(probe.quantized, row)
+    })
 }
 
 /// The quantized cosine of every row (`dot` gives the probe's integer dot
@@ -319,7 +339,9 @@ mod tests {
         };
         let mut seed = 7u64;
         let mut next = move || {
-            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             ((seed >> 33) as f32 / (1u64 << 31) as f32) - 0.5
         };
         let focus: Vec<f32> = (0..dim).map(|_| next()).collect();
@@ -378,7 +400,11 @@ mod tests {
     fn the_integer_dot_product_is_exact() {
         let a: Vec<i8> = (0..70).map(|i| (i * 37 % 255 - 127) as i8).collect();
         let b: Vec<i8> = (0..70).map(|i| (i * 91 % 255 - 127) as i8).collect();
-        let expected: i32 = a.iter().zip(&b).map(|(x, y)| i32::from(*x) * i32::from(*y)).sum();
+        let expected: i32 = a
+            .iter()
+            .zip(&b)
+            .map(|(x, y)| i32::from(*x) * i32::from(*y))
+            .sum();
         assert_eq!(dot_i8(&a, &b), expected);
         assert_eq!(dot_i8(&[-128; 64], &[-128; 64]), 64 * 16384);
     }

@@ -495,7 +495,11 @@ mod tests {
         ];
         let err = run(&request(100, &s, TrimLevels::NONE, false)).unwrap_err();
         assert_eq!(err.code, SkillError::DOES_NOT_FIT);
-        assert!(err.message.contains("component 0: 500 tokens"), "{}", err.message);
+        assert!(
+            err.message.contains("component 0: 500 tokens"),
+            "{}",
+            err.message
+        );
     }
 
     #[test]
