@@ -10,8 +10,9 @@
 //! ```
 
 use std::hint::black_box;
-use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+mod common;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use foveal::context::{ContextCache, ContextRequest};
@@ -19,53 +20,12 @@ use foveal::memex::Memex;
 use foveal::memex::privacy::PrivacyTags;
 use foveal::memex::view::SnapshotView;
 use foveal::memex::write::Edit;
-use foveal::registry::{PluginDir, Registry, RegistryOptions};
-
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
-
-fn data(n: usize) -> PathBuf {
-    let dir = workspace().join(format!("target/bench-data/{n}"));
-    if !dir.join("memex.org").is_file() {
-        let status = std::process::Command::new("python3")
-            .arg(workspace().join("../shared/bench/gen_memex.py"))
-            .arg(n.to_string())
-            .arg("42")
-            .arg(&dir)
-            .status()
-            .expect("python3 runs the benchmark data generator");
-        assert!(status.success());
-    }
-    dir
-}
 
 fn awareness(c: &mut Criterion) {
-    let exe = std::env::current_exe().unwrap();
-    let profile = exe.parent().and_then(Path::parent).unwrap().to_path_buf();
     let shadow = tempfile::tempdir().unwrap();
-    let registry = Registry::new(RegistryOptions {
-        dirs: vec![PluginDir {
-            path: profile,
-            first_party_only: true,
-        }],
-        shadow_dir: shadow.path().to_path_buf(),
-        quarantine_after: 3,
-        max_loads: 100,
-    })
-    .unwrap();
-    registry.scan();
-    assert!(
-        registry.snapshot().get("awareness").is_some(),
-        "build the skill first: cargo build --release --workspace"
-    );
-
-    let dir = data(100_000);
-    let focus = std::fs::read_to_string(dir.join("focus.txt")).unwrap();
-    let focus = focus.trim().to_owned();
+    let registry = common::first_party_registry(shadow.path(), &["awareness"]);
+    let dir = common::data(100_000);
+    let focus = common::focus(&dir);
     let memex = Memex::open(&[dir.join("memex.org")]).unwrap();
     let snapshot = memex.snapshot();
     let privacy = PrivacyTags::new(["@personal"]);

@@ -18,30 +18,17 @@
 //! ```
 
 use std::hint::black_box;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
 use std::time::Duration;
+
+mod common;
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use foveal::memex::{Memex, Query};
 
 /// `target/bench-data/<n>/memex.org`, generated if missing.
 fn data(n: usize) -> PathBuf {
-    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-    let dir = workspace.join(format!("target/bench-data/{n}"));
-    let file = dir.join("memex.org");
-    if !file.is_file() {
-        let script = workspace.join("../shared/bench/gen_memex.py");
-        let status = Command::new("python3")
-            .arg(&script)
-            .arg(n.to_string())
-            .arg("42")
-            .arg(&dir)
-            .status()
-            .expect("python3 runs the benchmark data generator");
-        assert!(status.success(), "{} failed", script.display());
-    }
-    file
+    common::data(n).join("memex.org")
 }
 
 fn load(c: &mut Criterion) {

@@ -22,15 +22,16 @@
 
 use std::fmt::Write as _;
 use std::hint::black_box;
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
+
+mod common;
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use foveal::memex::Memex;
 use foveal::memex::write::Edit;
 use foveal::prompt::{Assembler, Message, PromptInput, PromptSettings, ToolSpec};
-use foveal::registry::{PluginDir, Registry, RegistryOptions, hooks};
+use foveal::registry::hooks;
 use foveal_sdk::Role;
 use foveal_sdk::prompt::PrefixRequest;
 
@@ -64,27 +65,12 @@ fn paragraph(seed: usize, words: usize) -> String {
 }
 
 fn prompt(c: &mut Criterion) {
-    let exe = std::env::current_exe().unwrap();
-    let profile = exe.parent().and_then(Path::parent).unwrap().to_path_buf();
     let dir = tempfile::tempdir().unwrap();
-    let registry = Registry::new(RegistryOptions {
-        dirs: vec![PluginDir {
-            path: profile,
-            first_party_only: true,
-        }],
-        shadow_dir: dir.path().join("shadow"),
-        quarantine_after: 3,
-        max_loads: 100,
-    })
-    .unwrap();
-    registry.scan();
+    let registry = common::first_party_registry(
+        &dir.path().join("shadow"),
+        &["token-economics", "awareness"],
+    );
     let skills = registry.snapshot();
-    for name in ["token-economics", "awareness"] {
-        assert!(
-            skills.get(name).is_some(),
-            "build the skills first: cargo build --release --workspace"
-        );
-    }
     std::fs::create_dir(dir.path().join("memex")).unwrap();
     std::fs::write(dir.path().join("memex/main.org"), org()).unwrap();
     let memex = Memex::open(&[dir.path().join("memex")]).unwrap();
