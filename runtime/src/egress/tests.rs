@@ -124,7 +124,14 @@ fn secrets_and_private_text_go_together_and_the_log_says_how_many_never_what() {
     let (_dir, memex) = memex(ORG);
     let gate = gate();
     let body = "Deeper secret plans: use AKIAIOSFODNN7EXAMPLE and Bearer abcdefghijklmnop0123";
+    // tracing caches per callsite whether anyone listens. While this test's
+    // subscriber were the only live one, a test on another thread, with
+    // none, could cache "no one" for a callsite logged through here: an
+    // inert second dispatcher makes each callsite ask all live ones, and
+    // the cache is rebuilt once both exist.
+    let _anchor = tracing::Dispatch::new(tracing::subscriber::NoSubscriber::default());
     let cleaned = tracing::subscriber::with_default(subscriber, || {
+        tracing::callsite::rebuild_interest_cache();
         let first = gate
             .clean(body, &memex.snapshot(), &Snapshot::default())
             .unwrap();
@@ -302,4 +309,183 @@ fn a_fragment_ending_inside_another_does_not_hide_it() {
         .unwrap();
     assert_eq!(cleaned.text, "*[REDACTED private] :@personal:");
     assert_eq!(cleaned.report.private, 1);
+}
+
+#[test]
+fn text_a_visible_object_also_holds_is_not_private() {
+    // `Weekly review` and `Budget` are private titles here, but visible
+    // objects hold them too (a title, a body line): a skill may show them,
+    // so the gate must leave them. What only the private objects hold goes.
+    let (dir, memex) = memex(
+        "* Weekly review :project:\nPlan the budget; Budget meeting on Friday.\n\
+         * Journal :@personal:\n** Weekly review\nFelt tired at the harbour.\n** Budget\n",
+    );
+    std::fs::write(
+        dir.path().join("b.org"),
+        "* Other file\nNotes from the Journal club.\n",
+    )
+    .unwrap();
+    memex.reload_file(&dir.path().join("b.org"));
+    let gate = gate();
+    let skills = Snapshot::default();
+    let body = "Weekly review: Budget meeting on Friday. Journal: Felt tired at the harbour.";
+    let cleaned = gate.clean(body, &memex.snapshot(), &skills).unwrap();
+    assert_eq!(
+        cleaned.text,
+        "Weekly review: Budget meeting on Friday. Journal: [REDACTED private]"
+    );
+    assert_eq!(cleaned.report.private, 1);
+    // Inside JSON too, and the visible text's own escaping does not matter.
+    let json = serde_json::json!({ "content": body }).to_string();
+    let cleaned = gate.clean(&json, &memex.snapshot(), &skills).unwrap();
+    let parsed: serde_json::Value = serde_json::from_str(&cleaned.text).unwrap();
+    assert_eq!(
+        parsed["content"],
+        "Weekly review: Budget meeting on Friday. Journal: [REDACTED private]"
+    );
+    // The gate's debug form tells counts, not text.
+    let debug = format!("{gate:?}");
+    assert!(
+        !debug.contains("harbour") && !debug.contains("Weekly"),
+        "{debug}"
+    );
+}
+
+#[test]
+fn whether_text_is_private_follows_edits_to_either_side() {
+    let (dir, memex) = memex("* Diary :@personal:\n** Harbour walk\nA private line.\n");
+    let b = dir.path().join("b.org");
+    let gate = gate();
+    let skills = Snapshot::default();
+    let clean = |memex: &crate::memex::Memex| {
+        gate.clean("Harbour walk / A private line.", &memex.snapshot(), &skills)
+            .unwrap()
+            .text
+            .into_owned()
+    };
+    assert_eq!(clean(&memex), "[REDACTED private] / [REDACTED private]");
+
+    // A new visible file holds the title: it is no longer private.
+    std::fs::write(&b, "* Plans\nA Harbour walk on Sunday.\n").unwrap();
+    memex.reload_file(&b);
+    assert_eq!(clean(&memex), "Harbour walk / [REDACTED private]");
+
+    // The private file changes beside the unchanged visible one: its new
+    // text is checked against the visible file's (kept) text too.
+    let a = dir.path().join("a.org");
+    std::fs::write(
+        &a,
+        "* Diary :@personal:\n** Harbour walk\nA private line.\n** on Sunday\nNew and private.\n",
+    )
+    .unwrap();
+    memex.reload_file(&a);
+    assert_eq!(
+        gate.clean(
+            "on Sunday: Harbour walk. New and private.",
+            &memex.snapshot(),
+            &skills
+        )
+        .unwrap()
+        .text,
+        "on Sunday: Harbour walk. [REDACTED private]"
+    );
+
+    // The visible text goes: the title is private again.
+    std::fs::write(&b, "* Plans\nNothing yet.\n").unwrap();
+    memex.reload_file(&b);
+    assert_eq!(clean(&memex), "[REDACTED private] / [REDACTED private]");
+    std::fs::remove_file(&b).unwrap();
+    memex.reload_file(&b);
+    assert_eq!(clean(&memex), "[REDACTED private] / [REDACTED private]");
+}
+
+#[test]
+fn the_search_finds_every_fragment_that_starts_at_a_place() {
+    // Many fragments share an anchor; the search must still find exactly
+    // those that start where an anchor does, nested ones included.
+    let mut org = String::from("* Private :@personal:\n");
+    for line in [
+        "Decision",
+        "Decision made",
+        "Decision made on the budget",
+        "Decision made on the budget line",
+        "Decision memo",
+        "Decisions",
+        "Decision made on the bridge",
+        "Decision\u{0}x",
+        "Decision m",
+    ] {
+        org.push_str(line);
+        org.push('\n');
+    }
+    let (_dir, memex) = memex(&org);
+    let matcher = gate().private_matcher(&memex.snapshot()).unwrap();
+    let matcher = Option::as_ref(&matcher).unwrap();
+    let found = |text: &str| {
+        let mut spans = Vec::new();
+        matcher.find(text, &mut spans);
+        let mut found: Vec<String> = spans
+            .iter()
+            .map(|s| text[s.start..s.end].to_owned())
+            .collect();
+        found.sort_unstable();
+        found
+    };
+    assert_eq!(
+        found("Decision made on the budget line."),
+        [
+            "Decision",
+            "Decision m",
+            "Decision made",
+            "Decision made on the budget",
+            "Decision made on the budget line"
+        ]
+    );
+    assert_eq!(found("Decisions"), ["Decision", "Decisions"]);
+    assert_eq!(found("Decision\u{0}"), ["Decision"]);
+    assert_eq!(found("Decision\u{0}x"), ["Decision", "Decision\u{0}x"]);
+    assert_eq!(
+        found("Decision made on the b"),
+        ["Decision", "Decision m", "Decision made"]
+    );
+    assert!(found("Decisio").is_empty());
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(200))]
+
+    /// The anchored search finds exactly what a naive search finds, on
+    /// fragments from a tiny alphabet, so that many share an anchor, a
+    /// key, or are prefixes of one another.
+    #[test]
+    fn the_search_finds_what_a_naive_search_finds(
+        fragments in proptest::collection::vec("[ab\u{0} ]{4,20}", 1..40),
+        text in "[ab\u{0} ]{0,200}",
+    ) {
+        let mut distinct = fragments.clone();
+        distinct.sort();
+        distinct.dedup();
+        let texts = vec![Arc::new(FileText {
+            raw: distinct.iter().map(|f| Arc::from(f.as_str())).collect(),
+            ..FileText::default()
+        })];
+        let entries = (0..distinct.len() as u32)
+            .map(|i| Entry { key: 0, len: 0, file: 0, index: i, raw: i })
+            .collect();
+        let matcher = PrivateMatcher::build(texts, entries).unwrap().unwrap();
+        let mut spans = Vec::new();
+        matcher.find(&text, &mut spans);
+        let mut found: Vec<(usize, usize)> = spans.iter().map(|s| (s.start, s.end)).collect();
+        found.sort_unstable();
+        let mut naive = Vec::new();
+        for fragment in &distinct {
+            for start in 0..text.len() {
+                if text.as_bytes()[start..].starts_with(fragment.as_bytes()) {
+                    naive.push((start, start + fragment.len()));
+                }
+            }
+        }
+        naive.sort_unstable();
+        proptest::prop_assert_eq!(found, naive);
+    }
 }

@@ -10,6 +10,7 @@ use foveal::egress::{Cleaned, Fallback, Gate, Report, SecretFilter, skill_fallba
 use foveal::logs::LogRing;
 use foveal::memex::Memex;
 use foveal::memex::privacy::PrivacyTags;
+use foveal::memex::view::SnapshotView;
 use foveal::registry::{Change, Registry};
 use foveal_redact::Pattern;
 use tracing_subscriber::layer::SubscriberExt as _;
@@ -59,7 +60,16 @@ fn gate() -> Gate {
 fn logged<T>(f: impl FnOnce() -> T) -> (T, Vec<String>) {
     let ring = LogRing::new(10_000);
     let subscriber = tracing_subscriber::registry().with(ring.layer());
-    let value = tracing::subscriber::with_default(subscriber, f);
+    // tracing caches per callsite whether anyone listens. While this
+    // subscriber were the only live one, a test on another thread, with
+    // none, could cache "no one" for a callsite `f` logs through: an inert
+    // second dispatcher makes each callsite ask all live ones, and the
+    // cache is rebuilt once both exist.
+    let _anchor = tracing::Dispatch::new(tracing::subscriber::NoSubscriber::default());
+    let value = tracing::subscriber::with_default(subscriber, || {
+        tracing::callsite::rebuild_interest_cache();
+        f()
+    });
     let mut lines = ring.recent(usize::MAX);
     lines.reverse();
     (value, lines)
@@ -396,6 +406,10 @@ mod canaries {
     }
 
     /// The Org text, the ids of public objects, and how many canaries.
+    /// Each canary is unique (`CANARY-`, the case's random salt, a counter)
+    /// and goes into private titles and lines only; no word of [`WORDS`]
+    /// holds one. So no visible text holds a canary, and the gate, which
+    /// spares private text that visible objects hold too, must remove each.
     fn org(nodes: &[Node], salt: u32) -> (String, Vec<String>, usize) {
         let mut text = String::new();
         let mut public_ids = Vec::new();
@@ -494,7 +508,18 @@ mod canaries {
                 let dir = sandbox.root.path().join(format!("memex-{case}"));
                 let memex = open_memex(&dir, &org);
                 let focus = (!public_ids.is_empty()).then(|| focus.get(&public_ids).clone());
-                let gate = Gate::new(PrivacyTags::new([CONFIG_SPELLINGS[spelling]]), &[], true)
+                let privacy = PrivacyTags::new([CONFIG_SPELLINGS[spelling]]);
+                // The gate spares private text that visible objects hold
+                // too; the canaries are unique strings that none holds.
+                let snapshot = memex.snapshot();
+                let view = SnapshotView::new(&snapshot, &privacy);
+                for file in &view.view().files {
+                    for i in 0..file.len() as u32 {
+                        check(file.title(i), "a visible title")?;
+                        check(file.body(i), "a visible body")?;
+                    }
+                }
+                let gate = Gate::new(privacy, &[], true)
                     .map_err(|e| TestCaseError::fail(e.to_string()))?;
                 let registry = if use_skill { &skilled } else { &bare };
 

@@ -1,0 +1,127 @@
+//! The last door (`foveal::egress::Gate`) on the 100k benchmark memex,
+//! `@personal` private:
+//!
+//! - `gate_100k/first_build`: a fresh gate's first body — the private-text
+//!   matcher built from nothing (fragments gathered, checked against the
+//!   visible text, automaton built).
+//! - `gate_100k/after_small_file_edit`: the next generation after an edit to
+//!   a small file beside the 100k one: only that file's work is redone.
+//! - `gate_100k/clean_awareness_output`: checking the context section the
+//!   awareness skill renders for the generator's focus (matcher cached).
+//! - `gate_100k/clean_200kB_of_the_memex`: checking 200 kB of the memex's own
+//!   text, full of private text (matcher cached).
+//!
+//! Before timing, it prints how many passages the gate removes from the
+//! awareness output: every one would be a false positive, since the skill
+//! sees only visible objects.
+//!
+//! ```sh
+//! cargo build --release --workspace && cargo bench -p foveal --bench egress
+//! ```
+
+use std::hint::black_box;
+use std::time::Duration;
+
+mod common;
+
+use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
+use foveal::context::ContextRequest;
+use foveal::egress::Gate;
+use foveal::memex::Memex;
+use foveal::memex::privacy::PrivacyTags;
+use foveal::registry::Snapshot;
+
+fn gate() -> Gate {
+    Gate::new(PrivacyTags::new(["@personal"]), &[], true).unwrap()
+}
+
+fn egress(c: &mut Criterion) {
+    let shadow = tempfile::tempdir().unwrap();
+    let registry = common::first_party_registry(shadow.path(), &["awareness"]);
+    let dir = common::data(100_000);
+    let focus = common::focus(&dir);
+    let work = tempfile::tempdir().unwrap();
+    let big = work.path().join("memex.org");
+    std::fs::copy(dir.join("memex.org"), &big).unwrap();
+    let small = work.path().join("small.org");
+    std::fs::write(&small, "* Inbox :project:\n** TODO one :@personal:\n").unwrap();
+    let memex = Memex::open(&[big.clone(), small.clone()]).unwrap();
+    let small = small.canonicalize().unwrap();
+    let snapshot = memex.snapshot();
+    let privacy = PrivacyTags::new(["@personal"]);
+    let request = ContextRequest {
+        focus: Some(focus),
+        ..ContextRequest::default()
+    };
+    let section = foveal::context::render(&registry.snapshot(), &snapshot, &privacy, &request);
+    let output = section.text().to_owned();
+    let no_skills = Snapshot::default();
+    let cleaned = gate().clean(&output, &snapshot, &no_skills).unwrap();
+    let changed = output
+        .lines()
+        .zip(cleaned.text.lines())
+        .filter(|(a, b)| a != b)
+        .count();
+    eprintln!(
+        "awareness output: {} bytes; the gate removes {} private passages, {} lines changed",
+        output.len(),
+        cleaned.report.private,
+        changed
+    );
+    let text = std::fs::read_to_string(&big).unwrap();
+    let mut end = 200_000;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    let memex_text = &text[..end];
+
+    let mut group = c.benchmark_group("gate_100k");
+    group
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(10));
+    group.bench_function("first_build", |b| {
+        b.iter_batched(
+            gate,
+            |gate| black_box(gate.clean("x", &snapshot, &no_skills).unwrap().report),
+            BatchSize::PerIteration,
+        )
+    });
+    let shared = gate();
+    shared.clean("x", &memex.snapshot(), &no_skills).unwrap();
+    let mut n = 0u64;
+    group.bench_function("after_small_file_edit", |b| {
+        b.iter_batched(
+            || {
+                n += 1;
+                std::fs::write(
+                    &small,
+                    format!("* Inbox :project:\n** TODO item {n} :@personal:\n"),
+                )
+                .unwrap();
+                memex.reload_file(&small);
+                memex.snapshot()
+            },
+            |next| black_box(shared.clean("x", &next, &no_skills).unwrap().report),
+            BatchSize::PerIteration,
+        )
+    });
+    let snapshot = memex.snapshot();
+    shared.clean("x", &snapshot, &no_skills).unwrap();
+    group.bench_function("clean_awareness_output", |b| {
+        b.iter(|| black_box(shared.clean(&output, &snapshot, &no_skills).unwrap().report))
+    });
+    group.bench_function("clean_200kB_of_the_memex", |b| {
+        b.iter(|| {
+            black_box(
+                shared
+                    .clean(memex_text, &snapshot, &no_skills)
+                    .unwrap()
+                    .report,
+            )
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, egress);
+criterion_main!(benches);
