@@ -123,6 +123,60 @@ pub struct PrefixRequest<'a> {
     pub tools: RStr<'a>,
 }
 
+/// The IDENTITY+TOOLS prefix (seed 003, contract 1), built by the
+/// token-economics skill, and by the host when that skill is absent: one
+/// implementation for both. Unlike the seed, which glued the name,
+/// identity and feedback together without a separator, each part is on
+/// its own lines and an empty part leaves no heading:
+///
+/// ```text
+/// IDENTITY: <name>
+/// <identity>
+///
+/// FEEDBACK:
+/// <feedback>
+///
+/// STANDING MANDATES:
+/// <mandates>
+///
+/// TOOLS:
+/// <tools>
+/// ```
+pub fn prefix_text(request: &PrefixRequest<'_>) -> String {
+    let part = |s: &str| s.trim_end_matches(['\n', '\r', ' ', '\t']).to_owned();
+    let (name, identity, feedback, mandates, tools) = (
+        part(request.assistant_name.as_str()),
+        part(request.identity.as_str()),
+        part(request.feedback.as_str()),
+        part(request.mandates.as_str()),
+        part(request.tools.as_str()),
+    );
+    let mut text = String::with_capacity(
+        64 + name.len() + identity.len() + feedback.len() + mandates.len() + tools.len(),
+    );
+    text.push_str("IDENTITY: ");
+    text.push_str(&name);
+    text.push('\n');
+    if !identity.is_empty() {
+        text.push_str(&identity);
+        text.push('\n');
+    }
+    if !feedback.is_empty() {
+        text.push_str("\nFEEDBACK:\n");
+        text.push_str(&feedback);
+        text.push('\n');
+    }
+    if !mandates.is_empty() {
+        text.push_str("\nSTANDING MANDATES:\n");
+        text.push_str(&mandates);
+        text.push('\n');
+    }
+    text.push_str("\nTOOLS:\n");
+    text.push_str(if tools.is_empty() { "No tools" } else { &tools });
+    text.push('\n');
+    text
+}
+
 /// The answer of the `prefix` hook.
 #[repr(C)]
 #[derive(StableAbi, Debug, Clone)]

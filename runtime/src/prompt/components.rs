@@ -27,7 +27,7 @@
 use std::sync::{Arc, Mutex};
 
 use abi_stable::std_types::ROption;
-use foveal_sdk::prompt::{PrefixRequest, SectionKind, ids};
+use foveal_sdk::prompt::{SectionKind, ids};
 use foveal_sdk::{ComponentsRequest, Role, SignalKind};
 
 use crate::memex::privacy::PrivacyTags;
@@ -213,58 +213,9 @@ pub fn mandates_text(mandates: &[String]) -> String {
 }
 
 /// The IDENTITY+TOOLS prefix (seed 003, contract 1), built by the host
-/// when the token-economics skill is absent. The skill builds the same
-/// text (a test holds them equal). Unlike the seed, which glued the name,
-/// identity and feedback together without a separator, each part is on
-/// its own lines and an empty part leaves no heading:
-///
-/// ```text
-/// IDENTITY: <name>
-/// <identity>
-///
-/// FEEDBACK:
-/// <feedback>
-///
-/// STANDING MANDATES:
-/// <mandates>
-///
-/// TOOLS:
-/// <tools>
-/// ```
-pub fn prefix_text(request: &PrefixRequest<'_>) -> String {
-    let part = |s: &str| s.trim_end_matches(['\n', '\r', ' ', '\t']).to_owned();
-    let (name, identity, feedback, mandates, tools) = (
-        part(request.assistant_name.as_str()),
-        part(request.identity.as_str()),
-        part(request.feedback.as_str()),
-        part(request.mandates.as_str()),
-        part(request.tools.as_str()),
-    );
-    let mut text = String::with_capacity(
-        64 + name.len() + identity.len() + feedback.len() + mandates.len() + tools.len(),
-    );
-    text.push_str("IDENTITY: ");
-    text.push_str(&name);
-    text.push('\n');
-    if !identity.is_empty() {
-        text.push_str(&identity);
-        text.push('\n');
-    }
-    if !feedback.is_empty() {
-        text.push_str("\nFEEDBACK:\n");
-        text.push_str(&feedback);
-        text.push('\n');
-    }
-    if !mandates.is_empty() {
-        text.push_str("\nSTANDING MANDATES:\n");
-        text.push_str(&mandates);
-        text.push('\n');
-    }
-    text.push_str("\nTOOLS:\n");
-    text.push_str(if tools.is_empty() { "No tools" } else { &tools });
-    text.push('\n');
-    text
-}
+/// when the token-economics skill is absent: the SDK's
+/// [`foveal_sdk::prompt::prefix_text`], which the skill uses too.
+pub use foveal_sdk::prompt::prefix_text;
 
 /// One component a skill contributed, kept by the host.
 #[derive(Debug, Clone)]
@@ -466,7 +417,7 @@ mod tests {
 
     #[test]
     fn the_prefix_puts_each_part_on_its_own_lines() {
-        let request = PrefixRequest {
+        let request = foveal_sdk::prompt::PrefixRequest {
             assistant_name: "Agent".into(),
             identity: "### Mode: concise\n".into(),
             feedback: "".into(),

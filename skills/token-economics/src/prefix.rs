@@ -89,43 +89,12 @@ impl PrefixCache {
     }
 }
 
-/// The prefix text. The host builds the same text when this skill is
-/// absent (`foveal::prompt::components::prefix_text`; a test holds the two
-/// equal). Each part on its own lines, and an empty part leaves no
-/// heading — the seed glued name, identity and feedback together.
+/// The prefix text: the SDK's [`foveal_sdk::prompt::prefix_text`], the
+/// same function the host uses when this skill is absent. Each part on its
+/// own lines, and an empty part leaves no heading — the seed glued name,
+/// identity and feedback together.
 pub fn build(request: &PrefixRequest<'_>) -> String {
-    let part = |s: &str| s.trim_end_matches(['\n', '\r', ' ', '\t']).to_owned();
-    let (name, identity, feedback, mandates, tools) = (
-        part(request.assistant_name.as_str()),
-        part(request.identity.as_str()),
-        part(request.feedback.as_str()),
-        part(request.mandates.as_str()),
-        part(request.tools.as_str()),
-    );
-    let mut text = String::with_capacity(
-        64 + name.len() + identity.len() + feedback.len() + mandates.len() + tools.len(),
-    );
-    text.push_str("IDENTITY: ");
-    text.push_str(&name);
-    text.push('\n');
-    if !identity.is_empty() {
-        text.push_str(&identity);
-        text.push('\n');
-    }
-    if !feedback.is_empty() {
-        text.push_str("\nFEEDBACK:\n");
-        text.push_str(&feedback);
-        text.push('\n');
-    }
-    if !mandates.is_empty() {
-        text.push_str("\nSTANDING MANDATES:\n");
-        text.push_str(&mandates);
-        text.push('\n');
-    }
-    text.push_str("\nTOOLS:\n");
-    text.push_str(if tools.is_empty() { "No tools" } else { &tools });
-    text.push('\n');
-    text
+    foveal_sdk::prompt::prefix_text(request)
 }
 
 #[cfg(test)]
