@@ -104,7 +104,9 @@ pub enum Command {
         budget: Option<u32>,
         /// Print one JSON object: text, tokens, budget, included (a list of
         /// {id, reason}, the reason being outline, foveal, semantic <score>
-        /// or ancestor), omitted (counts by reason) and source.
+        /// or ancestor), omitted (counts by reason), source (awareness or
+        /// the fallback) and redacted (what the last-door check removed:
+        /// counts, never the text).
         #[arg(long, conflicts_with = "explain")]
         json: bool,
         /// Print why each object is shown and what was left out, then the
