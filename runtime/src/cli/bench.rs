@@ -89,11 +89,8 @@ pub fn awareness(config: &Config, focus: &str, runs: usize, json: bool) -> anyho
         let view = SnapshotView::new(&snapshot, &privacy);
         let owned = view.view();
         let memex_view = owned.as_view();
-        if memex_view.find(focus).is_none() {
-            eprintln!(
-                "error: no visible object has the id {focus:?} (list ids with `foveal memex query`)"
-            );
-            return Ok(Exit::NotFound);
+        if let Err(exit) = crate::cli::check_focus(&memex_view, focus) {
+            return Ok(exit);
         }
         memex_view.files().map(|f| f.len()).sum()
     };

@@ -102,18 +102,12 @@ pub fn run(config: &Config, options: &ContextOptions) -> anyhow::Result<Exit> {
     let snapshot = memex.snapshot();
     let privacy = PrivacyTags::new(&config.privacy_tags);
     if let Some(focus) = &options.focus
-        && SnapshotView::new(&snapshot, &privacy)
-            .view()
-            .as_view()
-            .find(focus)
-            .is_none()
+        && let Err(exit) = crate::cli::check_focus(
+            &SnapshotView::new(&snapshot, &privacy).view().as_view(),
+            focus,
+        )
     {
-        // The same answer for an id that does not exist and one that is
-        // private: the command does not reveal private objects either.
-        eprintln!(
-            "error: no visible object has the id {focus:?} (list ids with `foveal memex query`)"
-        );
-        return Ok(Exit::NotFound);
+        return Ok(exit);
     }
     let section = ContextCache::default().section(
         &registry.snapshot(),

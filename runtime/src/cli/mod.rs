@@ -324,6 +324,17 @@ fn context_overrides(
     }
 }
 
+/// Whether `focus` is the id of a visible object of `view`; if not, says
+/// so and gives the exit. The same answer for an id that does not exist
+/// and one that is private: no command reveals private objects.
+fn check_focus(view: &foveal_sdk::memex::MemexView<'_>, focus: &str) -> Result<(), Exit> {
+    if view.find(focus).is_some() {
+        return Ok(());
+    }
+    eprintln!("error: no visible object has the id {focus:?} (list ids with `foveal memex query`)");
+    Err(Exit::NotFound)
+}
+
 /// Resolves the configuration for a command: file, then environment, then
 /// the command's flags. A bad configuration is reported and ends the command.
 fn load_config(overrides: &Overrides) -> Result<Config, Exit> {

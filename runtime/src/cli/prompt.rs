@@ -112,18 +112,14 @@ pub fn run(config: &Config, options: &PromptOptions) -> anyhow::Result<Exit> {
     let skills = registry.snapshot();
     let snapshot = memex.snapshot();
     if let Some(focus) = &options.focus
-        && SnapshotView::new(&snapshot, &PrivacyTags::new(&config.privacy_tags))
-            .view()
-            .as_view()
-            .find(focus)
-            .is_none()
+        && let Err(exit) = crate::cli::check_focus(
+            &SnapshotView::new(&snapshot, &PrivacyTags::new(&config.privacy_tags))
+                .view()
+                .as_view(),
+            focus,
+        )
     {
-        // The same answer for an id that does not exist and one that is
-        // private: the command does not reveal private objects.
-        eprintln!(
-            "error: no visible object has the id {focus:?} (list ids with `foveal memex query`)"
-        );
-        return Ok(Exit::NotFound);
+        return Ok(exit);
     }
     let gate = match crate::egress::Gate::from_config(config) {
         Ok(gate) => gate,
