@@ -90,6 +90,9 @@ pub struct Config {
     /// Prompt assembly: `[identity]`, `[model]`, `[prices.<model>]` and
     /// `[context_types.<name>]` ([`crate::prompt::settings`]).
     pub prompt: crate::prompt::settings::PromptConfig,
+    /// `[execution]`: the hard limits of every execution pattern (layer 1,
+    /// [`crate::execution`]).
+    pub execution: crate::execution::ExecutionConfig,
 }
 
 impl Config {
@@ -186,6 +189,19 @@ struct FileConfig {
     #[serde(default)]
     context_types:
         std::collections::BTreeMap<Spanned<String>, crate::prompt::settings::FileContextType>,
+    #[serde(default)]
+    execution: FileExecution,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileExecution {
+    multi_action_enabled: Option<bool>,
+    // Signed, so that a negative value gets the range message too.
+    max_iterations_per_tick: Option<Spanned<i64>>,
+    task_assessment_enabled: Option<bool>,
+    sub_agents_enabled: Option<bool>,
+    sub_agent_budget: Option<Spanned<u32>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -430,6 +446,7 @@ impl Config {
             &base,
             env,
         )?;
+        let execution = check.execution(&file.execution)?;
         Ok(Self {
             file: path.map(Path::to_path_buf),
             plugins,
@@ -441,6 +458,7 @@ impl Config {
             privacy_default_patterns,
             provider,
             prompt,
+            execution,
         })
     }
 }
@@ -490,6 +508,46 @@ impl Checker<'_> {
 }
 
 impl Checker<'_> {
+    /// `[execution]`, the seed's `db.execution_config`: its defaults for
+    /// what is not set.
+    fn execution(
+        &self,
+        file: &FileExecution,
+    ) -> Result<crate::execution::ExecutionConfig, ConfigError> {
+        use crate::execution::{ExecutionConfig, MAX_ITERATIONS, MIN_ITERATIONS};
+        let defaults = ExecutionConfig::default();
+        Ok(ExecutionConfig {
+            multi_action_enabled: file
+                .multi_action_enabled
+                .unwrap_or(defaults.multi_action_enabled),
+            max_iterations_per_tick: self
+                .range(
+                    &file.max_iterations_per_tick,
+                    "execution.max_iterations_per_tick",
+                    i64::from(MIN_ITERATIONS),
+                    i64::from(MAX_ITERATIONS),
+                    ": tool calls per cycle, at most",
+                )?
+                // In range, so it fits.
+                .map_or(defaults.max_iterations_per_tick, |v| v as u32),
+            task_assessment_enabled: file
+                .task_assessment_enabled
+                .unwrap_or(defaults.task_assessment_enabled),
+            sub_agents_enabled: file
+                .sub_agents_enabled
+                .unwrap_or(defaults.sub_agents_enabled),
+            sub_agent_budget: self
+                .range(
+                    &file.sub_agent_budget,
+                    "execution.sub_agent_budget",
+                    1,
+                    u32::MAX,
+                    ": sub-agents running at once, at most",
+                )?
+                .unwrap_or(defaults.sub_agent_budget),
+        })
+    }
+
     /// The secret patterns, each checked (name, regex, no clash with another
     /// or, when `defaults`, with a default); an error points at the bad value.
     fn patterns(
@@ -544,6 +602,10 @@ impl Bounded for u32 {
 
 impl Bounded for u64 {
     const MAX: Self = u64::MAX;
+}
+
+impl Bounded for i64 {
+    const MAX: Self = i64::MAX;
 }
 
 impl Bounded for f64 {
@@ -805,6 +867,64 @@ mod tests {
             .to_string();
         assert!(
             err.contains("`plugins.quarantine_after`: 0 is out of range; must be at least 1"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn the_execution_section_is_read_with_the_seed_defaults() {
+        let c = parse("").unwrap();
+        assert_eq!(c.execution, crate::execution::ExecutionConfig::default());
+        assert!(c.execution.multi_action_enabled);
+        assert_eq!(c.execution.max_iterations_per_tick, 5);
+        assert!(!c.execution.task_assessment_enabled && !c.execution.sub_agents_enabled);
+        assert_eq!(c.execution.sub_agent_budget, 3);
+        let text = "[execution]\nmulti_action_enabled = false\nmax_iterations_per_tick = 10\ntask_assessment_enabled = true\nsub_agents_enabled = true\nsub_agent_budget = 1\n";
+        let c = parse(text).unwrap();
+        assert_eq!(
+            c.execution,
+            crate::execution::ExecutionConfig {
+                multi_action_enabled: false,
+                max_iterations_per_tick: 10,
+                task_assessment_enabled: true,
+                sub_agents_enabled: true,
+                sub_agent_budget: 1,
+            }
+        );
+    }
+
+    #[test]
+    fn a_bad_execution_value_names_the_key_and_the_range() {
+        for (value, column) in [("0", 27), ("11", 27), ("-1", 27)] {
+            let err = parse(&format!("[execution]\nmax_iterations_per_tick = {value}\n"))
+                .unwrap_err()
+                .to_string();
+            assert_eq!(
+                err,
+                format!(
+                    "conf/foveal.toml:2:{column}: `execution.max_iterations_per_tick`: {value} is out of range; must be from 1 to 10: tool calls per cycle, at most"
+                )
+            );
+        }
+        let err = parse("[execution]\nsub_agent_budget = 0\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("`execution.sub_agent_budget`: 0 is out of range; must be at least 1"),
+            "{err}"
+        );
+        let err = parse("[execution]\nmulti_action = true\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("conf/foveal.toml:2:1: unknown key `execution.multi_action`; did you mean `multi_action_enabled`?"),
+            "{err}"
+        );
+        let err = parse("[execution]\nsub_agents_enabled = \"yes\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("conf/foveal.toml:2:22: `execution.sub_agents_enabled`:"),
             "{err}"
         );
     }

@@ -15,6 +15,9 @@
 //! - [`logs`] keeps the recent log lines the context can show.
 //! - [`prompt`] assembles the prompt from ordered components within a
 //!   token budget that always holds, and tracks usage and cost.
+//! - [`execution`] composes how a cycle may act (single action or a loop,
+//!   how many tool calls, which kinds of tool) from the static limits, the
+//!   context type and the runtime signals.
 //! - [`provider`] asks a model: an OpenAI-compatible server over HTTP,
 //!   streamed, with retries and timeouts.
 //! - [`egress`] is the last door: private text and secrets are removed from
@@ -26,6 +29,7 @@ pub mod config;
 pub mod context;
 pub mod debounce;
 pub mod egress;
+pub mod execution;
 pub mod host_api;
 pub mod loader;
 pub mod logs;

@@ -25,8 +25,30 @@
 //! - The seed's tool names are kept as they are, although this host offers
 //!   none of them yet: a filter names the tools a type *may* use, and the
 //!   belt shows those that exist.
-//! - Execution settings beyond `max_iterations` (mode, multi-tool,
-//!   sub-agents) belong to the execution patterns, not to prompt assembly.
+//!
+//! Their execution settings, layer 2 of the execution pattern
+//! ([`crate::execution`]):
+//!
+//! | type | mode | max iterations | multi-tool | sub-agents |
+//! |---|---|---|---|---|
+//! | `tick_event` | `react_loop` | 5 | yes | yes |
+//! | `tick_autonomous` | `react_loop` | 5 | yes | yes |
+//! | `reflection` | `react_loop` | 3 | yes | no |
+//! | `reflection_cont` | `react_loop` | 2 | yes | no |
+//! | `sleep_consolidate` | `react_loop` | 10 | yes | no |
+//! | `goal_decompose` | `single_action` | 1 | no | no |
+//! | `pre_compaction` | `react_loop` | 5 | yes | no |
+//!
+//! - The seed's table gives four types; `tick_autonomous` is set as
+//!   `tick_event` (the summary table gives both the same tools and
+//!   iterations), `reflection_cont` and `pre_compaction` as `reflection`
+//!   (journal tools, no delegation), with their own iteration counts.
+//! - The seed names no per-type value for `allowed_tool_categories`,
+//!   `terminal_ends_loop` or `dangerous_requires_confirm`: every type
+//!   allows all categories (its `tool_filter` already narrows the tools),
+//!   a terminal tool ends the loop, and dangerous tools need no
+//!   confirmation unless a runtime signal asks for it (`recent_errors` ≥ 3,
+//!   `event_class = building`).
 //!
 //! A pluggable component (a skill's, or the host's logs at 2500) is in a
 //! prompt when the static component it follows is enabled, or when the
@@ -39,6 +61,8 @@ use std::collections::BTreeMap;
 
 use foveal_sdk::SignalKind;
 use foveal_sdk::prompt::ids;
+
+use crate::execution::{ExecutionMode, ToolCategory};
 
 /// The seed's reflection tools.
 pub const REFLECTION_TOOLS: [&str; 3] = ["noop", "add_journal_entry", "review_journal"];
@@ -92,8 +116,21 @@ pub struct ContextType {
     pub tool_filter: Option<Vec<String>>,
     /// Its token budget; none means `context.max_tokens`.
     pub token_budget: Option<u32>,
-    /// Tool calls per cycle (for the execution pattern).
+    /// How a cycle of this type acts (layer 2 of the execution pattern,
+    /// [`crate::execution`]).
+    pub execution_mode: ExecutionMode,
+    /// Tool calls per cycle, at most, 1–10.
     pub max_iterations: u32,
+    /// The tool categories it may use; none means all.
+    pub allowed_tool_categories: Option<Vec<ToolCategory>>,
+    /// A `terminal` tool ends the loop.
+    pub terminal_ends_loop: bool,
+    /// A `dangerous` tool waits for confirmation.
+    pub dangerous_requires_confirm: bool,
+    /// More than one tool call per cycle (a loop) is allowed.
+    pub allows_multi_tool: bool,
+    /// Work may be delegated to sub-agents.
+    pub allows_sub_agents: bool,
 }
 
 impl ContextType {
@@ -116,6 +153,9 @@ fn tools(names: &[&str]) -> Option<Vec<String>> {
 /// The seed's seven types.
 pub fn defaults() -> Vec<ContextType> {
     let full = ids::STATIC.to_vec();
+    // The execution settings of the seed's layer-2 table: every type
+    // loops but goal_decompose, only the ticks may delegate (the types the
+    // table leaves out are set like their kin; see the module docs).
     let t = |name, description, enabled: &[u32], filter, max_iterations| ContextType {
         name,
         description,
@@ -123,7 +163,13 @@ pub fn defaults() -> Vec<ContextType> {
         component_overrides: BTreeMap::new(),
         tool_filter: filter,
         token_budget: None,
+        execution_mode: ExecutionMode::ReactLoop,
         max_iterations,
+        allowed_tool_categories: None,
+        terminal_ends_loop: true,
+        dangerous_requires_confirm: false,
+        allows_multi_tool: true,
+        allows_sub_agents: matches!(name, "tick_event" | "tick_autonomous"),
     };
     let mut reflection = t(
         "reflection",
@@ -135,6 +181,15 @@ pub fn defaults() -> Vec<ContextType> {
     reflection
         .component_overrides
         .insert("system_prompt".to_owned(), REFLECTION_PROMPT.to_owned());
+    let mut goal_decompose = t(
+        "goal_decompose",
+        "Break down goals",
+        &[ids::SYSTEM_PROMPT, ids::GOALS, ids::PENDING_EVENT],
+        Some(Vec::new()),
+        1,
+    );
+    goal_decompose.execution_mode = ExecutionMode::SingleAction;
+    goal_decompose.allows_multi_tool = false;
     vec![
         t("tick_event", "Process pending event", &full, None, 5),
         t("tick_autonomous", "Goal-driven behavior", &full, None, 5),
@@ -153,13 +208,7 @@ pub fn defaults() -> Vec<ContextType> {
             tools(&SLEEP_TOOLS),
             10,
         ),
-        t(
-            "goal_decompose",
-            "Break down goals",
-            &[ids::SYSTEM_PROMPT, ids::GOALS, ids::PENDING_EVENT],
-            Some(Vec::new()),
-            1,
-        ),
+        goal_decompose,
         t(
             "pre_compaction",
             "Fact extraction",
@@ -273,6 +322,32 @@ mod tests {
                 .filter(|t| t.name != "reflection")
                 .all(|t| t.component_overrides.is_empty())
         );
+    }
+
+    #[test]
+    fn the_execution_settings_are_the_seed_layer_2_table() {
+        let types = ContextTypes::default();
+        let row = |name: &str| {
+            let t = types.get(name).unwrap();
+            (
+                t.execution_mode,
+                t.max_iterations,
+                t.allows_multi_tool,
+                t.allows_sub_agents,
+            )
+        };
+        use ExecutionMode::{ReactLoop, SingleAction};
+        assert_eq!(row("tick_event"), (ReactLoop, 5, true, true));
+        assert_eq!(row("reflection"), (ReactLoop, 3, true, false));
+        assert_eq!(row("sleep_consolidate"), (ReactLoop, 10, true, false));
+        assert_eq!(row("goal_decompose"), (SingleAction, 1, false, false));
+        // The types the seed's table leaves out.
+        assert_eq!(row("tick_autonomous"), (ReactLoop, 5, true, true));
+        assert_eq!(row("reflection_cont"), (ReactLoop, 2, true, false));
+        assert_eq!(row("pre_compaction"), (ReactLoop, 5, true, false));
+        assert!(types.iter().all(|t| t.allowed_tool_categories.is_none()
+            && t.terminal_ends_loop
+            && !t.dangerous_requires_confirm));
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! The configuration of prompt assembly: `[identity]`, `[model]`,
 //! `[prices.<model>]` and `[context_types.<name>]` of `foveal.toml` (see
-//! the commented defaults in `config/foveal.toml`).
+//! the commented defaults in `config/foveal.toml`). A context type's
+//! execution settings are read here too; `[execution]` is read by
+//! [`crate::config`].
 //!
 //! Read by [`crate::config`], with the same error style: a bad value is an
 //! error with the file, line and column, the key, and the closest valid
@@ -14,6 +16,7 @@ use toml::Spanned;
 
 use super::context_types::{self, ContextTypes};
 use crate::config::{ConfigError, EnvLookup, closest, line_column, resolve_path};
+use crate::execution::{self, ToolCategory};
 use crate::tokens::Encoding;
 
 /// The identity text used when the configuration gives none.
@@ -126,7 +129,13 @@ pub(crate) struct FileContextType {
     component_overrides: Option<BTreeMap<Spanned<String>, FileOverride>>,
     tool_filter: Option<Spanned<FileToolFilter>>,
     token_budget: Option<Spanned<u32>>,
+    execution_mode: Option<Spanned<String>>,
     max_iterations: Option<Spanned<u32>>,
+    allowed_tool_categories: Option<Spanned<FileToolFilter>>,
+    terminal_ends_loop: Option<bool>,
+    dangerous_requires_confirm: Option<bool>,
+    allows_multi_tool: Option<bool>,
+    allows_sub_agents: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -344,9 +353,58 @@ pub(crate) fn resolve(
             context_type.token_budget =
                 Some(errors.at_least(budget, &key("token_budget"), 1, None)?);
         }
+        // Layer 2 of the execution pattern (crate::execution).
+        if let Some(mode) = &overrides.execution_mode {
+            context_type.execution_mode = mode.get_ref().parse().map_err(|message: String| {
+                errors.at(mode.span().start, &key("execution_mode"), message)
+            })?;
+        }
         if let Some(iterations) = &overrides.max_iterations {
-            context_type.max_iterations =
-                errors.at_least(iterations, &key("max_iterations"), 1, Some(10))?;
+            context_type.max_iterations = errors.at_least(
+                iterations,
+                &key("max_iterations"),
+                execution::MIN_ITERATIONS,
+                Some(execution::MAX_ITERATIONS),
+            )?;
+        }
+        if let Some(categories) = &overrides.allowed_tool_categories {
+            let at = |message| {
+                errors.at(
+                    categories.span().start,
+                    &key("allowed_tool_categories"),
+                    message,
+                )
+            };
+            context_type.allowed_tool_categories = match categories.get_ref() {
+                FileToolFilter::Word(word) if word == "all" => None,
+                FileToolFilter::Word(word) => {
+                    return Err(at(format!(
+                        "{word:?} is not a category filter; give a list of categories (read, write, terminal, dangerous; `[]` for none) or \"all\""
+                    )));
+                }
+                FileToolFilter::List(names) => {
+                    let mut list = Vec::with_capacity(names.len());
+                    for name in names {
+                        let category: ToolCategory = name.parse().map_err(at)?;
+                        if !list.contains(&category) {
+                            list.push(category);
+                        }
+                    }
+                    Some(list)
+                }
+            };
+        }
+        if let Some(v) = overrides.terminal_ends_loop {
+            context_type.terminal_ends_loop = v;
+        }
+        if let Some(v) = overrides.dangerous_requires_confirm {
+            context_type.dangerous_requires_confirm = v;
+        }
+        if let Some(v) = overrides.allows_multi_tool {
+            context_type.allows_multi_tool = v;
+        }
+        if let Some(v) = overrides.allows_sub_agents {
+            context_type.allows_sub_agents = v;
         }
     }
     Ok(config)
@@ -450,6 +508,76 @@ tool_filter = ["noop"]
             c.context_types.get("goal_decompose").unwrap().tool_filter,
             Some(vec!["noop".to_owned()])
         );
+    }
+
+    #[test]
+    fn a_context_types_execution_settings_are_read() {
+        let text = r#"
+[context_types.tick_event]
+execution_mode = "plan_execute"
+max_iterations = 10
+allowed_tool_categories = ["read", "terminal", "read"]
+terminal_ends_loop = false
+dangerous_requires_confirm = true
+allows_multi_tool = true
+allows_sub_agents = false
+
+[context_types.goal_decompose]
+allowed_tool_categories = "all"
+"#;
+        let c = parse(text).unwrap().prompt;
+        let t = c.context_types.get("tick_event").unwrap();
+        assert_eq!(t.execution_mode, execution::ExecutionMode::PlanExecute);
+        assert_eq!(t.max_iterations, 10);
+        assert_eq!(
+            t.allowed_tool_categories,
+            Some(vec![ToolCategory::Read, ToolCategory::Terminal])
+        );
+        assert!(!t.terminal_ends_loop && t.dangerous_requires_confirm);
+        assert!(t.allows_multi_tool && !t.allows_sub_agents);
+        let g = c.context_types.get("goal_decompose").unwrap();
+        assert_eq!(g.allowed_tool_categories, None);
+        assert_eq!(g.execution_mode, execution::ExecutionMode::SingleAction);
+    }
+
+    #[test]
+    fn bad_execution_settings_name_file_line_key_and_choices() {
+        let err = parse("[context_types.reflection]\nexecution_mode = \"react\"\n")
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "conf/foveal.toml:2:18: `context_types.reflection.execution_mode`: unknown execution mode \"react\" (did you mean \"react_loop\"?); the choices are single_action, react_loop, plan_execute"
+        );
+        let err = parse("[context_types.reflection]\nexecution_mode = \"batch\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.ends_with("unknown execution mode \"batch\"; the choices are single_action, react_loop, plan_execute"),
+            "{err}"
+        );
+        let err = parse("[context_types.reflection]\nmax_iterations = 11\n")
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "conf/foveal.toml:2:18: `context_types.reflection.max_iterations`: 11 is out of range; must be from 1 to 10"
+        );
+        let err = parse("[context_types.reflection]\nallowed_tool_categories = [\"reed\"]\n")
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "conf/foveal.toml:2:27: `context_types.reflection.allowed_tool_categories`: unknown tool category \"reed\" (did you mean \"read\"?); the choices are read, write, terminal, dangerous"
+        );
+        let err = parse("[context_types.reflection]\nallowed_tool_categories = \"none\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("\"none\" is not a category filter"), "{err}");
+        let err = parse("[context_types.reflection]\nallows_subagents = true\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("did you mean `allows_sub_agents`?"), "{err}");
     }
 
     #[test]
