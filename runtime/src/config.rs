@@ -87,6 +87,8 @@ pub struct Config {
     /// The model provider: `[provider]`, `FOVEAL_PROVIDER`, `OPENAI_*`,
     /// `--provider` ([`crate::provider::settings`]).
     pub provider: crate::provider::ProviderSettings,
+    /// `[agent]`: how the live host runs.
+    pub agent: crate::agent::settings::AgentSettings,
     /// Prompt assembly: `[identity]`, `[model]`, `[prices.<model>]` and
     /// `[context_types.<name>]` ([`crate::prompt::settings`]).
     pub prompt: crate::prompt::settings::PromptConfig,
@@ -180,6 +182,8 @@ struct FileConfig {
     privacy: FilePrivacy,
     #[serde(default)]
     provider: crate::provider::settings::FileProvider,
+    #[serde(default)]
+    agent: crate::agent::settings::FileAgent,
     #[serde(default)]
     identity: crate::prompt::settings::FileIdentity,
     #[serde(default)]
@@ -447,8 +451,10 @@ impl Config {
             env,
         )?;
         let execution = check.execution(&file.execution)?;
+        let agent = crate::agent::settings::resolve(&file.agent, text, &shown, &base, env)?;
         Ok(Self {
             file: path.map(Path::to_path_buf),
+            agent,
             plugins,
             context,
             data_dir,

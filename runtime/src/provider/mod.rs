@@ -144,3 +144,18 @@ impl fmt::Debug for RequestBody {
         write!(f, "RequestBody({} bytes)", self.0.len())
     }
 }
+
+/// The provider `settings` choose.
+pub fn from_settings(settings: &ProviderSettings) -> Result<Box<dyn Provider>, ProviderError> {
+    Ok(Box::new(OpenAiProvider::new(settings)?))
+}
+
+/// The chat-completions request body for `request` (`model` when the
+/// request names none): what [`OpenAiProvider::body`] builds, for
+/// providers that speak the same JSON.
+pub fn request_body(
+    request: &ChatRequest,
+    model: Option<&str>,
+) -> Result<RequestBody, ProviderError> {
+    request::build(request, model)
+}

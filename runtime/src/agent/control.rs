@@ -1,0 +1,271 @@
+//! The control socket: how `foveal send`, `foveal status` and `foveal
+//! stop` talk to a running host.
+//!
+//! A Unix socket (permissions 0600, in a folder of mode 0700) at
+//! `agent.socket` / `FOVEAL_SOCKET`, by default
+//! `$XDG_RUNTIME_DIR/foveal/control.sock` (else `<data dir>/run/`). The
+//! protocol is JSON lines: the client writes one [`Request`], the host
+//! answers with [`Reply`] lines — for `send`, the reply's text as it is
+//! written, the tools that ran, then `done`.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
+use tokio::net::{UnixListener, UnixStream};
+
+use super::{SignalSource, StopReason};
+
+/// What a client asks.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "cmd", rename_all = "snake_case")]
+pub enum Request {
+    /// A message for the agent: one turn; the reply streams back.
+    Send {
+        /// The text.
+        text: String,
+        /// The object to focus on.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        focus: Option<String>,
+        /// `user_input` (default) or `delegation`.
+        #[serde(default = "user_input")]
+        signal: SignalSource,
+    },
+    /// The host's status.
+    Status,
+    /// Finish the cycle in flight, save the session, exit.
+    Stop,
+}
+
+fn user_input() -> SignalSource {
+    SignalSource::UserInput
+}
+
+impl<'de> Deserialize<'de> for SignalSource {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(d)?;
+        match name.as_str() {
+            "user_input" => Ok(Self::UserInput),
+            "delegation" => Ok(Self::Delegation),
+            other => Err(serde::de::Error::custom(format!(
+                "a client can send `user_input` or `delegation`, not `{other}`"
+            ))),
+        }
+    }
+}
+
+/// One line of the host's answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum Reply {
+    /// A piece of the reply's text.
+    Text {
+        /// The text.
+        text: String,
+    },
+    /// A tool ran.
+    Tool {
+        /// Its name.
+        name: String,
+        /// Whether it succeeded.
+        ok: bool,
+        /// What it returned.
+        result: String,
+    },
+    /// The turn ended.
+    Done {
+        /// Why.
+        stop: StopReason,
+        /// Its error, if it failed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+        /// The cycles it took.
+        cycles: usize,
+    },
+    /// The host's status (`foveal status`).
+    Status {
+        /// The status object.
+        status: serde_json::Value,
+    },
+    /// The host is stopping.
+    Stopping,
+    /// The request was not understood.
+    Error {
+        /// Why.
+        message: String,
+    },
+}
+
+impl<'de> Deserialize<'de> for StopReason {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(d)?;
+        Ok(match name.as_str() {
+            "replied" => Self::Replied,
+            "terminal" => Self::Terminal,
+            "max_iterations" => Self::MaxIterations,
+            "ignored" => Self::Ignored,
+            _ => Self::Error,
+        })
+    }
+}
+
+/// Why the socket could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum ControlError {
+    /// Another host answers on it.
+    #[error(
+        "a foveal host is already running with the control socket {}; stop it with `foveal stop`, or set FOVEAL_SOCKET",
+        path.display()
+    )]
+    InUse {
+        /// The socket.
+        path: PathBuf,
+    },
+    /// The folder or the socket could not be made.
+    #[error("cannot open the control socket {}: {source}", path.display())]
+    Io {
+        /// The socket.
+        path: PathBuf,
+        /// Why.
+        source: io::Error,
+    },
+}
+
+/// The listening socket, removed when dropped.
+#[derive(Debug)]
+pub struct ControlSocket {
+    listener: UnixListener,
+    path: PathBuf,
+}
+
+impl ControlSocket {
+    /// Binds `path`: its folder is created with mode 0700, the socket gets
+    /// mode 0600. A stale socket (no one answers) is replaced.
+    pub async fn bind(path: &Path) -> Result<Self, ControlError> {
+        use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt as _};
+        let io_error = |source| ControlError::Io {
+            path: path.to_owned(),
+            source,
+        };
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty())
+            && !dir.exists()
+        {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)
+                .map_err(io_error)?;
+        }
+        if path.exists() {
+            if UnixStream::connect(path).await.is_ok() {
+                return Err(ControlError::InUse {
+                    path: path.to_owned(),
+                });
+            }
+            std::fs::remove_file(path).map_err(io_error)?;
+        }
+        let listener = UnixListener::bind(path).map_err(io_error)?;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(io_error)?;
+        Ok(Self {
+            listener,
+            path: path.to_owned(),
+        })
+    }
+
+    /// Its path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The next client.
+    pub async fn accept(&self) -> io::Result<UnixStream> {
+        self.listener.accept().await.map(|(stream, _)| stream)
+    }
+}
+
+impl Drop for ControlSocket {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Reads one request line from a client.
+pub async fn read_request(
+    stream: &mut BufReader<UnixStream>,
+) -> io::Result<Result<Request, String>> {
+    let mut line = String::new();
+    let mut limited = (&mut *stream).take(1 << 20);
+    limited.read_line(&mut line).await?;
+    if line.trim().is_empty() {
+        return Ok(Err("empty request".to_owned()));
+    }
+    Ok(serde_json::from_str(&line).map_err(|e| format!("bad request: {e}")))
+}
+
+use tokio::io::AsyncReadExt as _;
+
+/// Writes one reply line.
+pub async fn write_reply(stream: &mut BufReader<UnixStream>, reply: &Reply) -> io::Result<()> {
+    let mut line = serde_json::to_vec(reply).expect("a reply serialises");
+    line.push(b'\n');
+    stream.get_mut().write_all(&line).await
+}
+
+/// A client: sends `request` to the host at `path` and hands each reply
+/// line to `each` until the host closes the connection or `each` returns
+/// false.
+pub async fn request(
+    path: &Path,
+    request: &Request,
+    mut each: impl FnMut(Reply) -> bool,
+) -> Result<(), ClientError> {
+    let stream = UnixStream::connect(path)
+        .await
+        .map_err(|source| ClientError::Connect {
+            path: path.to_owned(),
+            source,
+        })?;
+    let mut stream = BufReader::new(stream);
+    let mut line = serde_json::to_vec(request).expect("a request serialises");
+    line.push(b'\n');
+    stream
+        .get_mut()
+        .write_all(&line)
+        .await
+        .map_err(ClientError::Io)?;
+    let mut buf = String::new();
+    loop {
+        buf.clear();
+        if stream.read_line(&mut buf).await.map_err(ClientError::Io)? == 0 {
+            return Ok(());
+        }
+        let reply: Reply = serde_json::from_str(&buf)
+            .map_err(|e| ClientError::Protocol(format!("{e}: {}", buf.trim())))?;
+        if !each(reply) {
+            return Ok(());
+        }
+    }
+}
+
+/// Why a client request failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// No host answers.
+    #[error(
+        "no foveal host is running (cannot connect to {}: {source}); start one with `foveal run`",
+        path.display()
+    )]
+    Connect {
+        /// The socket.
+        path: PathBuf,
+        /// Why.
+        source: io::Error,
+    },
+    /// The connection broke.
+    #[error("the connection to the host broke: {0}")]
+    Io(io::Error),
+    /// The host answered something unreadable.
+    #[error("unexpected answer from the host: {0}")]
+    Protocol(String),
+}

@@ -1,0 +1,422 @@
+//! The long-running host: one queue of signals, one agent answering them.
+//!
+//! Sources feed the queue: the REPL (lines from stdin), clients of the
+//! control socket (`foveal send`), the heartbeat, and the watchers (memex
+//! and skill changes, seen by their generation numbers). The loop takes
+//! one signal at a time and runs its turn to the end. Ctrl-C, SIGTERM,
+//! `foveal stop` and the end of stdin (in REPL mode) stop the host after
+//! the turn in flight; the session is synced and the socket removed.
+
+use std::io::Write as _;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::io::BufReader;
+use tokio::sync::{mpsc, oneshot, watch};
+
+use super::control::{self, ControlSocket, Reply, Request};
+use super::{Agent, Output, Signal, SignalSource, StopReason};
+
+/// How the host runs.
+#[derive(Debug, Clone)]
+pub struct HostOptions {
+    /// Read the user's messages from stdin (and stop at its end).
+    pub repl: bool,
+    /// Print a `> ` prompt (stdin is a terminal).
+    pub prompt: bool,
+    /// Seconds between heartbeats; 0 for none.
+    pub heartbeat_secs: u64,
+    /// Start a turn on memex changes made outside the host.
+    pub react_to_memex_changes: bool,
+    /// Start a turn on skill changes.
+    pub react_to_skill_changes: bool,
+}
+
+/// One entry of the queue: a signal, and where its reply goes — or the
+/// end of the REPL's input, which stops the host once what came before it
+/// is answered.
+#[derive(Debug)]
+struct Queued {
+    signal: Option<Signal>,
+    reply: Option<mpsc::UnboundedSender<Reply>>,
+}
+
+/// A line typed while a dangerous tool waits for a yes or no goes to it.
+type PendingConfirm = Arc<Mutex<Option<oneshot::Sender<String>>>>;
+
+/// Runs the host until it is stopped. Returns when the turn in flight
+/// has finished and the session is synced.
+pub async fn run(
+    mut agent: Agent,
+    socket: Option<ControlSocket>,
+    options: HostOptions,
+) -> anyhow::Result<()> {
+    let (queue, mut signals) = mpsc::unbounded_channel::<Queued>();
+    let (stop_tx, mut stop) = watch::channel(false);
+    let status = agent.status();
+    let pending: PendingConfirm = Arc::default();
+
+    // Shutdown: Ctrl-C and SIGTERM.
+    {
+        let stop_tx = stop_tx.clone();
+        tokio::spawn(async move {
+            let mut term =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+            let term = async {
+                match term.as_mut() {
+                    Some(term) => {
+                        term.recv().await;
+                    }
+                    None => std::future::pending::<()>().await,
+                }
+            };
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => tracing::info!("interrupted: stopping after the cycle in flight"),
+                () = term => tracing::info!("SIGTERM: stopping after the cycle in flight"),
+            }
+            let _ = stop_tx.send(true);
+        });
+    }
+
+    // The REPL's reader: a thread, since stdin blocks.
+    if options.repl {
+        let queue = queue.clone();
+        let pending = Arc::clone(&pending);
+        let status = Arc::clone(&status);
+        std::thread::Builder::new()
+            .name("foveal-stdin".into())
+            .spawn(move || read_stdin(&queue, &pending, &status))?;
+    }
+
+    // The control socket.
+    if let Some(socket) = socket {
+        let queue = queue.clone();
+        let stop_tx = stop_tx.clone();
+        let status = Arc::clone(&status);
+        tokio::spawn(async move {
+            loop {
+                match socket.accept().await {
+                    Ok(stream) => {
+                        let queue = queue.clone();
+                        let stop_tx = stop_tx.clone();
+                        let status = Arc::clone(&status);
+                        tokio::spawn(async move {
+                            if let Err(error) = serve(stream, &queue, &stop_tx, &status).await {
+                                tracing::debug!("control client: {error}");
+                            }
+                        });
+                    }
+                    Err(error) => {
+                        tracing::warn!("control socket: {error}");
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                }
+            }
+        });
+    }
+
+    // The heartbeat.
+    if options.heartbeat_secs > 0 {
+        let queue = queue.clone();
+        let every = Duration::from_secs(options.heartbeat_secs);
+        tokio::spawn(async move {
+            let mut interval = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+            interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+            loop {
+                interval.tick().await;
+                if queue
+                    .send(Queued {
+                        signal: Some(Signal::heartbeat()),
+                        reply: None,
+                    })
+                    .is_err()
+                {
+                    return;
+                }
+            }
+        });
+    }
+
+    // Changes, seen by their generation numbers.
+    let mut seen_memex = agent.memex().snapshot().generation();
+    let mut seen_skills = agent.registry().snapshot().generation();
+    let mut changes = tokio::time::interval(Duration::from_millis(250));
+    changes.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+
+    if options.prompt {
+        print_prompt();
+    }
+    loop {
+        tokio::select! {
+            biased;
+            _ = stop.changed() => break,
+            queued = signals.recv() => {
+                let Some(queued) = queued else { break };
+                let Some(signal) = queued.signal else { break };
+                status.lock().unwrap_or_else(|e| e.into_inner()).queued = signals.len();
+                let repl = queued.reply.is_none() && signal.source == SignalSource::UserInput;
+                let report = match queued.reply {
+                    Some(reply) => {
+                        let mut out = ClientOutput { tx: reply.clone() };
+                        let report = agent.turn(signal, &mut out).await;
+                        let _ = reply.send(Reply::Done {
+                            stop: report.stop,
+                            error: report.error.clone(),
+                            cycles: report.cycles.len(),
+                        });
+                        report
+                    }
+                    None => {
+                        let mut out = TerminalOutput { pending: Arc::clone(&pending), repl };
+                        let report = agent.turn(signal, &mut out).await;
+                        println!();
+                        report
+                    }
+                };
+                if report.stop == StopReason::Error {
+                    tracing::warn!("turn failed: {}", report.error.as_deref().unwrap_or(""));
+                }
+                if options.prompt {
+                    print_prompt();
+                }
+            }
+            _ = changes.tick() => {
+                let memex = agent.memex().snapshot().generation();
+                if memex != seen_memex {
+                    seen_memex = memex;
+                    if !agent.is_own_write(memex) {
+                        tracing::info!(generation = memex, "memex changed");
+                        if options.react_to_memex_changes {
+                            let _ = queue.send(Queued { signal: Some(change(SignalSource::MemexChange, memex)), reply: None });
+                        }
+                    }
+                }
+                let skills = agent.registry().snapshot().generation();
+                if skills != seen_skills {
+                    seen_skills = skills;
+                    tracing::info!(generation = skills, "skills changed");
+                    if options.react_to_skill_changes {
+                        let _ = queue.send(Queued { signal: Some(change(SignalSource::SkillChange, skills)), reply: None });
+                    }
+                }
+                agent.refresh_status(None);
+            }
+        }
+    }
+    agent.sync()?;
+    tracing::info!(
+        session = agent.session().name(),
+        "host stopped; session saved"
+    );
+    Ok(())
+}
+
+fn change(source: SignalSource, generation: u64) -> Signal {
+    Signal {
+        source,
+        payload: format!("generation {generation}"),
+        focus: None,
+    }
+}
+
+fn print_prompt() {
+    print!("> ");
+    let _ = std::io::stdout().flush();
+}
+
+/// The REPL's commands, besides plain messages.
+const HELP: &str = "Type a message for the agent, or:
+  /focus ID   put object ID in foveal focus (/focus alone clears it)
+  /status     show the host's status
+  /help       this text
+  /quit       stop the host (also Ctrl-D)";
+
+fn read_stdin(
+    queue: &mpsc::UnboundedSender<Queued>,
+    pending: &PendingConfirm,
+    status: &Arc<Mutex<super::Status>>,
+) {
+    let stdin = std::io::stdin();
+    let mut line = String::new();
+    loop {
+        line.clear();
+        match stdin.read_line(&mut line) {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        let text = line.trim_end_matches(['\n', '\r']).to_owned();
+        if let Some(answer) = pending.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            let _ = answer.send(text);
+            continue;
+        }
+        let trimmed = text.trim();
+        if trimmed.is_empty() {
+            continue;
+        }
+        let signal = match trimmed.split_once(' ').unwrap_or((trimmed, "")) {
+            ("/quit" | "/exit", _) => break,
+            ("/help", _) => {
+                println!("{HELP}");
+                continue;
+            }
+            ("/status", _) => {
+                let status = status.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&status).unwrap_or_default()
+                );
+                continue;
+            }
+            ("/focus", id) => Signal {
+                source: SignalSource::UserInput,
+                payload: String::new(),
+                focus: Some(id.trim().to_owned()),
+            },
+            (command, _) if command.starts_with('/') && !command.contains('/') => {
+                println!("unknown command {command}; /help lists them");
+                continue;
+            }
+            _ => Signal::user(text),
+        };
+        if queue
+            .send(Queued {
+                signal: Some(signal),
+                reply: None,
+            })
+            .is_err()
+        {
+            return;
+        }
+    }
+    // The end of input: stop once what was typed before it is answered.
+    let _ = queue.send(Queued {
+        signal: None,
+        reply: None,
+    });
+}
+
+/// Serves one control client.
+async fn serve(
+    stream: tokio::net::UnixStream,
+    queue: &mpsc::UnboundedSender<Queued>,
+    stop: &watch::Sender<bool>,
+    status: &Arc<Mutex<super::Status>>,
+) -> std::io::Result<()> {
+    let mut stream = BufReader::new(stream);
+    let request = match control::read_request(&mut stream).await? {
+        Ok(request) => request,
+        Err(message) => {
+            return control::write_reply(&mut stream, &Reply::Error { message }).await;
+        }
+    };
+    match request {
+        Request::Status => {
+            let status = status.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            let status = serde_json::to_value(&status).unwrap_or_default();
+            control::write_reply(&mut stream, &Reply::Status { status }).await
+        }
+        Request::Stop => {
+            let _ = stop.send(true);
+            control::write_reply(&mut stream, &Reply::Stopping).await
+        }
+        Request::Send {
+            text,
+            focus,
+            signal,
+        } => {
+            let (tx, mut rx) = mpsc::unbounded_channel();
+            let signal = Signal {
+                source: signal,
+                payload: text,
+                focus,
+            };
+            if queue
+                .send(Queued {
+                    signal: Some(signal),
+                    reply: Some(tx),
+                })
+                .is_err()
+            {
+                let message = "the host is stopping".to_owned();
+                return control::write_reply(&mut stream, &Reply::Error { message }).await;
+            }
+            while let Some(reply) = rx.recv().await {
+                let done = matches!(reply, Reply::Done { .. });
+                control::write_reply(&mut stream, &reply).await?;
+                if done {
+                    break;
+                }
+            }
+            Ok(())
+        }
+    }
+}
+
+/// The REPL's output: text to stdout as it comes, tool notes to stderr,
+/// confirmation asked on the terminal.
+struct TerminalOutput {
+    pending: PendingConfirm,
+    repl: bool,
+}
+
+impl Output for TerminalOutput {
+    fn text(&mut self, text: &str) {
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(text.as_bytes());
+        let _ = out.flush();
+    }
+
+    fn tool(&mut self, name: &str, result: &Result<String, String>) {
+        match result {
+            Ok(_) => eprintln!("  [tool {name}: ok]"),
+            Err(error) => eprintln!("  [tool {name}: {error}]"),
+        }
+    }
+
+    fn interactive(&self) -> bool {
+        self.repl
+    }
+
+    fn confirm<'a>(
+        &'a mut self,
+        tool: &'a str,
+        arguments: &'a str,
+    ) -> Pin<Box<dyn std::future::Future<Output = bool> + Send + 'a>> {
+        Box::pin(async move {
+            let (tx, rx) = oneshot::channel();
+            *self.pending.lock().unwrap_or_else(|e| e.into_inner()) = Some(tx);
+            print!("\nallow the dangerous tool {tool}({arguments})? [y/N] ");
+            let _ = std::io::stdout().flush();
+            match rx.await {
+                Ok(answer) => matches!(answer.trim(), "y" | "Y" | "yes" | "Yes"),
+                Err(_) => false,
+            }
+        })
+    }
+}
+
+/// A control client's output: each piece goes back over the socket.
+struct ClientOutput {
+    tx: mpsc::UnboundedSender<Reply>,
+}
+
+impl Output for ClientOutput {
+    fn text(&mut self, text: &str) {
+        let _ = self.tx.send(Reply::Text {
+            text: text.to_owned(),
+        });
+    }
+
+    fn tool(&mut self, name: &str, result: &Result<String, String>) {
+        let (ok, result) = match result {
+            Ok(text) => (true, text.clone()),
+            Err(error) => (false, error.clone()),
+        };
+        let _ = self.tx.send(Reply::Tool {
+            name: name.to_owned(),
+            ok,
+            result,
+        });
+    }
+}

@@ -1,0 +1,980 @@
+//! The live agent: sense, think, act.
+//!
+//! An [`Agent`] answers [`Signal`]s. Each signal starts a *turn*: one or
+//! more *cycles*, each of which
+//!
+//! 1. takes the registry and memex snapshots (the whole cycle runs on
+//!    them, so a skill swapped or a file edited meanwhile is seen by the
+//!    next cycle, never half-way);
+//! 2. chooses the context type from the signal (seed 004: a user's message
+//!    or a tool's output → `tick_event`, a heartbeat → `tick_autonomous`);
+//! 3. composes the execution pattern ([`crate::execution`]) from the
+//!    static limits, the context type and the runtime signals (token
+//!    pressure from the last prompt's usage, consecutive errors, the
+//!    event's class);
+//! 4. assembles the prompt ([`crate::prompt`]) with the tools the context
+//!    type and the pattern allow, and passes it through the privacy gate
+//!    ([`crate::egress`]);
+//! 5. calls the [`Provider`], streaming the reply's text to the
+//!    [`Output`];
+//! 6. acts: runs the tool calls (the first only, unless the pattern
+//!    allows several), asking for confirmation of dangerous ones when the
+//!    pattern says so;
+//! 7. records the messages in the [`Session`] and the usage in the cost
+//!    tracker, and logs the cycle (id, generations, tokens, the time of
+//!    each phase).
+//!
+//! Tool output is fed back as a new signal (`tool_output`): the next
+//! cycle of the turn sees it as the prompt's tool result (component 7000),
+//! under the pattern of a tool-output signal. A turn ends when the model
+//! replies without calling a tool, when it calls a terminal tool (with
+//! `terminal_ends_loop`), or when the tool-output cycles reach their
+//! pattern's `max_iterations`. In a cycle whose pattern does not allow
+//! several tools (`single_action`, or `multi_tool_enabled` false) only the
+//! first call runs; the others are answered "not run". So a user's message,
+//! whose pattern is `single_action` (seed 004: event class
+//! `communication`), acts once, and the answer to what it did comes in the
+//! cycles that follow. A provider error ends the turn with an error reply;
+//! the agent lives and the next turn works.
+
+pub mod control;
+pub mod host;
+pub mod session;
+pub mod settings;
+pub mod tools;
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use foveal_sdk::SignalKind;
+use serde::Serialize;
+
+use crate::config::Config;
+use crate::egress::Gate;
+pub use crate::execution::ToolCategory;
+use crate::execution::{AssessmentSignals, EventClass, ExecutionPattern};
+use crate::memex::Memex;
+use crate::memex::privacy::PrivacyTags;
+use crate::prompt::cost::CostTracker;
+use crate::prompt::{Assembler, PromptError, PromptInput, PromptSettings};
+use crate::provider::{ChatRequest, Event, Provider, ToolChoice};
+use crate::registry::Registry;
+use session::{Entry, EntryRole, RecordedCall, Session};
+use tools::{JournalSettings, Tool, ToolContext, ToolError, ToolSource};
+
+/// What a signal is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SignalSource {
+    /// The user: the REPL, `foveal send`, `foveal ask`.
+    UserInput,
+    /// The periodic heartbeat.
+    Heartbeat,
+    /// A memex file changed outside the host.
+    MemexChange,
+    /// A skill was added, replaced or removed.
+    SkillChange,
+    /// A tool's output, within a turn.
+    ToolOutput,
+    /// The result of a delegated sub-task.
+    Delegation,
+}
+
+impl SignalSource {
+    /// The SDK's signal kind.
+    pub fn kind(self) -> SignalKind {
+        match self {
+            Self::UserInput => SignalKind::USER,
+            Self::Heartbeat => SignalKind::HEARTBEAT,
+            Self::MemexChange => SignalKind::MEMEX_CHANGE,
+            Self::SkillChange => SignalKind::SKILL_CHANGE,
+            Self::ToolOutput => SignalKind::TOOL_OUTPUT,
+            Self::Delegation => SignalKind::DELEGATION,
+        }
+    }
+
+    /// Its name in logs and JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::UserInput => "user_input",
+            Self::Heartbeat => "heartbeat",
+            Self::MemexChange => "memex_change",
+            Self::SkillChange => "skill_change",
+            Self::ToolOutput => "tool_output",
+            Self::Delegation => "delegation",
+        }
+    }
+}
+
+/// Something the agent senses: one entry of the host's queue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Signal {
+    /// Its source.
+    pub source: SignalSource,
+    /// Its payload: the user's text, the delegation's result, what
+    /// changed.
+    pub payload: String,
+    /// The object to put in foveal focus for this turn (and after it).
+    pub focus: Option<String>,
+}
+
+impl Signal {
+    /// A message from the user.
+    pub fn user(text: impl Into<String>) -> Self {
+        Self {
+            source: SignalSource::UserInput,
+            payload: text.into(),
+            focus: None,
+        }
+    }
+
+    /// A heartbeat.
+    pub fn heartbeat() -> Self {
+        Self {
+            source: SignalSource::Heartbeat,
+            payload: String::new(),
+            focus: None,
+        }
+    }
+}
+
+/// Where a turn's reply goes while it is written: the REPL's terminal,
+/// a `foveal send` client, `foveal ask`'s stdout.
+pub trait Output: Send {
+    /// A piece of the reply's text, as the model writes it.
+    fn text(&mut self, text: &str);
+
+    /// A tool ran (or was refused): its name and what it returned.
+    fn tool(&mut self, name: &str, result: &Result<String, String>) {
+        let _ = (name, result);
+    }
+
+    /// Asks the user whether a dangerous tool may run. The default (no one
+    /// to ask) refuses.
+    fn confirm<'a>(
+        &'a mut self,
+        tool: &'a str,
+        arguments: &'a str,
+    ) -> Pin<Box<dyn Future<Output = bool> + Send + 'a>> {
+        let _ = (tool, arguments);
+        Box::pin(async { false })
+    }
+
+    /// Whether [`confirm`](Self::confirm) can ask someone.
+    fn interactive(&self) -> bool {
+        false
+    }
+}
+
+/// An [`Output`] that keeps the text (for tests and `foveal send`).
+#[derive(Debug, Default)]
+pub struct Collect {
+    /// The text written so far.
+    pub text: String,
+    /// The tools that ran, with their results.
+    pub tools: Vec<(String, Result<String, String>)>,
+}
+
+impl Output for Collect {
+    fn text(&mut self, text: &str) {
+        self.text.push_str(text);
+    }
+
+    fn tool(&mut self, name: &str, result: &Result<String, String>) {
+        self.tools.push((name.to_owned(), result.clone()));
+    }
+}
+
+/// The time each phase of a cycle took, in milliseconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Phases {
+    /// Taking the snapshots and composing the pattern.
+    pub sense_ms: f64,
+    /// Assembling the prompt and passing it through the gate.
+    pub assemble_ms: f64,
+    /// Calling the model, until the reply ended.
+    pub model_ms: f64,
+    /// Running the tools and recording.
+    pub act_ms: f64,
+}
+
+/// One cycle, as `foveal status` and the log report it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CycleSummary {
+    /// The cycle's number in this process.
+    pub id: u64,
+    /// The signal it answered.
+    pub signal: &'static str,
+    /// The context type.
+    pub context_type: &'static str,
+    /// The registry generation it ran on.
+    pub registry_generation: u64,
+    /// The memex generation it ran on.
+    pub memex_generation: u64,
+    /// The prompt's tokens (byte bound unless counted exactly).
+    pub prompt_tokens: u32,
+    /// The reply's tokens, as the provider reported them.
+    pub completion_tokens: Option<u64>,
+    /// The share of the budget the prompt used, 0–100.
+    pub usage_percent: Option<u8>,
+    /// The tools called.
+    pub tool_calls: Vec<String>,
+    /// The phases' times.
+    pub phases: Phases,
+    /// The error that ended it, if any.
+    pub error: Option<String>,
+    /// Its pattern.
+    pub pattern: ExecutionPattern,
+}
+
+/// How a turn ended.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TurnReport {
+    /// The reply's text (all cycles' text, in order).
+    pub reply: String,
+    /// The cycles it took.
+    pub cycles: Vec<CycleSummary>,
+    /// Why it stopped.
+    pub stop: StopReason,
+    /// The error shown to the user, if it failed.
+    pub error: Option<String>,
+}
+
+/// Why a turn stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    /// The model replied without calling a tool.
+    Replied,
+    /// A terminal tool ended the loop.
+    Terminal,
+    /// The pattern's `max_iterations` was reached.
+    MaxIterations,
+    /// The provider or the prompt failed.
+    Error,
+    /// The signal needs no cycle (a change the host only logs).
+    Ignored,
+}
+
+/// What the host shows of itself (`foveal status`).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Status {
+    /// The host's process id.
+    pub pid: u32,
+    /// Seconds since the host started.
+    pub uptime_secs: u64,
+    /// The registry generation now.
+    pub registry_generation: u64,
+    /// The memex generation now.
+    pub memex_generation: u64,
+    /// The skills: name, version, status.
+    pub skills: Vec<SkillStatus>,
+    /// The share of the budget the last prompt used.
+    pub usage_percent: Option<u8>,
+    /// The last cycle.
+    pub last_cycle: Option<CycleSummary>,
+    /// Cycles run so far.
+    pub cycles: u64,
+    /// The foveal focus.
+    pub focus: Option<String>,
+    /// The session.
+    pub session: String,
+    /// The provider.
+    pub provider: String,
+    /// Signals waiting.
+    pub queued: usize,
+}
+
+/// A skill as `foveal status` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SkillStatus {
+    /// Its name.
+    pub name: String,
+    /// Its version.
+    pub version: Option<String>,
+    /// loaded, quarantined, …
+    pub status: String,
+}
+
+/// Why an agent could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    /// The session could not be opened.
+    #[error(transparent)]
+    Session(#[from] session::SessionError),
+    /// The privacy gate could not be built.
+    #[error(transparent)]
+    Gate(#[from] crate::egress::GateError),
+    /// The usage record could not be read.
+    #[error(transparent)]
+    Cost(#[from] crate::prompt::cost::CostError),
+}
+
+/// The agent: the state a host keeps between cycles.
+pub struct Agent {
+    config: Config,
+    registry: Arc<Registry>,
+    memex: Arc<Memex>,
+    provider: Arc<dyn Provider>,
+    assembler: Assembler,
+    gate: Gate,
+    privacy: PrivacyTags,
+    session: Session,
+    costs: CostTracker,
+    journal: JournalSettings,
+    focus: Option<String>,
+    recent_errors: u32,
+    usage_percent: Option<u8>,
+    next_cycle: u64,
+    status: Arc<Mutex<Status>>,
+    started: Instant,
+    /// Memex generations this agent's own writes published.
+    own_writes: Vec<u64>,
+}
+
+impl fmt::Debug for Agent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Agent")
+            .field("session", &self.session.name())
+            .field("provider", &self.provider.describe())
+            .field("focus", &self.focus)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Turns longer than this many cycles are cut whatever the pattern says
+/// (the pattern's own limit is at most 10).
+const TURN_CAP: u32 = 10;
+
+impl Agent {
+    /// An agent over loaded skills and memex, answering with `provider`,
+    /// recording into `session`.
+    pub fn new(
+        config: Config,
+        registry: Arc<Registry>,
+        memex: Arc<Memex>,
+        provider: Arc<dyn Provider>,
+        session: Session,
+    ) -> Result<Self, AgentError> {
+        let gate = Gate::from_config(&config)?;
+        let privacy = PrivacyTags::new(&config.privacy_tags);
+        let costs = CostTracker::open(&config.data_dir, config.prompt.prices.clone())?;
+        let roots: Vec<_> = memex.roots().map(std::path::Path::to_path_buf).collect();
+        let journal = JournalSettings {
+            path: config
+                .agent
+                .journal_path(&roots)
+                .unwrap_or_else(|| config.data_dir.join("journal.org")),
+        };
+        let status = Status {
+            pid: std::process::id(),
+            session: session.name().to_owned(),
+            provider: provider.describe(),
+            ..Status::default()
+        };
+        let agent = Self {
+            assembler: Assembler::new(PromptSettings::from_config(&config)),
+            config,
+            registry,
+            memex,
+            provider,
+            gate,
+            privacy,
+            session,
+            costs,
+            journal,
+            focus: None,
+            recent_errors: 0,
+            usage_percent: None,
+            next_cycle: 1,
+            status: Arc::new(Mutex::new(status)),
+            started: Instant::now(),
+            own_writes: Vec::new(),
+        };
+        agent.refresh_status(None);
+        Ok(agent)
+    }
+
+    /// The status, shared: the control socket reads it while a cycle runs.
+    pub fn status(&self) -> Arc<Mutex<Status>> {
+        Arc::clone(&self.status)
+    }
+
+    /// The foveal focus.
+    pub fn focus(&self) -> Option<&str> {
+        self.focus.as_deref()
+    }
+
+    /// Sets (or clears) the foveal focus. The id must be a visible object.
+    pub fn set_focus(&mut self, id: Option<&str>) -> Result<(), ToolError> {
+        match id.map(str::trim).filter(|i| !i.is_empty()) {
+            None => self.focus = None,
+            Some(id) => {
+                let snapshot = self.memex.snapshot();
+                match snapshot.get(id) {
+                    Some(o) if !tools::is_private(o, &self.privacy) => {
+                        self.focus = Some(id.to_owned());
+                    }
+                    _ => return Err(ToolError::UnknownId(id.to_owned())),
+                }
+            }
+        }
+        self.refresh_status(None);
+        Ok(())
+    }
+
+    /// The session.
+    pub fn session(&self) -> &Session {
+        &self.session
+    }
+
+    /// The memex.
+    pub fn memex(&self) -> &Arc<Memex> {
+        &self.memex
+    }
+
+    /// The registry.
+    pub fn registry(&self) -> &Arc<Registry> {
+        &self.registry
+    }
+
+    /// Whether the memex generation `generation` was published by one of
+    /// this agent's own writes (so the change is not news to it).
+    pub fn is_own_write(&self, generation: u64) -> bool {
+        self.own_writes.contains(&generation)
+    }
+
+    /// Flushes the session to disk.
+    pub fn sync(&self) -> Result<(), session::SessionError> {
+        self.session.sync()
+    }
+
+    /// Every tool there is now: the host's, then the skills' (a skill's
+    /// tool with a host tool's name is left out, with a warning).
+    pub fn tools(&self) -> Vec<Tool> {
+        let mut all = tools::builtins();
+        all.extend(crate::agent::skill_tools(&self.registry.snapshot(), &all));
+        all
+    }
+
+    /// Answers `signal`: one turn.
+    pub async fn turn(&mut self, signal: Signal, out: &mut dyn Output) -> TurnReport {
+        if let Some(focus) = &signal.focus
+            && let Err(error) = self.set_focus(Some(focus))
+        {
+            let message = format!("focus not changed: {error}");
+            out.text(&message);
+            return TurnReport {
+                reply: message.clone(),
+                cycles: Vec::new(),
+                stop: StopReason::Error,
+                error: Some(message),
+            };
+        }
+        let mut report = TurnReport {
+            reply: String::new(),
+            cycles: Vec::new(),
+            stop: StopReason::Replied,
+            error: None,
+        };
+        if signal.source == SignalSource::UserInput && signal.payload.trim().is_empty() {
+            // Only a change of focus (`/focus ID`).
+            report.reply = match &self.focus {
+                Some(id) => format!("focus: {id}"),
+                None => "focus cleared".to_owned(),
+            };
+            out.text(&report.reply);
+            report.stop = StopReason::Ignored;
+            return report;
+        }
+        let message: Option<Arc<str>> = match signal.source {
+            SignalSource::UserInput | SignalSource::Delegation => {
+                Some(Arc::from(signal.payload.as_str()))
+            }
+            SignalSource::MemexChange | SignalSource::SkillChange => Some(Arc::from(
+                format!("Event ({}): {}", signal.source.name(), signal.payload).as_str(),
+            )),
+            SignalSource::Heartbeat | SignalSource::ToolOutput => None,
+        };
+        // The history the first cycle sees ends before this turn.
+        let mut history_end = self.session.entries().len();
+        if let Some(text) = &message {
+            self.record(Entry::new(EntryRole::User, &**text));
+        }
+        let mut source = signal.source;
+        let mut tool_result: Option<Arc<str>> = None;
+        let mut continuations = 0;
+        let mut limit = TURN_CAP;
+        loop {
+            let first = source == signal.source && continuations == 0 && report.cycles.is_empty();
+            let outcome = self
+                .cycle(
+                    source,
+                    if first { message.clone() } else { None },
+                    history_end,
+                    tool_result.take(),
+                    out,
+                )
+                .await;
+            if source == SignalSource::ToolOutput {
+                continuations += 1;
+                limit = limit.min(outcome.summary.pattern.max_iterations.max(1));
+            }
+            report.reply.push_str(&outcome.text);
+            let error = outcome.summary.error.clone();
+            let called = !outcome.summary.tool_calls.is_empty();
+            report.cycles.push(outcome.summary);
+            if let Some(error) = error {
+                report.stop = StopReason::Error;
+                report.error = Some(error);
+                break;
+            }
+            if outcome.terminal {
+                report.stop = StopReason::Terminal;
+                break;
+            }
+            if !called {
+                report.stop = StopReason::Replied;
+                break;
+            }
+            if continuations >= limit {
+                report.stop = StopReason::MaxIterations;
+                let note = format!(
+                    "\n[stopped after {continuations} tool iterations: the limit of this turn]"
+                );
+                out.text(&note);
+                report.reply.push_str(&note);
+                break;
+            }
+            // The tool output is the next signal.
+            source = SignalSource::ToolOutput;
+            tool_result = Some(Arc::from(outcome.tool_output.as_str()));
+            history_end = outcome.history_end;
+        }
+        if let Err(error) = self.session.sync() {
+            tracing::warn!("{error}");
+        }
+        report
+    }
+
+    /// One cycle: sense, think, act.
+    async fn cycle(
+        &mut self,
+        source: SignalSource,
+        message: Option<Arc<str>>,
+        history_end: usize,
+        tool_result: Option<Arc<str>>,
+        out: &mut dyn Output,
+    ) -> CycleOutcome {
+        let id = self.next_cycle;
+        self.next_cycle += 1;
+        let t0 = Instant::now();
+        let skills = self.registry.snapshot();
+        let snapshot = self.memex.snapshot();
+        let signal = source.kind();
+        let context_type_name = crate::prompt::context_types::for_signal(signal);
+        let settings = self.assembler.settings();
+        let context_type = settings
+            .prompt
+            .context_types
+            .get(context_type_name)
+            .expect("the seven context types always exist")
+            .clone();
+        let signals = AssessmentSignals::new(
+            self.usage_percent,
+            self.recent_errors,
+            EventClass::for_signal(signal),
+        );
+        let pattern = crate::execution::select(&self.config.execution, &context_type, &signals);
+        // The tools the pattern allows; the context type's filter is
+        // applied by the assembler, which reports the names kept.
+        let all_tools: Vec<Tool> = self
+            .tools()
+            .into_iter()
+            .filter(|t| pattern.allows(t.category))
+            .collect();
+        let specs: Vec<_> = all_tools.iter().map(Tool::spec).collect();
+        let history: Vec<crate::prompt::Message> = {
+            let entries = &self.session.entries()[..history_end.min(self.session.entries().len())];
+            let start = entries
+                .len()
+                .saturating_sub(self.config.agent.history_messages);
+            entries[start..]
+                .iter()
+                .filter_map(Entry::to_message)
+                .collect()
+        };
+        let mut logs = crate::logs::global().recent(self.config.context.log_limit);
+        logs.reverse();
+        let mut summary = CycleSummary {
+            id,
+            signal: source.name(),
+            context_type: context_type_name,
+            registry_generation: skills.generation(),
+            memex_generation: snapshot.generation(),
+            prompt_tokens: 0,
+            completion_tokens: None,
+            usage_percent: None,
+            tool_calls: Vec::new(),
+            phases: Phases::default(),
+            error: None,
+            pattern: pattern.clone(),
+        };
+        let t1 = Instant::now();
+        summary.phases.sense_ms = ms(t1 - t0);
+
+        // Think: the prompt, within its budget and through the gate.
+        let definitions: Vec<_> = {
+            let (_, kept) =
+                crate::prompt::components::tool_belt(&specs, context_type.tool_filter.as_deref());
+            all_tools
+                .iter()
+                .filter(|t| kept.contains(&t.name))
+                .map(Tool::definition)
+                .collect()
+        };
+        // The definitions travel beside the messages: their bytes (an upper
+        // bound of their tokens) come out of the budget.
+        let definitions_bytes = definitions
+            .iter()
+            .map(|d| d.name.len() + d.description.len() + d.parameters.to_string().len() + 64)
+            .sum::<usize>();
+        let budget = self
+            .config
+            .context
+            .max_tokens
+            .saturating_sub(u32::try_from(definitions_bytes).unwrap_or(u32::MAX))
+            .max(1);
+        let focus = self.focus.clone();
+        let input = PromptInput {
+            signal,
+            context_type: Some(context_type_name),
+            focus: focus.as_deref(),
+            message,
+            history: &history,
+            tool_result,
+            tools: &specs,
+            logs: &logs,
+            budget: Some(budget),
+            exact_counts: false,
+        };
+        let gated = self
+            .assembler
+            .assemble(&skills, &snapshot, &input)
+            .and_then(|p| p.through_gate(&self.gate, &snapshot, &skills));
+        let prompt = match gated {
+            Ok((prompt, _egress)) => prompt,
+            Err(error) => {
+                return self.failed(summary, t1, out, &prompt_error(&error));
+            }
+        };
+        summary.prompt_tokens = prompt.total_tokens;
+        summary.usage_percent = prompt.usage_percent;
+        self.usage_percent = prompt.usage_percent;
+        let mut request = ChatRequest::new(prompt.chat_messages());
+        request.model = self.config.provider.model.clone();
+        request.max_tokens = Some(self.config.agent.max_reply_tokens);
+        if definitions.is_empty() {
+            request.tool_choice = ToolChoice::Auto;
+        } else {
+            request.tools = definitions;
+        }
+        let body = match self.provider.body(&request) {
+            Ok(body) => body,
+            Err(error) => return self.failed(summary, t1, out, &error.to_string()),
+        };
+        let t2 = Instant::now();
+        summary.phases.assemble_ms = ms(t2 - t1);
+
+        // Ask the model, streaming its text.
+        let mut stream = self.provider.send(body);
+        let mut text = String::new();
+        let mut failure = None;
+        while let Some(event) = stream.next().await {
+            match event {
+                Ok(Event::Text(piece)) => {
+                    out.text(&piece);
+                    text.push_str(&piece);
+                }
+                Ok(_) => {}
+                Err(error) => {
+                    failure = Some(error);
+                    break;
+                }
+            }
+        }
+        let reply = match failure {
+            Some(error) => {
+                if !text.is_empty() {
+                    self.record(Entry::new(EntryRole::Assistant, &text));
+                }
+                return self.failed(summary, t2, out, &format!("the model failed: {error}"));
+            }
+            None => match stream.collect().await {
+                Ok(reply) => reply,
+                Err(error) => {
+                    return self.failed(summary, t2, out, &format!("the model failed: {error}"));
+                }
+            },
+        };
+        let t3 = Instant::now();
+        summary.phases.model_ms = ms(t3 - t2);
+        let usage = match reply.usage {
+            Some(u) => crate::prompt::cost::CycleUsage {
+                model: prompt.model.clone(),
+                input_tokens: u.prompt_tokens,
+                cached_input_tokens: u.cached_tokens,
+                output_tokens: u.completion_tokens,
+            },
+            None => crate::prompt::cost::estimate(&prompt, (reply.text.len() / 4) as u64),
+        };
+        summary.completion_tokens = reply.usage.map(|u| u.completion_tokens);
+        if let Err(error) = self.costs.record(usage) {
+            tracing::warn!("usage not recorded: {error}");
+        }
+
+        // Act.
+        let mut entry = Entry::new(EntryRole::Assistant, reply.text.clone());
+        entry.cycle = Some(id);
+        entry.tool_calls = reply
+            .tool_calls
+            .iter()
+            .map(|c| RecordedCall {
+                id: c.id.clone(),
+                name: c.name.clone(),
+                arguments: c.raw_arguments.clone(),
+            })
+            .collect();
+        self.record(entry);
+        let history_end = self.session.entries().len();
+        let mut tool_output = String::new();
+        let mut terminal = false;
+        let mut failures = 0;
+        for (n, call) in reply.tool_calls.iter().enumerate() {
+            summary.tool_calls.push(call.name.clone());
+            let result = if n > 0 && !(pattern.multi_tool_enabled && pattern.mode.is_multi_action())
+            {
+                Err(
+                    "not run: this cycle allows one action (call it again in the next step)"
+                        .to_owned(),
+                )
+            } else {
+                let offered = all_tools.iter().find(|t| {
+                    t.name == call.name && request.tools.iter().any(|d| d.name == call.name)
+                });
+                match offered {
+                    None => Err(ToolError::UnknownTool(call.name.clone()).to_string()),
+                    Some(tool) => {
+                        if tool.category == ToolCategory::Terminal && pattern.terminal_ends_loop {
+                            terminal = true;
+                        }
+                        self.run_tool(tool, call, &pattern, &snapshot, out).await
+                    }
+                }
+            };
+            if result.is_err() {
+                failures += 1;
+            }
+            out.tool(&call.name, &result);
+            let content = match &result {
+                Ok(text) => text.clone(),
+                Err(error) => format!("error: {error}"),
+            };
+            if !tool_output.is_empty() {
+                tool_output.push('\n');
+            }
+            tool_output.push_str(&format!("{}: {content}", call.name));
+            let mut entry = Entry::new(EntryRole::Tool, content);
+            entry.tool_call_id = Some(call.id.clone());
+            entry.tool = Some(call.name.clone());
+            entry.cycle = Some(id);
+            self.record(entry);
+        }
+        self.recent_errors = if failures > 0 {
+            self.recent_errors + 1
+        } else {
+            0
+        };
+        let t4 = Instant::now();
+        summary.phases.act_ms = ms(t4 - t3);
+        self.log_cycle(&summary);
+        self.refresh_status(Some(&summary));
+        CycleOutcome {
+            text,
+            summary,
+            tool_output,
+            terminal,
+            history_end,
+        }
+    }
+
+    async fn run_tool(
+        &mut self,
+        tool: &Tool,
+        call: &crate::provider::ToolCall,
+        pattern: &ExecutionPattern,
+        snapshot: &crate::memex::MemexSnapshot,
+        out: &mut dyn Output,
+    ) -> Result<String, String> {
+        let args = match &call.arguments {
+            Ok(args) => args.clone(),
+            Err(error) => return Err(ToolError::InvalidArguments(error.to_string()).to_string()),
+        };
+        if tool.category == ToolCategory::Dangerous && pattern.dangerous_requires_confirm {
+            if !out.interactive() {
+                return Err(format!(
+                    "refused: {} is dangerous and needs the user's confirmation, which this run cannot ask",
+                    tool.name
+                ));
+            }
+            if !out.confirm(&tool.name, &call.raw_arguments).await {
+                return Err(format!("refused: the user did not confirm {}", tool.name));
+            }
+        }
+        match &tool.source {
+            ToolSource::Builtin(builtin) => {
+                let mut focus = self.focus.clone();
+                let mut cx = ToolContext {
+                    memex: &self.memex,
+                    snapshot,
+                    privacy: &self.privacy,
+                    focus: &mut focus,
+                    journal: &self.journal,
+                };
+                let result = tools::run_builtin(*builtin, &args, &mut cx);
+                self.focus = focus;
+                match result {
+                    Ok(output) => {
+                        if let Some(generation) = output.wrote {
+                            self.own_writes.push(generation);
+                            if self.own_writes.len() > 64 {
+                                self.own_writes.remove(0);
+                            }
+                        }
+                        Ok(output.text)
+                    }
+                    Err(error) => Err(error.to_string()),
+                }
+            }
+            ToolSource::Skill(skill) => {
+                call_skill_tool(&self.registry.snapshot(), skill, &tool.name, &args)
+            }
+        }
+    }
+
+    fn failed(
+        &mut self,
+        mut summary: CycleSummary,
+        since: Instant,
+        out: &mut dyn Output,
+        error: &str,
+    ) -> CycleOutcome {
+        summary.phases.model_ms += ms(since.elapsed());
+        summary.error = Some(error.to_owned());
+        self.recent_errors += 1;
+        let shown = format!("[error: {error}]");
+        out.text(&shown);
+        let mut entry = Entry::new(EntryRole::Error, error);
+        entry.cycle = Some(summary.id);
+        self.record(entry);
+        self.log_cycle(&summary);
+        self.refresh_status(Some(&summary));
+        CycleOutcome {
+            text: shown,
+            history_end: self.session.entries().len(),
+            summary,
+            tool_output: String::new(),
+            terminal: false,
+        }
+    }
+
+    fn record(&mut self, entry: Entry) {
+        if let Err(error) = self.session.append(entry) {
+            tracing::error!("{error}");
+        }
+    }
+
+    fn log_cycle(&self, s: &CycleSummary) {
+        tracing::info!(
+            target: "foveal::cycle",
+            cycle = s.id,
+            signal = s.signal,
+            context_type = s.context_type,
+            registry_generation = s.registry_generation,
+            memex_generation = s.memex_generation,
+            prompt_tokens = s.prompt_tokens,
+            completion_tokens = s.completion_tokens.unwrap_or(0),
+            tools = s.tool_calls.len(),
+            sense_ms = s.phases.sense_ms,
+            assemble_ms = s.phases.assemble_ms,
+            model_ms = s.phases.model_ms,
+            act_ms = s.phases.act_ms,
+            error = s.error.is_some(),
+            "cycle"
+        );
+    }
+
+    /// Brings the shared status up to date.
+    pub fn refresh_status(&self, last: Option<&CycleSummary>) {
+        let skills = self.registry.snapshot();
+        let mut status = self.status.lock().unwrap_or_else(|e| e.into_inner());
+        status.uptime_secs = self.started.elapsed().as_secs();
+        status.registry_generation = skills.generation();
+        status.memex_generation = self.memex.snapshot().generation();
+        status.skills = skills
+            .rows()
+            .into_iter()
+            .map(|r| SkillStatus {
+                name: r.name,
+                version: r.version,
+                status: r.status,
+            })
+            .collect();
+        status.usage_percent = self.usage_percent;
+        status.focus.clone_from(&self.focus);
+        status.cycles = self.next_cycle - 1;
+        if let Some(last) = last {
+            status.last_cycle = Some(last.clone());
+        }
+    }
+}
+
+/// What one cycle did.
+struct CycleOutcome {
+    text: String,
+    summary: CycleSummary,
+    tool_output: String,
+    terminal: bool,
+    /// The session entries before this cycle's tool results.
+    history_end: usize,
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+fn prompt_error(error: &PromptError) -> String {
+    format!("no prompt could be assembled: {error}")
+}
+
+/// The tools the loaded skills declare, except those whose name is taken.
+pub fn skill_tools(skills: &crate::registry::Snapshot, taken: &[Tool]) -> Vec<Tool> {
+    let _ = (skills, taken);
+    Vec::new()
+}
+
+fn call_skill_tool(
+    skills: &crate::registry::Snapshot,
+    skill: &str,
+    name: &str,
+    args: &serde_json::Value,
+) -> Result<String, String> {
+    let _ = (skills, args);
+    Err(format!("skill {skill} cannot run {name}"))
+}
+
+#[cfg(test)]
+mod tests;

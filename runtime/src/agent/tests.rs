@@ -1,0 +1,463 @@
+//! The cycle with a scripted model: each test says what the model answers,
+//! the agent runs its real prompt assembly, gate, tools, memex writes and
+//! session, and the tests check what was sent and done.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+
+use super::*;
+use crate::provider::{FinishReason, ProviderError, ReplyStream, RequestBody, Usage};
+
+/// One scripted answer.
+#[derive(Debug, Clone)]
+enum Answer {
+    Events(Vec<Event>),
+    Fail(ProviderError),
+}
+
+fn text(t: &str) -> Answer {
+    Answer::Events(vec![
+        Event::Text(t.to_owned()),
+        Event::Finish(FinishReason::Stop),
+        Event::Usage(Usage {
+            prompt_tokens: 100,
+            completion_tokens: 5,
+            cached_tokens: 0,
+        }),
+    ])
+}
+
+fn call(name: &str, args: &str) -> Answer {
+    calls(&[(name, args)])
+}
+
+fn calls(list: &[(&str, &str)]) -> Answer {
+    let mut events = Vec::new();
+    for (i, (name, args)) in list.iter().enumerate() {
+        events.push(Event::ToolCallStart {
+            index: i,
+            id: format!("call_{i}"),
+            name: (*name).to_owned(),
+        });
+        events.push(Event::ToolCallArguments {
+            index: i,
+            fragment: (*args).to_owned(),
+        });
+    }
+    events.push(Event::Finish(FinishReason::ToolCalls));
+    Answer::Events(events)
+}
+
+#[derive(Debug, Default)]
+struct Scripted {
+    answers: Mutex<VecDeque<Answer>>,
+    bodies: Mutex<Vec<String>>,
+}
+
+impl Scripted {
+    fn new(answers: Vec<Answer>) -> Arc<Self> {
+        Arc::new(Self {
+            answers: Mutex::new(answers.into()),
+            bodies: Mutex::default(),
+        })
+    }
+
+    fn bodies(&self) -> Vec<String> {
+        self.bodies.lock().unwrap().clone()
+    }
+}
+
+impl Provider for Scripted {
+    fn describe(&self) -> String {
+        "scripted".to_owned()
+    }
+
+    fn body(&self, request: &ChatRequest) -> Result<RequestBody, ProviderError> {
+        crate::provider::request_body(request, Some("scripted-model"))
+    }
+
+    fn send(&self, body: RequestBody) -> ReplyStream {
+        self.bodies.lock().unwrap().push(body.into_string());
+        let answer = self
+            .answers
+            .lock()
+            .unwrap()
+            .pop_front()
+            .unwrap_or_else(|| text("(script ended)"));
+        match answer {
+            Answer::Fail(error) => ReplyStream::failed(error),
+            Answer::Events(events) => {
+                let (tx, stream) = ReplyStream::channel();
+                let task = tokio::spawn(async move {
+                    for event in events {
+                        if tx.event(event).await.is_err() {
+                            return;
+                        }
+                    }
+                    tx.finish().await;
+                });
+                stream.with_task(task)
+            }
+        }
+    }
+}
+
+const MEMEX: &str = "#+TODO: TODO NEXT | DONE
+* Launch :project:
+:PROPERTIES:
+:ID: launch
+:END:
+Ship it.
+** TODO Write docs
+:PROPERTIES:
+:ID: docs
+:END:
+* Health :project:@personal:
+:PROPERTIES:
+:ID: health
+:END:
+CANARY-7f3a9 blood pressure notes
+** TODO See doctor CANARY-7f3a9
+:PROPERTIES:
+:ID: doctor
+:END:
+";
+
+struct Fixture {
+    dir: tempfile::TempDir,
+    agent: Agent,
+    model: Arc<Scripted>,
+}
+
+fn fixture(answers: Vec<Answer>) -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let memex_dir = dir.path().join("memex");
+    std::fs::create_dir_all(&memex_dir).unwrap();
+    std::fs::write(memex_dir.join("work.org"), MEMEX).unwrap();
+    let data = dir.path().join("data");
+    let env = |name: &str| match name {
+        "FOVEAL_DATA_DIR" => Some(data.to_string_lossy().into_owned()),
+        _ => None,
+    };
+    let overrides = crate::config::Overrides {
+        memex: vec![memex_dir.clone()],
+        plugins: Some(dir.path().join("plugins")),
+        builtin: Some(false),
+        ..Default::default()
+    };
+    let config = Config::from_toml("", None, &overrides, &env).unwrap();
+    let memex = Arc::new(Memex::open(&config.memex_paths).unwrap());
+    let registry = Arc::new(crate::cli::skills::open_registry(&config).unwrap());
+    let model = Scripted::new(answers);
+    let session = Session::open(&config.data_dir, "test").unwrap();
+    let agent = Agent::new(
+        config,
+        registry,
+        memex,
+        Arc::clone(&model) as Arc<dyn Provider>,
+        session,
+    )
+    .unwrap();
+    Fixture { dir, agent, model }
+}
+
+async fn ask(f: &mut Fixture, message: &str) -> (TurnReport, Collect) {
+    let mut out = Collect::default();
+    let report = f.agent.turn(Signal::user(message), &mut out).await;
+    (report, out)
+}
+
+#[tokio::test]
+async fn a_plain_reply_is_streamed_recorded_and_logged_with_its_generations() {
+    let mut f = fixture(vec![text("Hello there.")]);
+    let (report, out) = ask(&mut f, "Say hello").await;
+    assert_eq!(report.stop, StopReason::Replied);
+    assert_eq!(out.text, "Hello there.");
+    assert_eq!(report.cycles.len(), 1);
+    let cycle = &report.cycles[0];
+    assert_eq!(cycle.context_type, "tick_event");
+    assert_eq!(
+        cycle.memex_generation,
+        f.agent.memex.snapshot().generation()
+    );
+    assert_eq!(cycle.completion_tokens, Some(5));
+    let roles: Vec<EntryRole> = f.agent.session().entries().iter().map(|e| e.role).collect();
+    assert_eq!(roles, [EntryRole::User, EntryRole::Assistant]);
+    let body: serde_json::Value = serde_json::from_str(&f.model.bodies()[0]).unwrap();
+    let messages = body["messages"].as_array().unwrap();
+    assert_eq!(messages[0]["role"], "system");
+    assert!(
+        messages[0]["content"]
+            .as_str()
+            .unwrap()
+            .contains("query_memex")
+    );
+    assert_eq!(messages.last().unwrap()["content"], "Say hello");
+    assert!(body["tools"].as_array().unwrap().len() >= 7);
+}
+
+#[tokio::test]
+async fn a_tool_call_is_run_and_its_output_is_the_next_cycles_signal() {
+    let mut f = fixture(vec![
+        call("query_memex", r#"{"todo": "TODO"}"#),
+        text("You have one task: Write docs."),
+    ]);
+    let (report, out) = ask(&mut f, "What is left to do?").await;
+    assert_eq!(report.stop, StopReason::Replied);
+    assert_eq!(report.cycles.len(), 2);
+    assert_eq!(report.cycles[1].signal, "tool_output");
+    assert_eq!(out.tools.len(), 1);
+    let result = out.tools[0].1.as_ref().unwrap();
+    assert!(result.contains("docs | TODO Write docs"), "{result}");
+    assert!(
+        !result.contains("doctor"),
+        "a private task was listed: {result}"
+    );
+    let second = &f.model.bodies()[1];
+    assert!(second.contains("Tool result:"), "{second}");
+    assert!(second.contains("Write docs"));
+    // The question is history in the continuation, the call too.
+    assert!(second.contains("What is left to do?"));
+    assert!(second.contains("[called query_memex("));
+}
+
+#[tokio::test]
+async fn private_objects_do_not_exist_for_tools_and_no_canary_leaves() {
+    let mut f = fixture(vec![
+        call("read_object", r#"{"id": "health"}"#),
+        call("read_object", r#"{"id": "doctor"}"#),
+        call("query_memex", r#"{"tag": "@personal"}"#),
+        call("set_todo", r#"{"id": "doctor", "state": "DONE"}"#),
+        text("ok"),
+    ]);
+    let (_, out) = ask(&mut f, "Tell me about my health").await;
+    for (name, result) in &out.tools {
+        let text = match result {
+            Ok(t) | Err(t) => t,
+        };
+        assert!(!text.contains("CANARY"), "{name}: {text}");
+    }
+    assert_eq!(
+        out.tools[0].1,
+        Err("no visible object has the id \"health\"".to_owned())
+    );
+    for body in f.model.bodies() {
+        assert!(
+            !body.contains("CANARY"),
+            "a request body carried the canary"
+        );
+        assert!(!body.contains("blood pressure"));
+    }
+    let disk = std::fs::read_to_string(f.dir.path().join("memex/work.org")).unwrap();
+    assert!(
+        disk.contains("** TODO See doctor"),
+        "a private object was written"
+    );
+}
+
+#[tokio::test]
+async fn a_model_that_keeps_calling_tools_stops_at_max_iterations() {
+    let answers = (0..20)
+        .map(|_| call("query_memex", r#"{"tag": "project"}"#))
+        .collect();
+    let mut f = fixture(answers);
+    let (report, out) = ask(&mut f, "Loop").await;
+    assert_eq!(report.stop, StopReason::MaxIterations);
+    // The first cycle, then tick_event's max_iterations (5) tool-output
+    // cycles.
+    assert_eq!(report.cycles.len(), 6);
+    assert!(out.text.contains("[stopped after 5 tool iterations"));
+}
+
+#[tokio::test]
+async fn invalid_arguments_and_unknown_tools_are_tool_errors_not_crashes() {
+    let mut f = fixture(vec![
+        call("read_object", "{not json"),
+        calls(&[
+            ("read_object", r#"{"id": 42}"#),
+            ("launch_rockets", "{}"),
+            ("set_todo", r#"{"id": "docs"}"#),
+        ]),
+        text("sorry"),
+    ]);
+    let (report, out) = ask(&mut f, "go").await;
+    assert_eq!(report.stop, StopReason::Replied);
+    let errors: Vec<&str> = out
+        .tools
+        .iter()
+        .map(|(_, r)| r.as_ref().unwrap_err().as_str())
+        .collect();
+    assert!(errors[0].starts_with("invalid arguments:"), "{}", errors[0]);
+    assert_eq!(
+        errors[1],
+        "invalid arguments: `id` must be a string, not 42"
+    );
+    assert!(errors[2].contains("no tool named \"launch_rockets\""));
+    assert_eq!(errors[3], "invalid arguments: `state` is required");
+    // Each error went back to the model as the tool's result, and the
+    // failures count: after two failed cycles the pattern allows at most
+    // two iterations (seed 004's signal table).
+    assert!(f.model.bodies()[1].contains("error: invalid arguments"));
+    assert_eq!(f.agent.recent_errors, 0, "the reply cleared the count");
+    assert_eq!(report.cycles[2].pattern.max_iterations, 2);
+}
+
+#[tokio::test]
+async fn a_provider_failure_is_an_error_reply_and_the_next_turn_works() {
+    let mut f = fixture(vec![
+        Answer::Fail(ProviderError::Aborted),
+        text("Back again."),
+    ]);
+    let (report, out) = ask(&mut f, "hello?").await;
+    assert_eq!(report.stop, StopReason::Error);
+    assert!(
+        out.text.starts_with("[error: the model failed"),
+        "{}",
+        out.text
+    );
+    assert_eq!(f.agent.recent_errors, 1);
+    let (report, out) = ask(&mut f, "hello again").await;
+    assert_eq!(report.stop, StopReason::Replied);
+    assert_eq!(out.text, "Back again.");
+    assert_eq!(f.agent.recent_errors, 0);
+    // The error was recorded, and is not replayed to the model.
+    assert!(
+        f.agent
+            .session()
+            .entries()
+            .iter()
+            .any(|e| e.role == EntryRole::Error)
+    );
+    assert!(!f.model.bodies()[1].contains("the model failed"));
+}
+
+#[tokio::test]
+async fn noop_is_terminal_and_ends_the_turn() {
+    let mut f = fixture(vec![call("noop", "{}"), text("never asked")]);
+    let (report, _) = ask(&mut f, "anything?").await;
+    assert_eq!(report.stop, StopReason::Terminal);
+    assert_eq!(report.cycles.len(), 1);
+    assert_eq!(f.model.bodies().len(), 1);
+}
+
+#[tokio::test]
+async fn a_users_message_acts_once_per_cycle() {
+    // seed 004: a user message is `communication`, which forces
+    // single_action: of two calls, only the first runs.
+    let mut f = fixture(vec![
+        calls(&[
+            ("set_todo", r#"{"id": "docs", "state": "DONE"}"#),
+            ("set_todo", r#"{"id": "launch", "state": "DONE"}"#),
+        ]),
+        text("done"),
+    ]);
+    let (report, out) = ask(&mut f, "finish everything").await;
+    assert_eq!(report.cycles[0].pattern.mode.name(), "single_action");
+    assert!(out.tools[0].1.is_ok());
+    assert!(out.tools[1].1.as_ref().unwrap_err().starts_with("not run"));
+    let disk = std::fs::read_to_string(f.dir.path().join("memex/work.org")).unwrap();
+    assert!(disk.contains("** DONE Write docs"));
+    assert!(disk.contains("* Launch :project:"), "the second call ran");
+}
+
+#[tokio::test]
+async fn write_tools_change_the_memex_and_the_agent_knows_its_own_writes() {
+    let mut f = fixture(vec![
+        call(
+            "add_headline",
+            r#"{"parent_id": "launch", "title": "Record a demo", "body": "Five minutes."}"#,
+        ),
+        call(
+            "add_journal_entry",
+            r#"{"title": "Planned the demo", "text": "It went well."}"#,
+        ),
+        call("set_focus", r#"{"id": "docs"}"#),
+        text("Done."),
+    ]);
+    let (report, out) = ask(&mut f, "plan a demo").await;
+    assert_eq!(report.stop, StopReason::Replied, "{:?}", out.tools);
+    assert!(out.tools.iter().all(|(_, r)| r.is_ok()), "{:?}", out.tools);
+    let work = std::fs::read_to_string(f.dir.path().join("memex/work.org")).unwrap();
+    assert!(work.contains("** Record a demo\n"), "{work}");
+    let journal = std::fs::read_to_string(f.dir.path().join("memex/journal.org")).unwrap();
+    let (date, _) = tools::local_now();
+    assert!(journal.contains(&format!("** {date}\n")), "{journal}");
+    assert!(journal.contains(" Planned the demo\n"), "{journal}");
+    assert!(journal.contains("It went well."));
+    assert_eq!(f.agent.focus(), Some("docs"));
+    let generation = f.agent.memex.snapshot().generation();
+    assert!(f.agent.is_own_write(generation));
+    // A second entry the same day goes under the same date.
+    let mut f2 = f;
+    f2.model.answers.lock().unwrap().extend([
+        call("add_journal_entry", r#"{"title": "Second"}"#),
+        text("ok"),
+    ]);
+    ask(&mut f2, "again").await;
+    let journal = std::fs::read_to_string(f2.dir.path().join("memex/journal.org")).unwrap();
+    assert_eq!(
+        journal.matches(&format!("** {date}")).count(),
+        1,
+        "{journal}"
+    );
+    assert!(journal.contains(" Second\n"));
+}
+
+#[tokio::test]
+async fn the_session_is_resumed_as_history() {
+    let mut f = fixture(vec![text("Nice to meet you."), text("You are Ada.")]);
+    ask(&mut f, "My name is Ada.").await;
+    let Fixture { dir, agent, model } = f;
+    let config = agent.config.clone();
+    let memex = Arc::clone(&agent.memex);
+    let registry = Arc::clone(&agent.registry);
+    drop(agent);
+    let session = Session::open(&config.data_dir, "test").unwrap();
+    let mut agent = Agent::new(
+        config,
+        registry,
+        memex,
+        Arc::clone(&model) as Arc<dyn Provider>,
+        session,
+    )
+    .unwrap();
+    let mut out = Collect::default();
+    agent.turn(Signal::user("Who am I?"), &mut out).await;
+    let body = &model.bodies()[1];
+    assert!(body.contains("My name is Ada."));
+    assert!(body.contains("Nice to meet you."));
+    drop(dir);
+}
+
+#[tokio::test]
+async fn a_focus_command_only_moves_the_focus() {
+    let mut f = fixture(vec![]);
+    let mut out = Collect::default();
+    let report = f
+        .agent
+        .turn(
+            Signal {
+                source: SignalSource::UserInput,
+                payload: String::new(),
+                focus: Some("docs".into()),
+            },
+            &mut out,
+        )
+        .await;
+    assert_eq!(report.stop, StopReason::Ignored);
+    assert_eq!(f.agent.focus(), Some("docs"));
+    assert!(f.model.bodies().is_empty());
+    let report = f
+        .agent
+        .turn(
+            Signal {
+                source: SignalSource::UserInput,
+                payload: String::new(),
+                focus: Some("doctor".into()),
+            },
+            &mut out,
+        )
+        .await;
+    assert_eq!(report.stop, StopReason::Error);
+    assert_eq!(f.agent.focus(), Some("docs"), "a private focus was taken");
+}

@@ -1,0 +1,466 @@
+//! `foveal run`, `ask`, `send`, `status`, `stop` and `check`: the live host
+//! and its clients.
+
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::agent::control::{self, Reply, Request};
+use crate::agent::host::{self, HostOptions};
+use crate::agent::session::Session;
+use crate::agent::{Agent, Output, Signal, SignalSource, StopReason};
+use crate::cli::Exit;
+use crate::config::Config;
+use crate::memex::Memex;
+use crate::memex::privacy::PrivacyTags;
+use crate::provider::Provider;
+
+/// What `run` and `ask` were given besides the configuration.
+#[derive(Debug, Clone, Default)]
+pub struct AgentOptions {
+    /// `--session NAME`.
+    pub session: Option<String>,
+    /// `--focus ID`.
+    pub focus: Option<String>,
+}
+
+/// A tokio runtime for one command: the current thread, plus the
+/// blocking pool.
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?)
+}
+
+/// The provider the configuration chose.
+pub(crate) fn provider(config: &Config) -> Result<Arc<dyn Provider>, Exit> {
+    crate::provider::from_settings(&config.provider)
+        .map(Arc::from)
+        .map_err(|error| {
+            eprintln!("error: {error}");
+            Exit::NotFound
+        })
+}
+
+/// The pieces of an agent, loaded and checked.
+fn agent(config: &Config, options: &AgentOptions, watch_views: bool) -> Result<Agent, Exit> {
+    crate::tokens::configure(config.prompt.model.encoding);
+    let memex = Arc::new(crate::cli::memex::open(config)?);
+    if watch_views {
+        memex.prepare_views(PrivacyTags::new(&config.privacy_tags));
+    }
+    let registry = match crate::cli::skills::open_registry(config) {
+        Ok(registry) => Arc::new(registry),
+        Err(error) => {
+            eprintln!("error: {error}");
+            return Err(Exit::NotFound);
+        }
+    };
+    let provider = provider(config)?;
+    let name = options
+        .session
+        .clone()
+        .unwrap_or_else(|| config.agent.session.clone());
+    let session = Session::open(&config.data_dir, &name).map_err(|error| {
+        eprintln!("error: {error}");
+        Exit::Usage
+    })?;
+    let mut agent =
+        Agent::new(config.clone(), registry, memex, provider, session).map_err(|error| {
+            eprintln!("error: {error}");
+            Exit::Usage
+        })?;
+    if let Some(focus) = &options.focus
+        && let Err(error) = agent.set_focus(Some(focus))
+    {
+        eprintln!("error: --focus: {error} (list ids with `foveal memex query`)");
+        return Err(Exit::NotFound);
+    }
+    Ok(agent)
+}
+
+/// `foveal run`: the long-running host.
+pub fn run(config: &Config, options: &AgentOptions, no_repl: bool) -> anyhow::Result<Exit> {
+    let started = Instant::now();
+    let rt = runtime()?;
+    rt.block_on(async {
+        // Watch first, then load: a change in between is seen by one or
+        // the other.
+        let agent = match agent(config, options, true) {
+            Ok(agent) => agent,
+            Err(exit) => return Ok(exit),
+        };
+        let _plugins = if config.plugins.watch {
+            match crate::watcher::PluginWatcher::start(
+                Arc::clone(agent.registry()),
+                std::time::Duration::from_millis(config.plugins.debounce_ms),
+            ) {
+                Ok(w) => Some(w),
+                Err(error) => {
+                    tracing::warn!("skills will not reload: {error}");
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        let _memex = match crate::memex::watch::MemexWatcher::start(
+            Arc::clone(agent.memex()),
+            crate::memex::watch::DEFAULT_QUIET,
+        ) {
+            Ok(w) => Some(w),
+            Err(error) => {
+                tracing::warn!("memex changes will not be seen: {error}");
+                None
+            }
+        };
+        let socket_path = config.agent.socket_path(&config.data_dir);
+        let socket = match control::ControlSocket::bind(&socket_path).await {
+            Ok(socket) => socket,
+            Err(error) => {
+                eprintln!("error: {error}");
+                return Ok(Exit::NotFound);
+            }
+        };
+        let interactive = !no_repl && is_terminal_stdin();
+        let snapshot = agent.memex().snapshot();
+        let skills = agent.registry().snapshot();
+        tracing::info!(
+            ready_ms = started.elapsed().as_secs_f64() * 1000.0,
+            skills = skills.skills().count(),
+            memex_objects = snapshot.len(),
+            socket = %socket_path.display(),
+            "host ready"
+        );
+        if interactive {
+            eprintln!(
+                "foveal {} — session {}, {} skills, {} memex objects, {}. /help for commands, Ctrl-D to stop.",
+                env!("CARGO_PKG_VERSION"),
+                agent.session().name(),
+                skills.skills().count(),
+                snapshot.len(),
+                agent.status().lock().map(|s| s.provider.clone()).unwrap_or_default(),
+            );
+        }
+        let options = HostOptions {
+            repl: !no_repl,
+            prompt: interactive,
+            heartbeat_secs: config.agent.heartbeat_secs,
+            react_to_memex_changes: config.agent.react_to_memex_changes,
+            react_to_skill_changes: config.agent.react_to_skill_changes,
+        };
+        host::run(agent, Some(socket), options).await?;
+        Ok(Exit::Ok)
+    })
+}
+
+fn is_terminal_stdin() -> bool {
+    use std::io::IsTerminal as _;
+    std::io::stdin().is_terminal()
+}
+
+/// `foveal ask TEXT`: one turn, the reply on stdout.
+pub fn ask(
+    config: &Config,
+    options: &AgentOptions,
+    text: &str,
+    json: bool,
+) -> anyhow::Result<Exit> {
+    if text.trim().is_empty() {
+        eprintln!("error: nothing to ask: give the message as an argument");
+        return Ok(Exit::Usage);
+    }
+    let rt = runtime()?;
+    rt.block_on(async {
+        let mut agent = match agent(config, options, false) {
+            Ok(agent) => agent,
+            Err(exit) => return Ok(exit),
+        };
+        let mut out = StdoutOutput { print: !json };
+        let report = agent.turn(Signal::user(text), &mut out).await;
+        if json {
+            let mut stdout = std::io::stdout().lock();
+            serde_json::to_writer_pretty(&mut stdout, &report)?;
+            writeln!(stdout)?;
+        } else if !report.reply.ends_with('\n') {
+            println!();
+        }
+        Ok(match report.stop {
+            StopReason::Error => {
+                eprintln!(
+                    "error: {}",
+                    report.error.as_deref().unwrap_or("the turn failed")
+                );
+                Exit::NotFound
+            }
+            _ => Exit::Ok,
+        })
+    })
+}
+
+/// `foveal ask`'s output: the reply's text as it comes; tools on stderr.
+struct StdoutOutput {
+    print: bool,
+}
+
+impl Output for StdoutOutput {
+    fn text(&mut self, text: &str) {
+        if self.print {
+            let mut out = std::io::stdout().lock();
+            let _ = out.write_all(text.as_bytes());
+            let _ = out.flush();
+        }
+    }
+
+    fn tool(&mut self, name: &str, result: &Result<String, String>) {
+        if self.print {
+            match result {
+                Ok(_) => eprintln!("[tool {name}: ok]"),
+                Err(error) => eprintln!("[tool {name}: {error}]"),
+            }
+        }
+    }
+}
+
+/// The control socket of the configured host.
+fn socket(config: &Config) -> PathBuf {
+    config.agent.socket_path(&config.data_dir)
+}
+
+/// `foveal send TEXT`: a message for the running host; its reply streams
+/// to stdout.
+pub fn send(
+    config: &Config,
+    text: &str,
+    focus: Option<String>,
+    delegation: bool,
+) -> anyhow::Result<Exit> {
+    let request = Request::Send {
+        text: text.to_owned(),
+        focus,
+        signal: if delegation {
+            SignalSource::Delegation
+        } else {
+            SignalSource::UserInput
+        },
+    };
+    let mut exit = Exit::Ok;
+    let result = runtime()?.block_on(control::request(&socket(config), &request, |reply| {
+        let mut out = std::io::stdout().lock();
+        match reply {
+            Reply::Text { text } => {
+                let _ = out.write_all(text.as_bytes());
+                let _ = out.flush();
+                true
+            }
+            Reply::Tool { name, ok, result } => {
+                if ok {
+                    eprintln!("[tool {name}: ok]");
+                } else {
+                    eprintln!("[tool {name}: {result}]");
+                }
+                true
+            }
+            Reply::Done { stop, error, .. } => {
+                let _ = writeln!(out);
+                if stop == StopReason::Error {
+                    eprintln!("error: {}", error.unwrap_or_default());
+                    exit = Exit::NotFound;
+                }
+                false
+            }
+            Reply::Error { message } => {
+                eprintln!("error: {message}");
+                exit = Exit::NotFound;
+                false
+            }
+            Reply::Status { .. } | Reply::Stopping => true,
+        }
+    }));
+    client_result(result, exit)
+}
+
+fn client_result(result: Result<(), control::ClientError>, exit: Exit) -> anyhow::Result<Exit> {
+    match result {
+        Ok(()) => Ok(exit),
+        Err(error) => {
+            eprintln!("error: {error}");
+            Ok(Exit::NotFound)
+        }
+    }
+}
+
+/// `foveal status [--json]`.
+pub fn status(config: &Config, json: bool) -> anyhow::Result<Exit> {
+    let mut found = None;
+    let result = runtime()?.block_on(control::request(
+        &socket(config),
+        &Request::Status,
+        |reply| {
+            if let Reply::Status { status } = reply {
+                found = Some(status);
+            }
+            false
+        },
+    ));
+    if let Err(error) = result {
+        eprintln!("error: {error}");
+        return Ok(Exit::NotFound);
+    }
+    let Some(status) = found else {
+        eprintln!("error: the host gave no status");
+        return Ok(Exit::NotFound);
+    };
+    let mut out = std::io::stdout().lock();
+    if json {
+        serde_json::to_writer_pretty(&mut out, &status)?;
+        writeln!(out)?;
+        return Ok(Exit::Ok);
+    }
+    let get = |key: &str| status.get(key).cloned().unwrap_or_default();
+    writeln!(out, "pid:            {}", get("pid"))?;
+    writeln!(out, "uptime:         {} s", get("uptime_secs"))?;
+    writeln!(
+        out,
+        "provider:       {}",
+        get("provider").as_str().unwrap_or("")
+    )?;
+    writeln!(
+        out,
+        "session:        {}",
+        get("session").as_str().unwrap_or("")
+    )?;
+    writeln!(out, "registry gen:   {}", get("registry_generation"))?;
+    writeln!(out, "memex gen:      {}", get("memex_generation"))?;
+    writeln!(
+        out,
+        "usage:          {}",
+        get("usage_percent")
+            .as_u64()
+            .map_or("-".to_owned(), |u| format!("{u}%"))
+    )?;
+    writeln!(out, "cycles:         {}", get("cycles"))?;
+    writeln!(
+        out,
+        "focus:          {}",
+        get("focus").as_str().unwrap_or("-")
+    )?;
+    if let Some(skills) = get("skills").as_array() {
+        writeln!(out, "skills:")?;
+        for skill in skills {
+            writeln!(
+                out,
+                "  {} {} — {}",
+                skill["name"].as_str().unwrap_or(""),
+                skill["version"].as_str().unwrap_or(""),
+                skill["status"].as_str().unwrap_or("")
+            )?;
+        }
+    }
+    match get("last_cycle") {
+        serde_json::Value::Null => writeln!(out, "last cycle:     none")?,
+        last => writeln!(
+            out,
+            "last cycle:     #{} {} ({}), {} prompt tokens, model {:.0} ms{}",
+            last["id"],
+            last["signal"].as_str().unwrap_or(""),
+            last["context_type"].as_str().unwrap_or(""),
+            last["prompt_tokens"],
+            last["phases"]["model_ms"].as_f64().unwrap_or(0.0),
+            last["error"]
+                .as_str()
+                .map(|e| format!(", error: {e}"))
+                .unwrap_or_default()
+        )?,
+    }
+    Ok(Exit::Ok)
+}
+
+/// `foveal stop`.
+pub fn stop(config: &Config) -> anyhow::Result<Exit> {
+    let mut stopping = false;
+    let result = runtime()?.block_on(control::request(&socket(config), &Request::Stop, |reply| {
+        stopping = matches!(reply, Reply::Stopping);
+        false
+    }));
+    if result.is_ok() && stopping {
+        println!("stopping: the host finishes the cycle in flight, saves the session and exits");
+    }
+    client_result(result, if stopping { Exit::Ok } else { Exit::NotFound })
+}
+
+/// `foveal check`: the configuration, the memex, the plugins and the
+/// provider; every problem listed, exit 1 when there is one.
+pub fn check(config: &Config) -> anyhow::Result<Exit> {
+    let mut problems: Vec<String> = Vec::new();
+    let mut notes: Vec<String> = Vec::new();
+    if let Some(file) = &config.file {
+        notes.push(format!("config: {} (valid)", file.display()));
+    } else {
+        notes.push("config: built-in defaults (no file found)".to_owned());
+    }
+    match Memex::open(&config.memex_paths) {
+        Ok(memex) => {
+            let snapshot = memex.snapshot();
+            notes.push(format!(
+                "memex: {} objects in {} files",
+                snapshot.len(),
+                snapshot.files().count()
+            ));
+            for (path, error) in snapshot.failed() {
+                problems.push(format!("memex: {}: {error}", path.display()));
+            }
+        }
+        Err(error) => problems.push(format!("memex: {error}")),
+    }
+    for dir in [&config.plugins.dir] {
+        if !dir.exists() {
+            notes.push(format!(
+                "plugins: the drop-in folder {} does not exist (created when a host watches it)",
+                dir.display()
+            ));
+        }
+    }
+    match crate::cli::skills::open_registry(config) {
+        Ok(registry) => {
+            for row in registry.snapshot().rows() {
+                if row.status == "loaded" {
+                    notes.push(format!("skill {}: loaded", row.name));
+                } else {
+                    problems.push(format!(
+                        "skill {} ({}): {}",
+                        row.name,
+                        row.path.display(),
+                        row.status
+                    ));
+                }
+            }
+        }
+        Err(error) => problems.push(format!("plugins: {error}")),
+    }
+    match crate::provider::from_settings(&config.provider) {
+        Ok(provider) => notes.push(format!("provider: {}", provider.describe())),
+        Err(error) => problems.push(format!("provider: {error}")),
+    }
+    if !crate::agent::session::valid_name(&config.agent.session) {
+        problems.push(format!(
+            "agent.session: {:?} is not a session name",
+            config.agent.session
+        ));
+    }
+    let mut out = std::io::stdout().lock();
+    for note in &notes {
+        writeln!(out, "ok       {note}")?;
+    }
+    for problem in &problems {
+        writeln!(out, "PROBLEM  {problem}")?;
+    }
+    if problems.is_empty() {
+        writeln!(out, "no problems found")?;
+        Ok(Exit::Ok)
+    } else {
+        writeln!(out, "{} problem(s) found", problems.len())?;
+        Ok(Exit::NotFound)
+    }
+}
