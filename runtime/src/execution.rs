@@ -261,6 +261,15 @@ pub enum TokenPressure {
 }
 
 impl TokenPressure {
+    /// Its name in JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Normal => "normal",
+            Self::High => "high",
+            Self::Critical => "critical",
+        }
+    }
+
     /// The usage from which the pressure is high.
     pub const HIGH_PERCENT: u8 = 60;
     /// The usage from which it is critical.
@@ -288,6 +297,14 @@ pub enum EventClass {
 }
 
 impl EventClass {
+    /// Its name in JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Communication => "communication",
+            Self::Building => "building",
+        }
+    }
+
     /// The class of a signal: a user's message is `communication`; a
     /// heartbeat (autonomous, goal-driven work), a tool's output or a
     /// delegation's result have none.

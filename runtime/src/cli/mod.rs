@@ -216,7 +216,11 @@ pub enum Command {
         /// Print one JSON object: sections (a list of {id, key, role,
         /// tokens, text}), total_tokens, tokens_exact, budget,
         /// budget_from, usage_percent, trim_levels, cache {prefix,
-        /// context}, economics, tools and egress.
+        /// context}, economics, tools, egress, execution_pattern (mode,
+        /// max_iterations, allowed_categories, terminal_ends_loop,
+        /// dangerous_requires_confirm, multi_tool_enabled,
+        /// sub_agents_enabled, source_layers) and execution_signals
+        /// (token_pressure, recent_errors, event_class).
         #[arg(long)]
         json: bool,
         /// Count tokens with the model's encoding even when the prompt's

@@ -6,6 +6,13 @@
 //! the process; what is printed is what would be sent. A fresh process has
 //! empty caches, so `cache` says `miss` (or `off` without the
 //! token-economics skill).
+//!
+//! It also shows the execution pattern the cycle would get
+//! ([`crate::execution`]): `[execution]`, the prompt's context type, and
+//! the signals known without running a cycle — the token pressure from
+//! the prompt's usage of its budget, no recent errors, and the signal's
+//! event class (a user's message is `communication`; a heartbeat or a
+//! delegation has none).
 
 use std::io::Write as _;
 use std::sync::Arc;
@@ -14,6 +21,7 @@ use foveal_sdk::SignalKind;
 
 use crate::cli::Exit;
 use crate::config::Config;
+use crate::execution::{AssessmentSignals, EventClass, ExecutionPattern};
 use crate::memex::privacy::PrivacyTags;
 use crate::memex::view::SnapshotView;
 use crate::prompt::{
@@ -77,6 +85,8 @@ struct Report<'a> {
     economics: String,
     tools: &'a [String],
     egress: &'a EgressSummary,
+    execution_pattern: &'a ExecutionPattern,
+    execution_signals: &'a AssessmentSignals,
 }
 
 #[derive(Debug, serde::Serialize)]
@@ -157,14 +167,32 @@ pub fn run(config: &Config, options: &PromptOptions) -> anyhow::Result<Exit> {
             return Ok(Exit::NotFound);
         }
     };
+    let context_type = config.prompt.context_types.get(prompt.context_type)?;
+    // A fresh process has had no failed cycles.
+    let signals = AssessmentSignals::new(
+        prompt.usage_percent,
+        0,
+        EventClass::for_signal(prompt.signal),
+    );
+    let execution = Execution {
+        pattern: crate::execution::select(&config.execution, context_type, &signals),
+        signals,
+    };
     let mut out = std::io::stdout().lock();
     if options.json {
-        serde_json::to_writer_pretty(&mut out, &report(&prompt, &egress))?;
+        serde_json::to_writer_pretty(&mut out, &report(&prompt, &egress, &execution))?;
         writeln!(out)?;
     } else {
-        write!(out, "{}", text(&prompt, &egress))?;
+        write!(out, "{}", text(&prompt, &egress, &execution))?;
     }
     Ok(Exit::Ok)
+}
+
+/// The execution pattern the prompt's cycle would get, and the signals it
+/// was selected with.
+struct Execution {
+    pattern: ExecutionPattern,
+    signals: AssessmentSignals,
 }
 
 fn economics(prompt: &Prompt) -> String {
@@ -174,7 +202,11 @@ fn economics(prompt: &Prompt) -> String {
     }
 }
 
-fn report<'a>(prompt: &'a Prompt, egress: &'a EgressSummary) -> Report<'a> {
+fn report<'a>(
+    prompt: &'a Prompt,
+    egress: &'a EgressSummary,
+    execution: &'a Execution,
+) -> Report<'a> {
     Report {
         context_type: prompt.context_type,
         signal: signal_name(prompt.signal),
@@ -199,12 +231,14 @@ fn report<'a>(prompt: &'a Prompt, egress: &'a EgressSummary) -> Report<'a> {
         economics: economics(prompt),
         tools: &prompt.tools,
         egress,
+        execution_pattern: &execution.pattern,
+        execution_signals: &execution.signals,
     }
 }
 
 /// The human-readable form: each section under a header line, then a
 /// summary.
-fn text(prompt: &Prompt, egress: &EgressSummary) -> String {
+fn text(prompt: &Prompt, egress: &EgressSummary, execution: &Execution) -> String {
     use std::fmt::Write as _;
     let approx = if prompt.tokens_exact { "" } else { "≤" };
     let mut s = String::new();
@@ -242,6 +276,7 @@ fn text(prompt: &Prompt, egress: &EgressSummary) -> String {
         prompt.context_type,
         economics(prompt),
     );
+    let _ = writeln!(s, "--- {}", execution_line(execution));
     if !prompt.tokens_exact {
         let _ = writeln!(
             s,
@@ -266,4 +301,39 @@ fn text(prompt: &Prompt, egress: &EgressSummary) -> String {
         );
     }
     s
+}
+
+/// `execution: mode=…, max_iterations=…, …`, each value with the layer
+/// that set it.
+fn execution_line(execution: &Execution) -> String {
+    let p = &execution.pattern;
+    let from = &p.source_layers;
+    let yes_no = |b: bool| if b { "yes" } else { "no" };
+    let categories = p.allowed_categories.as_ref().map_or_else(
+        || "all".to_owned(),
+        |list| {
+            if list.is_empty() {
+                "none".to_owned()
+            } else {
+                list.iter().map(|c| c.name()).collect::<Vec<_>>().join("+")
+            }
+        },
+    );
+    let signals = &execution.signals;
+    format!(
+        "execution: mode={} ({}), max_iterations={} ({}), categories={} ({}), confirm_dangerous={} ({}), sub_agents={} ({}); signals: token pressure {}, {} recent errors, event class {}",
+        p.mode,
+        from.mode.name(),
+        p.max_iterations,
+        from.max_iterations.name(),
+        categories,
+        from.allowed_categories.name(),
+        yes_no(p.dangerous_requires_confirm),
+        from.dangerous_requires_confirm.name(),
+        yes_no(p.sub_agents_enabled),
+        from.sub_agents_enabled.name(),
+        signals.token_pressure.name(),
+        signals.recent_errors,
+        signals.event_class.map_or("none", EventClass::name),
+    )
 }

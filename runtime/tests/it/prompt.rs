@@ -1252,6 +1252,143 @@ fn foveal_prompt_heartbeat_skips_the_context_and_a_small_budget_trims() {
     );
 }
 
+/// `foveal prompt --json` in the sandbox, parsed.
+fn prompt_json(sandbox: &Sandbox, args: &[&str]) -> serde_json::Value {
+    let mut all = vec!["prompt", "--memex", "memex", "--json", "--exact"];
+    all.extend_from_slice(args);
+    let output = run_foveal(sandbox.root.path(), &all);
+    assert!(output.status.success(), "{}", stderr(&output));
+    serde_json::from_str(&stdout(&output)).unwrap()
+}
+
+#[test]
+fn foveal_prompt_shows_the_execution_pattern_of_its_context_type_and_signal() {
+    let (sandbox, _) = cli_sandbox();
+    // A user's message is communication: a single action.
+    let json = prompt_json(&sandbox, &["--message", "What next?"]);
+    assert_eq!(
+        json["execution_pattern"],
+        serde_json::json!({
+            "mode": "single_action",
+            "max_iterations": 1,
+            "allowed_categories": null,
+            "terminal_ends_loop": true,
+            "dangerous_requires_confirm": false,
+            "multi_tool_enabled": false,
+            "sub_agents_enabled": false,
+            "source_layers": {
+                "mode": "runtime",
+                "max_iterations": "runtime",
+                "allowed_categories": "allowed",
+                "terminal_ends_loop": "context",
+                "dangerous_requires_confirm": "allowed",
+                "multi_tool_enabled": "runtime",
+                "sub_agents_enabled": "static",
+            }
+        })
+    );
+    assert_eq!(
+        json["execution_signals"],
+        serde_json::json!({"token_pressure": "normal", "recent_errors": 0, "event_class": "communication"})
+    );
+
+    // A heartbeat has no event class: the context's loop, the static cap.
+    let json = prompt_json(&sandbox, &["--signal", "heartbeat"]);
+    let pattern = &json["execution_pattern"];
+    assert_eq!(pattern["mode"], "react_loop");
+    assert_eq!(pattern["max_iterations"], 5);
+    assert_eq!(pattern["source_layers"]["max_iterations"], "static");
+    assert_eq!(
+        json["execution_signals"]["event_class"],
+        serde_json::Value::Null
+    );
+
+    // The prompt's usage of its budget is the token pressure: about 70 %
+    // is high (two iterations), about 85 % critical (a single action).
+    let tokens = json["total_tokens"].as_u64().unwrap();
+    for (percent, pressure, mode, iterations) in [
+        (70, "high", "react_loop", 2),
+        (85, "critical", "single_action", 1),
+    ] {
+        let budget = (tokens * 100 / percent).to_string();
+        let json = prompt_json(
+            &sandbox,
+            &["--signal", "heartbeat", "--budget", budget.as_str()],
+        );
+        assert_eq!(
+            json["execution_signals"]["token_pressure"], pressure,
+            "{json}"
+        );
+        assert_eq!(json["execution_pattern"]["mode"], mode);
+        assert_eq!(json["execution_pattern"]["max_iterations"], iterations);
+        assert_eq!(
+            json["execution_pattern"]["source_layers"]["max_iterations"],
+            "runtime"
+        );
+    }
+
+    // [execution] from the configuration; the context restricts further.
+    std::fs::write(
+        sandbox.root.path().join("exec.toml"),
+        "[execution]\nmax_iterations_per_tick = 4\nsub_agents_enabled = true\n",
+    )
+    .unwrap();
+    let json = prompt_json(
+        &sandbox,
+        &["--config", "exec.toml", "--signal", "heartbeat"],
+    );
+    let pattern = &json["execution_pattern"];
+    assert_eq!(pattern["max_iterations"], 4);
+    assert_eq!(pattern["sub_agents_enabled"], true);
+    assert_eq!(pattern["source_layers"]["sub_agents_enabled"], "allowed");
+    let json = prompt_json(
+        &sandbox,
+        &[
+            "--config",
+            "exec.toml",
+            "--signal",
+            "heartbeat",
+            "--context-type",
+            "reflection",
+        ],
+    );
+    let pattern = &json["execution_pattern"];
+    assert_eq!(pattern["max_iterations"], 3);
+    assert_eq!(pattern["sub_agents_enabled"], false);
+    assert_eq!(pattern["source_layers"]["sub_agents_enabled"], "context");
+
+    // The human form has one line for it.
+    let output = run_foveal(
+        sandbox.root.path(),
+        &["prompt", "--memex", "memex", "--signal", "heartbeat"],
+    );
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        stdout(&output).contains("\n--- execution: mode=react_loop (context), max_iterations=5 (static), categories=all (allowed), confirm_dangerous=no (allowed), sub_agents=no (static); signals: token pressure normal, 0 recent errors, event class none\n"),
+        "{}",
+        stdout(&output)
+    );
+
+    // A bad [execution] value stops it, naming the key and the range.
+    std::fs::write(
+        sandbox.root.path().join("bad.toml"),
+        "[execution]\nmax_iterations_per_tick = 11\n",
+    )
+    .unwrap();
+    let output = run_foveal(
+        sandbox.root.path(),
+        &["--config", "bad.toml", "prompt", "--memex", "memex"],
+    );
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains(
+            "bad.toml:2:27: `execution.max_iterations_per_tick`: 11 is out of range; must be from 1 to 10"
+        ),
+        "{}",
+        stderr(&output)
+    );
+}
+
 #[test]
 fn foveal_prompt_errors_are_clear() {
     let (sandbox, _) = cli_sandbox();
