@@ -436,6 +436,12 @@ fn read_info(path: &Path, module: &SkillModRef) -> Result<SkillInfo, LoadError> 
     if module.budget().flatten().is_some() {
         hooks.push("budget");
     }
+    if module.tools().flatten().is_some() {
+        hooks.push("tools");
+    }
+    if module.call_tool().flatten().is_some() {
+        hooks.push("call_tool");
+    }
     let component_ids = manifest.component_ids.as_slice().to_vec();
     if let Err(reason) = crate::prompt::components::check_declared(&component_ids) {
         return Err(LoadError::InvalidManifest {

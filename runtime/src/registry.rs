@@ -55,7 +55,7 @@ pub struct Hook<F> {
 /// The hooks a skill may implement.
 pub mod hooks {
     use super::Hook;
-    use foveal_sdk::{BudgetFn, ComponentsFn, InvokeFn, PrefixFn, RedactFn};
+    use foveal_sdk::{BudgetFn, CallToolFn, ComponentsFn, InvokeFn, PrefixFn, RedactFn, ToolsFn};
 
     /// `components(request) -> Vec<Component>`.
     pub const COMPONENTS: Hook<ComponentsFn> = Hook {
@@ -81,6 +81,16 @@ pub mod hooks {
     pub const BUDGET: Hook<BudgetFn> = Hook {
         name: "budget",
         get: |m| m.budget().flatten(),
+    };
+    /// `tools() -> Vec<ToolDecl>`: the tools a skill offers the model.
+    pub const TOOLS: Hook<ToolsFn> = Hook {
+        name: "tools",
+        get: |m| m.tools().flatten(),
+    };
+    /// `call_tool(name, args_json) -> text`.
+    pub const CALL_TOOL: Hook<CallToolFn> = Hook {
+        name: "call_tool",
+        get: |m| m.call_tool().flatten(),
     };
 }
 

@@ -301,6 +301,41 @@ pub type PrefixFn = extern "C" fn(
 pub type BudgetFn = extern "C" fn(
     request: &crate::prompt::BudgetRequest<'_>,
 ) -> RResult<crate::prompt::BudgetPlan, SkillError>;
+/// One tool a skill offers the model (the `tools` hook).
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone, PartialEq, Eq)]
+pub struct ToolDecl {
+    /// Its name: letters, digits, `_` and `-`, at most 64 bytes, unique
+    /// among every tool the host offers.
+    pub name: RString,
+    /// One line: what it does (the system prompt's tool belt shows it).
+    pub description: RString,
+    /// The JSON schema of its arguments, as JSON text (an object schema).
+    pub parameters_json: RString,
+    /// `read`, `write`, `terminal` or `dangerous`: what the execution
+    /// pattern decides on (a dangerous tool may need the user's
+    /// confirmation; a terminal one ends the tool loop).
+    pub category: RString,
+}
+
+impl ToolDecl {
+    /// A declaration.
+    pub fn new(name: &str, description: &str, parameters_json: &str, category: &str) -> Self {
+        Self {
+            name: name.into(),
+            description: description.into(),
+            parameters_json: parameters_json.into(),
+            category: category.into(),
+        }
+    }
+}
+
+/// The signature of the `tools` hook: the tools the skill offers now.
+pub type ToolsFn = extern "C" fn() -> RResult<RVec<ToolDecl>, SkillError>;
+/// The signature of the `call_tool` hook: runs tool `name` with arguments
+/// as JSON text; the text returned is the tool's result for the model.
+pub type CallToolFn =
+    extern "C" fn(name: RStr<'_>, args_json: RStr<'_>) -> RResult<RString, SkillError>;
 /// The signature of `init`.
 pub type InitFn = extern "C" fn(host: HostApiRef) -> RResult<(), SkillError>;
 
@@ -347,12 +382,25 @@ pub struct SkillMod {
             request: &crate::prompt::BudgetRequest<'_>,
         ) -> RResult<crate::prompt::BudgetPlan, SkillError>,
     >,
+    /// The tools the skill offers the model. Added after the prefix:
+    /// absent in libraries built before it.
+    pub tools: Option<extern "C" fn() -> RResult<RVec<ToolDecl>, SkillError>>,
+    /// Runs one of the skill's tools. Added after the prefix.
+    pub call_tool:
+        Option<extern "C" fn(name: RStr<'_>, args_json: RStr<'_>) -> RResult<RString, SkillError>>,
 }
 
 impl SkillMod {
     /// The names of the hooks, in the order of the fields.
-    pub const HOOK_NAMES: [&'static str; 5] =
-        ["components", "redact", "invoke", "prefix", "budget"];
+    pub const HOOK_NAMES: [&'static str; 7] = [
+        "components",
+        "redact",
+        "invoke",
+        "prefix",
+        "budget",
+        "tools",
+        "call_tool",
+    ];
 }
 
 impl std::fmt::Debug for SkillModRef {

@@ -57,7 +57,7 @@ pub fn panic_message(payload: &(dyn Any + Send)) -> String {
 /// | `component_ids` | no | the prompt component ids the `components` hook fills (see [`crate::prompt`]) |
 /// | `source` | no | the literate source; defaults to what the build script embedded |
 /// | `init` | no | `fn(&HostApiRef) -> Result<(), SkillError>`, run once at load |
-/// | `hooks` | yes | any of `components`, `redact`, `invoke`, `prefix`, `budget`, each naming a function |
+/// | `hooks` | yes | any of `components`, `redact`, `invoke`, `prefix`, `budget`, `tools`, `call_tool`, each naming a function |
 ///
 /// Hook signatures:
 /// - `components: fn(&ComponentsRequest<'_>) -> Result<Vec<Component>, SkillError>`
@@ -65,6 +65,10 @@ pub fn panic_message(payload: &(dyn Any + Send)) -> String {
 /// - `invoke: fn(method: &str, args_json: &str) -> Result<String, SkillError>`
 /// - `prefix: fn(&PrefixRequest<'_>) -> Result<Prefix, SkillError>`
 /// - `budget: fn(&BudgetRequest<'_>) -> Result<BudgetPlan, SkillError>`
+/// - `tools: fn() -> Result<Vec<ToolDecl>, SkillError>`
+/// - `call_tool: fn(name: &str, args_json: &str) -> Result<String, SkillError>`
+///
+/// (`tools` and `call_tool` offer the model tools: see `docs/skill-tools.md`.)
 ///
 /// (`prefix` and `budget` are the token-economics hooks of
 /// [`crate::prompt`].)
@@ -228,11 +232,37 @@ macro_rules! __foveal_wrap_hook {
         }
         __foveal_hook as $crate::BudgetFn
     }};
+    (tools, $f:path) => {{
+        extern "C" fn __foveal_hook() -> $crate::__private::abi_stable::std_types::RResult<
+            $crate::__private::abi_stable::std_types::RVec<$crate::ToolDecl>,
+            $crate::SkillError,
+        > {
+            $crate::export::guard(|| {
+                $f().map($crate::__private::abi_stable::std_types::RVec::from)
+            })
+        }
+        __foveal_hook as $crate::ToolsFn
+    }};
+    (call_tool, $f:path) => {{
+        extern "C" fn __foveal_hook(
+            name: $crate::__private::RStr<'_>,
+            args_json: $crate::__private::RStr<'_>,
+        ) -> $crate::__private::abi_stable::std_types::RResult<
+            $crate::__private::abi_stable::std_types::RString,
+            $crate::SkillError,
+        > {
+            $crate::export::guard(|| {
+                $f(name.as_str(), args_json.as_str())
+                    .map($crate::__private::abi_stable::std_types::RString::from)
+            })
+        }
+        __foveal_hook as $crate::CallToolFn
+    }};
     ($other:ident, $f:path) => {
         ::core::compile_error!(::core::concat!(
             "unknown foveal hook `",
             ::core::stringify!($other),
-            "`; the hooks are `components`, `redact`, `invoke`, `prefix` and `budget`"
+            "`; the hooks are `components`, `redact`, `invoke`, `prefix`, `budget`, `tools` and `call_tool`"
         ))
     };
 }

@@ -73,9 +73,9 @@ pub mod memex;
 pub mod prompt;
 
 pub use abi::{
-    BudgetFn, Component, ComponentsFn, ComponentsRequest, HostApi, HostApiRef, InitFn, InvokeFn,
-    LogLevel, Manifest, Omitted, PrefixFn, RedactFn, Role, SignalKind, SkillError, SkillMod,
-    SkillModRef, Source,
+    BudgetFn, CallToolFn, Component, ComponentsFn, ComponentsRequest, HostApi, HostApiRef, InitFn,
+    InvokeFn, LogLevel, Manifest, Omitted, PrefixFn, RedactFn, Role, SignalKind, SkillError,
+    SkillMod, SkillModRef, Source, ToolDecl, ToolsFn,
 };
 
 /// The version of this SDK. A skill records the version it was built
@@ -110,6 +110,8 @@ pub mod __private {
         invoke: None,
         prefix: None,
         budget: None,
+        tools: None,
+        call_tool: None,
     };
 
     extern "C" fn no_init(

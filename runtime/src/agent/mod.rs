@@ -333,6 +333,8 @@ pub struct Agent {
     started: Instant,
     /// Memex generations this agent's own writes published.
     own_writes: Vec<u64>,
+    /// Every tool, for a registry generation.
+    tools_cache: Option<(u64, Vec<Tool>)>,
 }
 
 impl fmt::Debug for Agent {
@@ -393,6 +395,7 @@ impl Agent {
             status: Arc::new(Mutex::new(status)),
             started: Instant::now(),
             own_writes: Vec::new(),
+            tools_cache: None,
         };
         agent.refresh_status(None);
         Ok(agent)
@@ -453,11 +456,23 @@ impl Agent {
     }
 
     /// Every tool there is now: the host's, then the skills' (a skill's
-    /// tool with a host tool's name is left out, with a warning).
-    pub fn tools(&self) -> Vec<Tool> {
-        let mut all = tools::builtins();
-        all.extend(crate::agent::skill_tools(&self.registry.snapshot(), &all));
-        all
+    /// tool with a name already taken is left out, with a warning). The
+    /// skills' declarations are asked once per registry generation.
+    pub fn tools(&mut self) -> Vec<Tool> {
+        let skills = self.registry.snapshot();
+        let fresh = self
+            .tools_cache
+            .as_ref()
+            .is_some_and(|(generation, _)| *generation == skills.generation());
+        if !fresh {
+            let mut all = tools::builtins();
+            all.extend(skill_tools(&skills, &all));
+            self.tools_cache = Some((skills.generation(), all));
+        }
+        self.tools_cache
+            .as_ref()
+            .map(|(_, tools)| tools.clone())
+            .unwrap_or_default()
     }
 
     /// Answers `signal`: one turn.
@@ -960,20 +975,93 @@ fn prompt_error(error: &PromptError) -> String {
     format!("no prompt could be assembled: {error}")
 }
 
-/// The tools the loaded skills declare, except those whose name is taken.
+/// The tools the loaded skills declare (their `tools` hook), each checked:
+/// a valid name not already taken (the host's tools come first, then
+/// skills by priority), a JSON object schema, a known category. A
+/// declaration that fails a check is left out with a warning; a skill whose
+/// hook fails offers none this time.
 pub fn skill_tools(skills: &crate::registry::Snapshot, taken: &[Tool]) -> Vec<Tool> {
-    let _ = (skills, taken);
-    Vec::new()
+    use crate::registry::hooks;
+    let mut names: Vec<String> = taken.iter().map(|t| t.name.clone()).collect();
+    let mut out = Vec::new();
+    for slot in skills.skills() {
+        let skill = &slot.skill().info().name;
+        let declared = match slot.call(hooks::TOOLS, |f| f()) {
+            Ok(declared) => declared,
+            Err(error) if error.is_not_loaded() => continue,
+            Err(error) => {
+                if !matches!(error.reason(), crate::registry::Reason::NoHook { .. }) {
+                    tracing::warn!(skill = %skill, "tools not offered: {error}");
+                }
+                continue;
+            }
+        };
+        for decl in declared.iter() {
+            match check_decl(decl, &names) {
+                Ok((parameters, category)) => {
+                    names.push(decl.name.to_string());
+                    out.push(Tool {
+                        name: decl.name.to_string(),
+                        description: decl.description.to_string(),
+                        parameters,
+                        category,
+                        source: ToolSource::Skill(skill.clone()),
+                    });
+                }
+                Err(why) => {
+                    tracing::warn!(skill = %skill, tool = %decl.name, "tool not offered: {why}");
+                }
+            }
+        }
+    }
+    out
 }
 
+fn check_decl(
+    decl: &foveal_sdk::ToolDecl,
+    taken: &[String],
+) -> Result<(serde_json::Value, ToolCategory), String> {
+    let name = decl.name.as_str();
+    if name.is_empty()
+        || name.len() > 64
+        || !name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    {
+        return Err("its name must be 1-64 letters, digits, `_` or `-`".to_owned());
+    }
+    if taken.iter().any(|t| t == name) {
+        return Err("another tool has this name".to_owned());
+    }
+    let parameters: serde_json::Value = serde_json::from_str(decl.parameters_json.as_str())
+        .map_err(|e| format!("its parameters are not JSON: {e}"))?;
+    if !parameters.is_object() {
+        return Err("its parameters must be a JSON schema object".to_owned());
+    }
+    let category = decl
+        .category
+        .as_str()
+        .parse::<ToolCategory>()
+        .map_err(|e| format!("category: {e}"))?;
+    Ok((parameters, category))
+}
+
+/// Runs a skill's tool through the registry: a failing or panicking skill
+/// is a tool error for the model, never a crash.
 fn call_skill_tool(
     skills: &crate::registry::Snapshot,
     skill: &str,
     name: &str,
     args: &serde_json::Value,
 ) -> Result<String, String> {
-    let _ = (skills, args);
-    Err(format!("skill {skill} cannot run {name}"))
+    use abi_stable::std_types::RStr;
+    let args = args.to_string();
+    skills
+        .call(skill, crate::registry::hooks::CALL_TOOL, |f| {
+            f(RStr::from_str(name), RStr::from_str(&args))
+        })
+        .map(|text| text.into_string())
+        .map_err(|error| format!("the skill {skill} failed to run {name}: {error}"))
 }
 
 #[cfg(test)]

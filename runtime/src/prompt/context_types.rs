@@ -46,9 +46,11 @@
 //! - The seed names no per-type value for `allowed_tool_categories`,
 //!   `terminal_ends_loop` or `dangerous_requires_confirm`: every type
 //!   allows all categories (its `tool_filter` already narrows the tools),
-//!   a terminal tool ends the loop, and dangerous tools need no
-//!   confirmation unless a runtime signal asks for it (`recent_errors` ≥ 3,
-//!   `event_class = building`).
+//!   a terminal tool ends the loop, and dangerous tools need the user's
+//!   confirmation (a dangerous tool is one that cannot be undone: asking
+//!   first is the safe default; set `dangerous_requires_confirm = false`
+//!   in `[context_types.<name>]` to let one run unasked — the runtime
+//!   signals `recent_errors` ≥ 3 and `event_class = building` still ask).
 //!
 //! A pluggable component (a skill's, or the host's logs at 2500) is in a
 //! prompt when the static component it follows is enabled, or when the
@@ -167,7 +169,7 @@ pub fn defaults() -> Vec<ContextType> {
         max_iterations,
         allowed_tool_categories: None,
         terminal_ends_loop: true,
-        dangerous_requires_confirm: false,
+        dangerous_requires_confirm: true,
         allows_multi_tool: true,
         allows_sub_agents: matches!(name, "tick_event" | "tick_autonomous"),
     };
@@ -347,7 +349,7 @@ mod tests {
         assert_eq!(row("pre_compaction"), (ReactLoop, 5, true, false));
         assert!(types.iter().all(|t| t.allowed_tool_categories.is_none()
             && t.terminal_ends_loop
-            && !t.dangerous_requires_confirm));
+            && t.dangerous_requires_confirm));
     }
 
     #[test]

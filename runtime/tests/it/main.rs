@@ -11,6 +11,7 @@ mod cli;
 mod context_cli;
 mod execution;
 mod hot_reload;
+mod live;
 mod loading;
 mod memex_cli;
 mod memex_view;

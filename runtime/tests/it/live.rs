@@ -1,0 +1,476 @@
+//! The live host as a user runs it: the real `foveal` binary (`ask`,
+//! `run`, `send`, `status`, `stop`, `check`) with the real first-party
+//! skills, against a scripted OpenAI-compatible server on 127.0.0.1 that
+//! records every request body.
+
+use std::io::{BufRead as _, Write as _};
+use std::path::Path;
+use std::process::{Child, Output, Stdio};
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::support::{file_name, foveal_command, install, library, wait_for};
+
+#[path = "../../src/provider/tests/server.rs"]
+#[allow(dead_code)]
+mod server;
+
+use server::{End, Scripted, Server, sse_events};
+
+const MEMEX: &str = "#+TODO: TODO | DONE
+* Launch :project:
+:PROPERTIES:
+:ID: launch
+:END:
+Ship it.
+** TODO Write docs
+:PROPERTIES:
+:ID: docs
+:END:
+* Health :project:@personal:
+:PROPERTIES:
+:ID: health
+:END:
+CANARY-91c2 private notes
+";
+
+fn workspace() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("memex")).unwrap();
+    std::fs::write(dir.path().join("memex/work.org"), MEMEX).unwrap();
+    dir
+}
+
+fn text_reply(text: &str) -> Scripted {
+    Scripted::sse(sse_events(&[
+        json!({"choices": [{"index": 0, "delta": {"content": text}}]}),
+        json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+               "usage": {"prompt_tokens": 50, "completion_tokens": 4}}),
+    ]))
+}
+
+fn tool_reply(name: &str, arguments: &str) -> Scripted {
+    Scripted::sse(sse_events(&[
+        json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "call_1",
+            "type": "function", "function": {"name": name, "arguments": ""}}]}}]}),
+        json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0,
+            "function": {"arguments": arguments}}]}}]}),
+        json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}),
+    ]))
+}
+
+/// `foveal ARGS` in `dir`, on the scripted server.
+fn command(dir: &Path, server: &Server, args: &[&str]) -> std::process::Command {
+    let mut all = args.to_vec();
+    if matches!(args.first(), Some(&"ask" | &"run" | &"check")) {
+        all.extend(["--provider", "openai", "--memex", "memex"]);
+    }
+    let mut command = foveal_command(dir, &all);
+    command
+        .env("OPENAI_BASE_URL", server.base_url())
+        .env("OPENAI_MODEL", "scripted")
+        .env_remove("OPENAI_API_KEY")
+        .env("FOVEAL_SOCKET", dir.join("run/control.sock"));
+    command
+}
+
+async fn run_to_end(mut command: std::process::Command) -> Output {
+    tokio::task::spawn_blocking(move || command.output().unwrap())
+        .await
+        .unwrap()
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+fn session_lines(dir: &Path, name: &str) -> Vec<serde_json::Value> {
+    let text = std::fs::read_to_string(dir.join(format!("data/sessions/{name}.jsonl")))
+        .unwrap_or_default();
+    text.lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ask_replies_on_stdout_records_the_session_and_sends_the_expected_body() {
+    let dir = workspace();
+    let server = Server::start(vec![text_reply("Hello from the script.")]).await;
+    let output = run_to_end(command(dir.path(), &server, &["ask", "Say hello"])).await;
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(stdout(&output), "Hello from the script.\n");
+    let lines = session_lines(dir.path(), "default");
+    assert_eq!(lines.len(), 2);
+    assert_eq!(lines[0]["role"], "user");
+    assert_eq!(lines[1]["content"], "Hello from the script.");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 1);
+    let body = requests[0].json();
+    assert_eq!(body["model"], "scripted");
+    assert_eq!(body["stream"], true);
+    let messages = body["messages"].as_array().unwrap();
+    let system = messages[0]["content"].as_str().unwrap();
+    assert_eq!(messages[0]["role"], "system");
+    // The context section the awareness skill renders, with the tool belt.
+    assert!(system.contains("Launch"), "{system}");
+    assert!(system.contains("query_memex"), "{system}");
+    assert_eq!(messages.last().unwrap()["content"], "Say hello");
+    let tools: Vec<&str> = body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert!(tools.contains(&"add_journal_entry"), "{tools:?}");
+    assert!(
+        !requests[0].body.contains("CANARY"),
+        "the private canary left"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ask_runs_the_tool_loop_and_no_private_text_reaches_any_body() {
+    let dir = workspace();
+    let server = Server::start(vec![
+        tool_reply("query_memex", r#"{"tag": "project"}"#),
+        tool_reply("read_object", r#"{"id": "health"}"#),
+        tool_reply("set_todo", r#"{"id": "docs", "state": "DONE"}"#),
+        text_reply("Marked it done."),
+    ])
+    .await;
+    let output = run_to_end(command(
+        dir.path(),
+        &server,
+        &["ask", "Finish the docs task"],
+    ))
+    .await;
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        stdout(&output).ends_with("Marked it done.\n"),
+        "{}",
+        stdout(&output)
+    );
+    let requests = server.requests();
+    assert_eq!(requests.len(), 4);
+    for request in &requests {
+        assert!(!request.body.contains("CANARY"), "the private canary left");
+        assert!(!request.body.contains("private notes"));
+    }
+    // Each tool's output came back as the next request's tool result.
+    assert!(requests[1].body.contains("Tool result:"));
+    assert!(requests[1].body.contains("launch | Launch"));
+    assert!(
+        requests[2]
+            .body
+            .contains("read_object: error: no visible object has the id"),
+        "{}",
+        requests[2].body
+    );
+    let disk = std::fs::read_to_string(dir.path().join("memex/work.org")).unwrap();
+    assert!(disk.contains("** DONE Write docs"), "{disk}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_errors_are_retried_then_answered_and_a_cut_stream_is_an_error_reply() {
+    let dir = workspace();
+    let server = Server::start(vec![
+        Scripted::status(500, r#"{"error": {"message": "boom"}}"#),
+        Scripted::status(429, r#"{"error": {"message": "slow down"}}"#).header("Retry-After", "1"),
+        text_reply("Made it."),
+        // A second ask: the stream breaks in the middle of a tool call.
+        Scripted::sse(vec![
+            format!(
+                "data: {}\n\n",
+                json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0,
+                    "id": "c", "type": "function", "function": {"name": "set_todo",
+                    "arguments": "{\"id\": \"do"}}]}}]})
+            )
+            .into_bytes(),
+        ])
+        .ending(End::Cut),
+    ])
+    .await;
+    let output = run_to_end(command(dir.path(), &server, &["ask", "hello"])).await;
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(stdout(&output), "Made it.\n");
+    assert_eq!(server.requests().len(), 3);
+    let output = run_to_end(command(dir.path(), &server, &["ask", "again"])).await;
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(
+        stdout(&output).contains("[error: the model failed"),
+        "{}",
+        stdout(&output)
+    );
+    assert!(stderr(&output).contains("error:"));
+    let disk = std::fs::read_to_string(dir.path().join("memex/work.org")).unwrap();
+    assert!(disk.contains("** TODO Write docs"), "a cut call ran");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_is_down_gives_an_error_not_a_crash() {
+    let dir = workspace();
+    // A port nothing listens on.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/v1", closed.local_addr().unwrap());
+    drop(closed);
+    let server = Server::start(vec![]).await;
+    let mut ask = command(dir.path(), &server, &["ask", "hello"]);
+    ask.env("OPENAI_BASE_URL", &url);
+    let output = run_to_end(ask).await;
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("error: the model failed"),
+        "{}",
+        stderr(&output)
+    );
+    assert!(!stderr(&output).contains("panicked"));
+}
+
+fn start_host(dir: &Path, server: &Server, extra: &[&str]) -> Child {
+    let mut args = vec!["run"];
+    args.extend_from_slice(extra);
+    let mut child = command(dir, server, &args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let socket = dir.join("run/control.sock");
+    let up = wait_for(Duration::from_secs(20), || {
+        socket.exists() || matches!(child.try_wait(), Ok(Some(_)))
+    });
+    assert!(up && socket.exists(), "the host did not open its socket");
+    child
+}
+
+fn wait_exit(child: &mut Child) -> std::process::ExitStatus {
+    let mut status = None;
+    wait_for(Duration::from_secs(20), || {
+        status = child.try_wait().unwrap();
+        status.is_some()
+    });
+    status.expect("the host did not exit")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_host_answers_send_status_and_stop_over_its_socket() {
+    let dir = workspace();
+    let server = Server::start(vec![text_reply("Hi from the host.")]).await;
+    let mut host = start_host(dir.path(), &server, &["--no-repl", "--session", "work"]);
+    use std::os::unix::fs::PermissionsExt as _;
+    let socket = dir.path().join("run/control.sock");
+    let mode = std::fs::metadata(&socket).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "the socket is open to others");
+
+    let sent = run_to_end(command(dir.path(), &server, &["send", "hello host"])).await;
+    assert!(sent.status.success(), "{}", stderr(&sent));
+    assert_eq!(stdout(&sent), "Hi from the host.\n");
+
+    let status = run_to_end(command(dir.path(), &server, &["status", "--json"])).await;
+    assert!(status.status.success(), "{}", stderr(&status));
+    let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    assert_eq!(status["session"], "work");
+    assert_eq!(status["cycles"], 1);
+    assert!(status["registry_generation"].as_u64().unwrap() >= 1);
+    assert!(status["memex_generation"].as_u64().is_some());
+    assert_eq!(status["last_cycle"]["context_type"], "tick_event");
+    assert!(
+        status["last_cycle"]["phases"]["model_ms"]
+            .as_f64()
+            .is_some()
+    );
+    let skills: Vec<&str> = status["skills"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert!(skills.contains(&"awareness"), "{skills:?}");
+
+    let human = run_to_end(command(dir.path(), &server, &["status"])).await;
+    assert!(stdout(&human).contains("last cycle:     #1 user_input (tick_event)"));
+
+    let stop = run_to_end(command(dir.path(), &server, &["stop"])).await;
+    assert!(stop.status.success(), "{}", stderr(&stop));
+    let exit = wait_exit(&mut host);
+    assert!(exit.success(), "{exit:?}");
+    assert!(!socket.exists(), "the socket was left behind");
+    assert_eq!(session_lines(dir.path(), "work").len(), 2);
+
+    // Nothing is running now: clients say so.
+    let status = run_to_end(command(dir.path(), &server, &["status"])).await;
+    assert_eq!(status.status.code(), Some(1));
+    assert!(
+        stderr(&status).contains("no foveal host is running"),
+        "{}",
+        stderr(&status)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_repl_answers_stdin_and_sigterm_stops_after_the_cycle_in_flight() {
+    let dir = workspace();
+    // The reply is slow: 40 pieces, a few ms apart.
+    let mut chunks: Vec<serde_json::Value> = (0..40)
+        .map(|i| json!({"choices": [{"index": 0, "delta": {"content": format!("w{i} ")}}]}))
+        .collect();
+    chunks.push(json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}));
+    let server = Server::start(vec![
+        text_reply("First."),
+        Scripted::sse(sse_events(&chunks)),
+    ])
+    .await;
+    let mut host = start_host(dir.path(), &server, &[]);
+    let mut stdin = host.stdin.take().unwrap();
+    let mut out = std::io::BufReader::new(host.stdout.take().unwrap());
+    writeln!(stdin, "first message").unwrap();
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line, "First.\n");
+    writeln!(stdin, "second message").unwrap();
+    // SIGTERM while the second reply streams.
+    wait_for(Duration::from_secs(10), || server.requests().len() == 2);
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe {
+        libc::kill(host.id() as libc::pid_t, libc::SIGTERM);
+    }
+    let exit = wait_exit(&mut host);
+    assert!(exit.success(), "{exit:?}");
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
+    assert!(rest.contains("w39"), "the cycle in flight was cut: {rest}");
+    let lines = session_lines(dir.path(), "default");
+    assert_eq!(lines.len(), 4, "{lines:?}");
+    assert!(lines[3]["content"].as_str().unwrap().ends_with("w39 "));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn piped_input_is_answered_then_the_host_exits_and_sessions_resume() {
+    let dir = workspace();
+    let server = Server::start(vec![text_reply("One."), text_reply("Two.")]).await;
+    let mut run = command(dir.path(), &server, &["run", "--session", "s1"]);
+    run.stdin(Stdio::piped()).stdout(Stdio::piped());
+    let output = tokio::task::spawn_blocking(move || {
+        let mut child = run.spawn().unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(b"My name is Ada.\n")
+            .unwrap();
+        child.wait_with_output().unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(stdout(&output).contains("One."));
+    let output = run_to_end(command(
+        dir.path(),
+        &server,
+        &["ask", "--session", "s1", "Who am I?"],
+    ))
+    .await;
+    assert!(output.status.success());
+    let second = &server.requests()[1].body;
+    assert!(
+        second.contains("My name is Ada."),
+        "the session was not resumed"
+    );
+    assert!(second.contains("One."));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn skill_tools_run_across_the_abi_and_dangerous_ones_are_refused_without_a_user() {
+    let dir = workspace();
+    let plugins = dir.path().join("plugins");
+    std::fs::create_dir_all(&plugins).unwrap();
+    install(
+        &library("tools"),
+        &plugins,
+        &file_name("foveal_fixture_tools"),
+    );
+    let server = Server::start(vec![
+        tool_reply("word_count", r#"{"text": "one two three"}"#),
+        tool_reply("shred_notes", "{}"),
+        tool_reply("explode", "{}"),
+        text_reply("All done."),
+    ])
+    .await;
+    let output = run_to_end(command(dir.path(), &server, &["ask", "count"])).await;
+    assert!(output.status.success(), "{}", stderr(&output));
+    let requests = server.requests();
+    let offered: Vec<String> = requests[0].json()["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(offered.contains(&"word_count".to_owned()), "{offered:?}");
+    assert!(
+        !offered.contains(&"bad_schema".to_owned()),
+        "a broken declaration was offered"
+    );
+    assert!(
+        requests[1].body.contains("word_count: 3 words"),
+        "{}",
+        requests[1].body
+    );
+    assert!(
+        requests[2]
+            .body
+            .contains("refused: shred_notes is dangerous"),
+        "{}",
+        requests[2].body
+    );
+    assert!(
+        requests[3]
+            .body
+            .contains("the skill tools failed to run explode")
+    );
+    assert!(stdout(&output).ends_with("All done.\n"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_lists_every_problem_and_exits_1() {
+    let dir = workspace();
+    let server = Server::start(vec![]).await;
+    let good = run_to_end(command(dir.path(), &server, &["check"])).await;
+    assert!(good.status.success(), "{}", stdout(&good));
+    assert!(stdout(&good).contains("no problems found"));
+    std::fs::write(dir.path().join("memex/bad.org"), b"* ok\n\xff\xfe\n").unwrap();
+    std::fs::create_dir_all(dir.path().join("plugins")).unwrap();
+    std::fs::write(
+        dir.path().join("plugins/libfoveal_skill_junk.so"),
+        b"not a library",
+    )
+    .unwrap();
+    let bad = run_to_end(command(dir.path(), &server, &["check"])).await;
+    assert_eq!(bad.status.code(), Some(1));
+    let text = stdout(&bad);
+    assert!(text.contains("PROBLEM  memex:"), "{text}");
+    assert!(text.contains("bad.org"), "{text}");
+    assert!(text.contains("PROBLEM  skill"), "{text}");
+    assert!(text.contains("2 problem(s) found"), "{text}");
+    std::fs::write(
+        dir.path().join("bad.toml"),
+        "[agent]\nheartbeat_secs = \"often\"\n",
+    )
+    .unwrap();
+    let config = run_to_end(command(
+        dir.path(),
+        &server,
+        &["--config", "bad.toml", "check"],
+    ))
+    .await;
+    assert_eq!(config.status.code(), Some(1));
+    assert!(
+        stdout(&config).contains("PROBLEM  config:"),
+        "{}",
+        stdout(&config)
+    );
+}
