@@ -8,8 +8,28 @@ use foveal::execution::{
 };
 use foveal::prompt::context_types::{ContextType, ContextTypes};
 
+/// The context type as the seed has it: foveal's defaults ask for
+/// confirmation of dangerous tools in every type, the seed's ask none
+/// (only its runtime signals do), and these tests check the seed's rules.
 fn context(name: &str) -> ContextType {
-    ContextTypes::default().get(name).unwrap().clone()
+    let mut context = ContextTypes::default().get(name).unwrap().clone();
+    context.dangerous_requires_confirm = false;
+    context
+}
+
+#[test]
+fn foveal_asks_before_dangerous_tools_by_default_and_says_which_layer_did() {
+    let tick_event = ContextTypes::default().get("tick_event").unwrap().clone();
+    let pattern = execution::select(
+        &ExecutionConfig::default(),
+        &tick_event,
+        &signals(None, 0, None),
+    );
+    assert!(pattern.dangerous_requires_confirm);
+    assert_eq!(
+        pattern.source_layers.dangerous_requires_confirm,
+        Layer::Context
+    );
 }
 
 fn signals(usage: Option<u8>, errors: u32, class: Option<EventClass>) -> AssessmentSignals {
@@ -246,7 +266,7 @@ fn the_static_layer_caps_every_context() {
     };
     for t in ContextTypes::default().iter() {
         let p = execution::select(&off, t, &AssessmentSignals::default());
-        assert_eq!(summary(&p), (SingleAction, 1, false, false), "{}", t.name);
+        assert_eq!(summary(&p), (SingleAction, 1, false, true), "{}", t.name);
         // Even goal_decompose's own single_action: the earlier layer is named.
         assert_eq!(p.source_layers.mode, Layer::Static, "{}", t.name);
         assert_eq!(p.source_layers.max_iterations, Layer::Static, "{}", t.name);

@@ -1273,7 +1273,7 @@ fn foveal_prompt_shows_the_execution_pattern_of_its_context_type_and_signal() {
             "max_iterations": 1,
             "allowed_categories": null,
             "terminal_ends_loop": true,
-            "dangerous_requires_confirm": false,
+            "dangerous_requires_confirm": true,
             "multi_tool_enabled": false,
             "sub_agents_enabled": false,
             "source_layers": {
@@ -1281,7 +1281,7 @@ fn foveal_prompt_shows_the_execution_pattern_of_its_context_type_and_signal() {
                 "max_iterations": "runtime",
                 "allowed_categories": "allowed",
                 "terminal_ends_loop": "context",
-                "dangerous_requires_confirm": "allowed",
+                "dangerous_requires_confirm": "context",
                 "multi_tool_enabled": "runtime",
                 "sub_agents_enabled": "static",
             }
@@ -1364,7 +1364,7 @@ fn foveal_prompt_shows_the_execution_pattern_of_its_context_type_and_signal() {
     );
     assert!(output.status.success(), "{}", stderr(&output));
     assert!(
-        stdout(&output).contains("\n--- execution: mode=react_loop (context), max_iterations=5 (static), categories=all (allowed), confirm_dangerous=no (allowed), sub_agents=no (static); signals: token pressure normal, 0 recent errors, event class none\n"),
+        stdout(&output).contains("\n--- execution: mode=react_loop (context), max_iterations=5 (static), categories=all (allowed), confirm_dangerous=yes (context), sub_agents=no (static); signals: token pressure normal, 0 recent errors, event class none\n"),
         "{}",
         stdout(&output)
     );
