@@ -415,6 +415,7 @@ impl Config {
             &file.provider,
             text,
             &shown,
+            &base,
             overrides.provider,
             env,
         )?;
