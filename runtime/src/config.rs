@@ -435,6 +435,7 @@ impl Config {
             &file.provider,
             text,
             &shown,
+            &base,
             overrides.provider,
             env,
         )?;

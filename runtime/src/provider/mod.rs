@@ -19,6 +19,9 @@
 //! - [`OpenAiProvider`] talks to any OpenAI-compatible chat-completions
 //!   server over HTTP with streaming, retries and timeouts (see
 //!   [`openai`] and `docs/providers.md`).
+//! - [`LocalProvider`] runs SmolLM2-135M-Instruct in the process, offline
+//!   (see [`local`]; `scripts/fetch-model` downloads the model file).
+//! - [`from_settings`] builds whichever of the two the settings choose.
 //! - [`ProviderSettings`] is the `[provider]` section of the
 //!   configuration, with the environment and `--provider`: which provider,
 //!   its address, model, key and limits.
@@ -68,6 +71,7 @@
 
 mod chunk;
 mod error;
+pub mod local;
 pub mod openai;
 mod request;
 pub mod settings;
@@ -81,6 +85,7 @@ mod tests;
 use std::fmt;
 
 pub use error::{ProviderError, TimeoutPhase};
+pub use local::{LoadOptions, LocalProvider, Requantize};
 pub use openai::OpenAiProvider;
 pub use settings::{ApiKey, KindSource, ProviderKind, ProviderSettings, RetryPolicy, Timeouts};
 pub use stream::{Closed, ReplySender, ReplyStream};
@@ -88,6 +93,16 @@ pub use types::{
     AssistantToolCall, ChatRequest, Event, FinishReason, InvalidArguments, Message, Reply, Role,
     ToolCall, ToolChoice, ToolDefinition, Usage,
 };
+
+/// The provider `settings.kind` chooses: the embedded model
+/// ([`LocalProvider::new`], which loads it) or the OpenAI-compatible
+/// server ([`OpenAiProvider::new`]).
+pub fn from_settings(settings: &ProviderSettings) -> Result<Box<dyn Provider>, ProviderError> {
+    Ok(match settings.kind {
+        ProviderKind::Local => Box::new(LocalProvider::new(settings)?),
+        ProviderKind::OpenAi => Box::new(OpenAiProvider::new(settings)?),
+    })
+}
 
 /// A model that answers chat requests.
 ///
@@ -143,11 +158,6 @@ impl fmt::Debug for RequestBody {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "RequestBody({} bytes)", self.0.len())
     }
-}
-
-/// The provider `settings` choose.
-pub fn from_settings(settings: &ProviderSettings) -> Result<Box<dyn Provider>, ProviderError> {
-    Ok(Box::new(OpenAiProvider::new(settings)?))
 }
 
 /// The chat-completions request body for `request` (`model` when the

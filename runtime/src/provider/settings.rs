@@ -10,9 +10,14 @@
 //! environment variable that `api_key_env` names (default
 //! `OPENAI_API_KEY`) — never from the file — and is kept in an [`ApiKey`],
 //! which never prints.
+//!
+//! The local model's file is `FOVEAL_MODEL_PATH` (relative to the working
+//! directory), else `[provider] model_path` (relative to the file's
+//! folder), else looked for where `scripts/fetch-model` puts it
+//! ([`crate::provider::local`]).
 
 use std::fmt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -201,6 +206,9 @@ pub struct ProviderSettings {
     pub timeouts: Timeouts,
     /// When to try again.
     pub retry: RetryPolicy,
+    /// The local model's GGUF file, when one is configured; `None` looks
+    /// in the default places (see [`crate::provider::local`]).
+    pub model_path: Option<PathBuf>,
 }
 
 impl Default for ProviderSettings {
@@ -214,6 +222,7 @@ impl Default for ProviderSettings {
             api_key: None,
             timeouts: Timeouts::default(),
             retry: RetryPolicy::default(),
+            model_path: None,
         }
     }
 }
@@ -243,6 +252,7 @@ pub(crate) struct FileProvider {
     first_byte_timeout_ms: Option<Spanned<u64>>,
     idle_timeout_ms: Option<Spanned<u64>>,
     max_retries: Option<Spanned<u32>>,
+    model_path: Option<Spanned<String>>,
 }
 
 /// The longest timeout accepted: a day.
@@ -250,12 +260,14 @@ const MAX_TIMEOUT_MS: u64 = 86_400_000;
 /// The most retries accepted.
 const MAX_RETRIES: u32 = 10;
 
-/// Resolves `[provider]` (`file`, from the text `text` of the file `path`)
-/// with the environment and the `--provider` flag.
+/// Resolves `[provider]` (`file`, from the text `text` of the file `path`,
+/// whose relative paths start at `base`) with the environment and the
+/// `--provider` flag.
 pub(crate) fn resolve(
     file: &FileProvider,
     text: &str,
     path: &Path,
+    base: &Path,
     flag: Option<ProviderKind>,
     env: EnvLookup<'_>,
 ) -> Result<ProviderSettings, ConfigError> {
@@ -386,6 +398,20 @@ pub(crate) fn resolve(
             ));
         }
         settings.retry.max_retries = *retries.get_ref();
+    }
+    if let Some(model_path) = &file.model_path {
+        if model_path.get_ref().trim().is_empty() {
+            return Err(at(
+                model_path.span(),
+                "model_path",
+                "must not be empty; leave it out to use models/ in the repository".to_owned(),
+            ));
+        }
+        settings.model_path =
+            Some(base.join(crate::config::resolve_path(model_path.get_ref(), env)));
+    }
+    if let Some(value) = set("FOVEAL_MODEL_PATH") {
+        settings.model_path = Some(crate::config::resolve_path(&value, env));
     }
     Ok(settings)
 }
@@ -654,6 +680,26 @@ mod tests {
             );
         }
         assert!(policy.backoff(u32::MAX) <= policy.max_delay);
+    }
+
+    #[test]
+    fn the_model_path_is_relative_to_the_file_and_the_environment_wins() {
+        let p = provider("[provider]\nmodel_path = \"weights/m.gguf\"\n", None, &[]);
+        assert_eq!(p.model_path, Some(PathBuf::from("conf/weights/m.gguf")));
+        let p = provider(
+            "[provider]\nmodel_path = \"weights/m.gguf\"\n",
+            None,
+            &[("FOVEAL_MODEL_PATH", "other/m.gguf")],
+        );
+        assert_eq!(p.model_path, Some(PathBuf::from("other/m.gguf")));
+        assert_eq!(provider("", None, &[]).model_path, None);
+        let err = config("[provider]\nmodel_path = \" \"\n", None, &[])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("conf/foveal.toml:2:14: `provider.model_path`: must not be empty"),
+            "{err}"
+        );
     }
 
     #[test]

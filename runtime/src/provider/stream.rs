@@ -71,6 +71,17 @@ impl ReplySender {
             .map_err(|_| Closed)
     }
 
+    /// Ends the stream with an error, from a thread outside the runtime.
+    pub fn fail_blocking(self, error: ProviderError) {
+        let _ = self.tx.blocking_send(Item::Failed(error));
+    }
+
+    /// Ends the stream, from a thread outside the runtime: the reply is
+    /// complete.
+    pub fn finish_blocking(self) {
+        let _ = self.tx.blocking_send(Item::Done);
+    }
+
     /// Ends the stream with an error.
     pub async fn fail(self, error: ProviderError) {
         let _ = self.tx.send(Item::Failed(error)).await;

@@ -516,6 +516,8 @@ async fn the_request_body_carries_messages_tools_choice_and_stream_options() {
         }],
         tool_choice: ToolChoice::Tool("set_todo".into()),
         max_tokens: Some(256),
+        temperature: None,
+        seed: None,
     };
     provider(&server).stream(&request).collect().await.unwrap();
     let [recorded] = &server.requests()[..] else {

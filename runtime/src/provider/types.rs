@@ -147,6 +147,12 @@ pub struct ChatRequest {
     pub tool_choice: ToolChoice,
     /// The most tokens the reply may have.
     pub max_tokens: Option<u32>,
+    /// The sampling temperature; `None` takes the provider's default (the
+    /// server's, or greedy decoding for the local model), `0` is greedy.
+    pub temperature: Option<f32>,
+    /// The seed of the sampler, for replies that repeat (`None`: the
+    /// provider's default).
+    pub seed: Option<u64>,
 }
 
 impl ChatRequest {

