@@ -474,3 +474,66 @@ async fn check_lists_every_problem_and_exits_1() {
         stdout(&config)
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_skill_swapped_during_a_cycle_is_used_from_the_next_cycle_on() {
+    let dir = workspace();
+    let plugins = dir.path().join("plugins");
+    std::fs::create_dir_all(&plugins).unwrap();
+    // The first reply is slow: the skill arrives while it streams.
+    let mut chunks: Vec<serde_json::Value> = (0..400)
+        .map(|i| json!({"choices": [{"index": 0, "delta": {"content": format!("w{i} ")}}]}))
+        .collect();
+    chunks.push(json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}));
+    let server = Server::start(vec![
+        Scripted::sse(sse_events(&chunks)),
+        text_reply("Second."),
+    ])
+    .await;
+    let mut host = start_host(dir.path(), &server, &["--no-repl"]);
+    let status = |dir: &Path, server: &Server| {
+        let output = command(dir, server, &["status", "--json"])
+            .output()
+            .unwrap();
+        serde_json::from_slice::<serde_json::Value>(&output.stdout).unwrap()
+    };
+    let before = status(dir.path(), &server)["registry_generation"]
+        .as_u64()
+        .unwrap();
+
+    let mut send = command(dir.path(), &server, &["send", "first"]);
+    let first = tokio::task::spawn_blocking(move || send.output().unwrap());
+    wait_for(Duration::from_secs(10), || server.requests().len() == 1);
+    install(
+        &library("tools"),
+        &plugins,
+        &file_name("foveal_fixture_tools"),
+    );
+    let swapped = wait_for(Duration::from_secs(10), || {
+        status(dir.path(), &server)["registry_generation"]
+            .as_u64()
+            .unwrap()
+            > before
+    });
+    assert!(swapped, "the new skill was not loaded");
+    let first = first.await.unwrap();
+    assert!(stdout(&first).contains("w399"), "{}", stdout(&first));
+    // The cycle in flight finished on the generation it started with...
+    let after_first = status(dir.path(), &server);
+    assert_eq!(after_first["last_cycle"]["registry_generation"], before);
+    assert!(!server.requests()[0].body.contains("word_count"));
+
+    // ...and the next one runs on the new one, with the new skill's tools.
+    let second = run_to_end(command(dir.path(), &server, &["send", "second"])).await;
+    assert_eq!(stdout(&second), "Second.\n");
+    let after_second = status(dir.path(), &server);
+    assert!(
+        after_second["last_cycle"]["registry_generation"]
+            .as_u64()
+            .unwrap()
+            > before
+    );
+    assert!(server.requests()[1].body.contains("word_count"));
+    run_to_end(command(dir.path(), &server, &["stop"])).await;
+    assert!(wait_exit(&mut host).success());
+}
