@@ -210,3 +210,356 @@ fn fmt_ms(ms: f64) -> String {
         format!("{ms:.2} ms")
     }
 }
+
+/// A model that answers every request at once, in process, with
+/// [`InstantModel::REPLY`] and a usage record: what is left of a turn's
+/// time is the host's own.
+///
+/// It builds the same chat-completions body as the OpenAI-compatible
+/// provider and keeps the last one, so its size can be reported.
+#[derive(Debug, Default)]
+pub struct InstantModel {
+    last_body: std::sync::Mutex<String>,
+}
+
+impl InstantModel {
+    /// The reply.
+    pub const REPLY: &'static str = "Hello!";
+
+    /// The last request body it was sent.
+    pub fn last_body(&self) -> String {
+        self.last_body
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+}
+
+impl crate::provider::Provider for InstantModel {
+    fn describe(&self) -> String {
+        "instant (in-process, for benchmarks)".to_owned()
+    }
+
+    fn body(
+        &self,
+        request: &crate::provider::ChatRequest,
+    ) -> Result<crate::provider::RequestBody, crate::provider::ProviderError> {
+        crate::provider::request_body(request, Some("instant"))
+    }
+
+    fn send(&self, body: crate::provider::RequestBody) -> crate::provider::ReplyStream {
+        use crate::provider::{Event, FinishReason, ReplyStream, Usage};
+        let body = body.into_string();
+        let prompt_tokens = (body.len() / 4) as u64;
+        *self.last_body.lock().unwrap_or_else(|e| e.into_inner()) = body;
+        let (tx, stream) = ReplyStream::channel();
+        // A task, as the HTTP provider's: the events are there as soon as
+        // it runs.
+        let task = tokio::spawn(async move {
+            for event in [
+                Event::Text(Self::REPLY.to_owned()),
+                Event::Finish(FinishReason::Stop),
+                Event::Usage(Usage {
+                    prompt_tokens,
+                    completion_tokens: 2,
+                    cached_tokens: 0,
+                }),
+            ] {
+                if tx.event(event).await.is_err() {
+                    return;
+                }
+            }
+            tx.finish().await;
+        });
+        stream.with_task(task)
+    }
+}
+
+/// p50, p99 and max of a set of times, in milliseconds.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub struct Percentiles {
+    /// The median.
+    pub p50_ms: f64,
+    /// The 99th percentile.
+    pub p99_ms: f64,
+    /// The slowest.
+    pub max_ms: f64,
+}
+
+impl Percentiles {
+    fn of(mut ms: Vec<f64>) -> Self {
+        if ms.is_empty() {
+            return Self {
+                p50_ms: 0.0,
+                p99_ms: 0.0,
+                max_ms: 0.0,
+            };
+        }
+        ms.sort_by(f64::total_cmp);
+        let at = |q: f64| ms[((ms.len() as f64 * q).ceil() as usize).clamp(1, ms.len()) - 1];
+        Self {
+            p50_ms: at(0.5),
+            p99_ms: at(0.99),
+            max_ms: ms[ms.len() - 1],
+        }
+    }
+}
+
+/// One case of `foveal bench agent`: the host's time per turn and its
+/// phases.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct TurnTimes {
+    /// Turns timed.
+    pub turns: usize,
+    /// The whole turn, less the model call: the host overhead.
+    pub overhead: Percentiles,
+    /// The same, less also the per-turn session sync (`fdatasync`).
+    pub overhead_without_sync: Percentiles,
+    /// Taking the snapshots and composing the pattern.
+    pub sense: Percentiles,
+    /// Assembling the prompt and passing it through the privacy gate.
+    pub assemble: Percentiles,
+    /// The instant model (not part of the overhead).
+    pub model: Percentiles,
+    /// Recording the usage (`usage.json`) and the reply, running no tool.
+    pub act: Percentiles,
+    /// The session sync at the end of the turn.
+    pub sync: Percentiles,
+}
+
+/// What `foveal bench agent --json` prints.
+#[derive(Debug, serde::Serialize)]
+pub struct AgentBench {
+    /// Turns after warm-up on an unchanged memex: every cache warm, as in
+    /// a long-running host.
+    pub steady: TurnTimes,
+    /// The first turn after a one-headline edit (written and published
+    /// before the turn; the write is not timed), if `--edits` > 0.
+    pub after_edit: Option<TurnTimes>,
+    /// Objects in the memex.
+    pub memex_objects: usize,
+    /// Loading the memex and building its views, once.
+    pub memex_load_ms: f64,
+    /// Skills loaded.
+    pub skills: Vec<String>,
+    /// The request body of the first turn (a new session: no history),
+    /// in bytes.
+    pub first_body_bytes: usize,
+    /// Its tokens, counted exactly with the configured encoding.
+    pub first_body_tokens: usize,
+    /// The request body of the last turn (with the history of the turns
+    /// before it), in bytes.
+    pub body_bytes: usize,
+    /// Its tokens, counted exactly with the configured encoding.
+    pub body_tokens: usize,
+    /// The prompt's tokens as the host bounded them.
+    pub prompt_tokens: u32,
+    /// Where the session and `usage.json` were written (removed after).
+    pub data_dir: std::path::PathBuf,
+}
+
+/// `foveal bench agent`: whole turns of the live agent with an instant
+/// in-process model.
+pub fn agent(config: &Config, turns: usize, edits: usize, json: bool) -> anyhow::Result<Exit> {
+    use std::sync::Arc;
+
+    use crate::agent::session::Session;
+    use crate::agent::{Agent, Collect, Signal};
+
+    if turns == 0 {
+        eprintln!("error: --turns must be at least 1");
+        return Ok(Exit::Usage);
+    }
+    let mut config = config.clone();
+    // The session and the usage record go to a folder of their own: the
+    // benchmark leaves the user's data alone.
+    let data = tempdir_under(&config.data_dir)?;
+    config.data_dir = data.0.clone();
+    crate::tokens::configure(config.prompt.model.encoding);
+    let started = Instant::now();
+    let memex = match crate::cli::memex::open(&config) {
+        Ok(memex) => Arc::new(memex),
+        Err(exit) => return Ok(exit),
+    };
+    // As `foveal run` does: each new file version's view is built before
+    // it is published.
+    memex.prepare_views(PrivacyTags::new(&config.privacy_tags));
+    let memex_load_ms = started.elapsed().as_secs_f64() * 1e3;
+    let registry = Arc::new(crate::cli::skills::open_registry(&config)?);
+    let skills: Vec<String> = registry
+        .snapshot()
+        .names()
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
+    let model = Arc::new(InstantModel::default());
+    let session = Session::open(&config.data_dir, "bench")?;
+    let mut agent = Agent::new(
+        config.clone(),
+        registry,
+        Arc::clone(&memex),
+        Arc::clone(&model) as Arc<dyn crate::provider::Provider>,
+        session,
+    )?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let mut prompt_tokens = 0;
+    let mut turn = |agent: &mut Agent| -> anyhow::Result<(f64, crate::agent::Phases)> {
+        let mut out = Collect::default();
+        let t = Instant::now();
+        let report = rt.block_on(agent.turn(Signal::user("Say hello"), &mut out));
+        let total = t.elapsed().as_secs_f64() * 1e3;
+        if let Some(error) = report.error {
+            anyhow::bail!("the turn failed: {error}");
+        }
+        let cycle = report
+            .cycles
+            .first()
+            .ok_or_else(|| anyhow::anyhow!("the turn ran no cycle"))?;
+        prompt_tokens = cycle.prompt_tokens;
+        Ok((total, cycle.phases))
+    };
+    // Warm-up: the first turns fill the caches (prefix, context, counts).
+    turn(&mut agent)?;
+    let first_body = model.last_body();
+    for _ in 1..turns.clamp(1, 20) {
+        turn(&mut agent)?;
+    }
+    let mut steady = Vec::with_capacity(turns);
+    for _ in 0..turns {
+        steady.push(turn(&mut agent)?);
+    }
+    let mut after_edit = Vec::with_capacity(edits);
+    if edits > 0 {
+        let target = edit_target(&memex.snapshot())
+            .ok_or_else(|| anyhow::anyhow!("the memex has no headline to edit"))?;
+        for run in 0..edits {
+            let edit = Edit::SetProperty {
+                key: "BENCH_REVISION".to_owned(),
+                value: run.to_string(),
+            };
+            memex.apply(&memex.snapshot(), &target, &edit)?;
+            after_edit.push(turn(&mut agent)?);
+        }
+    }
+    let body = model.last_body();
+    let counter = crate::tokens::TokenCounter::new(config.prompt.model.encoding);
+    let body_tokens = counter.count(&body);
+    let first_body_tokens = counter.count(&first_body);
+    let memex_objects = memex.snapshot().len();
+    drop(agent);
+    let result = AgentBench {
+        steady: times(&steady),
+        after_edit: (!after_edit.is_empty()).then(|| times(&after_edit)),
+        memex_objects,
+        memex_load_ms,
+        skills,
+        first_body_bytes: first_body.len(),
+        first_body_tokens,
+        body_bytes: body.len(),
+        body_tokens,
+        prompt_tokens,
+        data_dir: data.0.clone(),
+    };
+    drop(data);
+    if json {
+        println!("{}", serde_json::to_string_pretty(&result)?);
+    } else {
+        print!("{}", agent_table(&result));
+    }
+    Ok(Exit::Ok)
+}
+
+/// A folder under `parent` removed when dropped.
+struct TempDir(std::path::PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn tempdir_under(parent: &std::path::Path) -> std::io::Result<TempDir> {
+    let dir = parent.join(format!(
+        "bench-{}-{}",
+        std::process::id(),
+        fastrand::u64(..)
+    ));
+    std::fs::create_dir_all(&dir)?;
+    Ok(TempDir(dir))
+}
+
+/// The first visible headline with an id of its own, in the memex's first
+/// file.
+fn edit_target(snapshot: &crate::memex::MemexSnapshot) -> Option<String> {
+    let file = snapshot.files().next()?;
+    (0..file.objects.len()).find_map(|i| {
+        let id = file.id(u32::try_from(i).ok()?);
+        snapshot.get(id).map(|_| id.to_owned())
+    })
+}
+
+fn times(runs: &[(f64, crate::agent::Phases)]) -> TurnTimes {
+    let pick = |f: &dyn Fn(&(f64, crate::agent::Phases)) -> f64| {
+        Percentiles::of(runs.iter().map(f).collect())
+    };
+    let sync = |(total, p): &(f64, crate::agent::Phases)| {
+        (total - p.sense_ms - p.assemble_ms - p.model_ms - p.act_ms).max(0.0)
+    };
+    TurnTimes {
+        turns: runs.len(),
+        overhead: pick(&|(total, p)| total - p.model_ms),
+        overhead_without_sync: pick(&|r| r.0 - r.1.model_ms - sync(r)),
+        sense: pick(&|(_, p)| p.sense_ms),
+        assemble: pick(&|(_, p)| p.assemble_ms),
+        model: pick(&|(_, p)| p.model_ms),
+        act: pick(&|(_, p)| p.act_ms),
+        sync: pick(&|r| sync(r)),
+    }
+}
+
+fn agent_table(r: &AgentBench) -> String {
+    use std::fmt::Write as _;
+    let mut s = format!(
+        "agent turns (\"Say hello\", instant in-process model) on {} memex objects, skills: {}\n",
+        r.memex_objects,
+        if r.skills.is_empty() {
+            "none".to_owned()
+        } else {
+            r.skills.join(", ")
+        }
+    );
+    let _ = writeln!(
+        s,
+        "request body: first turn {} bytes, {} tokens; last turn (with history) {} bytes, {} tokens",
+        r.first_body_bytes, r.first_body_tokens, r.body_bytes, r.body_tokens,
+    );
+    let _ = writeln!(s, "memex load: {}", fmt_ms(r.memex_load_ms));
+    for (case, t) in [
+        ("steady", Some(&r.steady)),
+        ("after_edit", r.after_edit.as_ref()),
+    ] {
+        let Some(t) = t else { continue };
+        let _ = writeln!(s, "\n{case}: {} turns", t.turns);
+        let _ = writeln!(s, "{:<24} {:>12} {:>12} {:>12}", "", "p50", "p99", "max");
+        for (name, p) in [
+            ("host overhead", t.overhead),
+            ("  without session sync", t.overhead_without_sync),
+            ("  sense", t.sense),
+            ("  assemble", t.assemble),
+            ("  act (usage, session)", t.act),
+            ("  session sync", t.sync),
+            ("model (instant)", t.model),
+        ] {
+            let _ = writeln!(
+                s,
+                "{name:<24} {:>12} {:>12} {:>12}",
+                fmt_ms(p.p50_ms),
+                fmt_ms(p.p99_ms),
+                fmt_ms(p.max_ms)
+            );
+        }
+    }
+    s
+}

@@ -342,6 +342,37 @@ pub enum BenchCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Time whole turns of the live agent ("Say hello") with an instant
+    /// in-process model, so what is measured is the host: snapshots,
+    /// pattern, prompt assembly, privacy gate, request body, usage record
+    /// and session. Reports p50, p99 and max of the host overhead per turn
+    /// (the turn less the model call) and of each phase, steady (after
+    /// warm-up, every cache warm) and on the first turn after a
+    /// one-headline edit of the memex. The session and usage.json go to a
+    /// fresh folder under the data dir, removed afterwards; the edits are
+    /// written to the memex files (add a property BENCH_REVISION to the
+    /// first headline of the first file) — point --memex at a copy.
+    Agent {
+        #[command(flatten)]
+        memex: MemexArgs,
+        #[command(flatten)]
+        plugins: PluginArgs,
+        #[command(flatten)]
+        privacy: PrivacyArgs,
+        /// Turns timed in the steady case (after up to 20 warm-up turns).
+        #[arg(long, default_value_t = 2000)]
+        turns: usize,
+        /// One-headline edits, each followed by one timed turn (0: none;
+        /// each edit rewrites its file).
+        #[arg(long, default_value_t = 0)]
+        edits: usize,
+        /// Print JSON: steady and after_edit, each with overhead,
+        /// overhead_without_sync, sense, assemble, model, act and sync as
+        /// {p50_ms, p99_ms, max_ms}; memex_objects, skills, body_bytes,
+        /// body_tokens and prompt_tokens.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// `foveal memex …`.
@@ -569,6 +600,25 @@ pub fn run(cli: Cli) -> anyhow::Result<Exit> {
             &privacy,
         )) {
             Ok(config) => bench::awareness(&config, &focus, runs, json),
+            Err(exit) => Ok(exit),
+        },
+        Command::Bench {
+            command:
+                BenchCommand::Agent {
+                    memex,
+                    plugins,
+                    privacy,
+                    turns,
+                    edits,
+                    json,
+                },
+        } => match load_config(&context_overrides(
+            cli.config.as_ref(),
+            &memex,
+            &plugins,
+            &privacy,
+        )) {
+            Ok(config) => bench::agent(&config, turns, edits, json),
             Err(exit) => Ok(exit),
         },
         Command::Prompt {

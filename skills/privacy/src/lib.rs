@@ -23,7 +23,10 @@ fn current() -> Arc<Redactor> {
 }
 
 fn init(_host: &HostApiRef) -> Result<(), SkillError> {
-    let patterns = current().names().count();
+    // The patterns are compiled when first needed: the host configures the
+    // skill before its first request, and compiling the defaults here only
+    // to replace them would cost every start a few milliseconds.
+    let patterns = foveal_redact::DEFAULT_PATTERNS.len();
     foveal_sdk::skill_debug!("privacy ready with the {patterns} default secret patterns");
     Ok(())
 }
