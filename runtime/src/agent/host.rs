@@ -204,7 +204,7 @@ pub async fn run(
             }
         }
     }
-    agent.sync()?;
+    agent.sync().await?;
     tracing::info!(
         session = agent.session().name(),
         "host stopped; session saved"

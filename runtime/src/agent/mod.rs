@@ -323,7 +323,9 @@ pub struct Agent {
     gate: Gate,
     privacy: PrivacyTags,
     session: Session,
-    costs: CostTracker,
+    costs: Arc<CostTracker>,
+    /// The background saves not known to be finished.
+    persisting: Mutex<Vec<tokio::task::JoinHandle<()>>>,
     journal: JournalSettings,
     focus: Option<String>,
     recent_errors: u32,
@@ -335,6 +337,8 @@ pub struct Agent {
     own_writes: Vec<u64>,
     /// Every tool, for a registry generation.
     tools_cache: Option<(u64, Vec<Tool>)>,
+    /// What the privacy gate made of the sections of earlier cycles.
+    gate_memo: crate::prompt::GateMemo,
 }
 
 impl fmt::Debug for Agent {
@@ -363,7 +367,10 @@ impl Agent {
     ) -> Result<Self, AgentError> {
         let gate = Gate::from_config(&config)?;
         let privacy = PrivacyTags::new(&config.privacy_tags);
-        let costs = CostTracker::open(&config.data_dir, config.prompt.prices.clone())?;
+        let costs = Arc::new(CostTracker::open(
+            &config.data_dir,
+            config.prompt.prices.clone(),
+        )?);
         let roots: Vec<_> = memex.roots().map(std::path::Path::to_path_buf).collect();
         let journal = JournalSettings {
             path: config
@@ -387,6 +394,7 @@ impl Agent {
             privacy,
             session,
             costs,
+            persisting: Mutex::new(Vec::new()),
             journal,
             focus: None,
             recent_errors: 0,
@@ -396,6 +404,7 @@ impl Agent {
             started: Instant::now(),
             own_writes: Vec::new(),
             tools_cache: None,
+            gate_memo: crate::prompt::GateMemo::default(),
         };
         agent.refresh_status(None);
         Ok(agent)
@@ -450,8 +459,18 @@ impl Agent {
         self.own_writes.contains(&generation)
     }
 
-    /// Flushes the session to disk.
-    pub fn sync(&self) -> Result<(), session::SessionError> {
+    /// Waits for the background saves of earlier turns, then syncs the
+    /// session and saves the usage record: at shutdown, and before
+    /// `foveal ask` exits.
+    pub async fn sync(&self) -> Result<(), session::SessionError> {
+        let pending: Vec<_> =
+            std::mem::take(&mut *self.persisting.lock().unwrap_or_else(|e| e.into_inner()));
+        for task in pending {
+            let _ = task.await;
+        }
+        if let Err(error) = self.costs.save_if_changed() {
+            tracing::warn!("usage not saved: {error}");
+        }
         self.session.sync()
     }
 
@@ -569,10 +588,35 @@ impl Agent {
             tool_result = Some(Arc::from(outcome.tool_output.as_str()));
             history_end = outcome.history_end;
         }
-        if let Err(error) = self.session.sync() {
-            tracing::warn!("{error}");
-        }
+        self.persist_in_background();
         report
+    }
+
+    /// Syncs the session and saves the usage record on a blocking thread,
+    /// after the turn: the reply does not wait for the disk. (Outside a
+    /// tokio runtime, right away.) [`sync`](Self::sync) waits for both.
+    fn persist_in_background(&self) {
+        let session = self.session.sync_handle();
+        let costs = Arc::clone(&self.costs);
+        let persist = move || {
+            if let Some(session) = session
+                && let Err(error) = session.sync_data()
+            {
+                tracing::warn!("session not synced: {error}");
+            }
+            if let Err(error) = costs.save_if_changed() {
+                tracing::warn!("usage not saved: {error}");
+            }
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                let task = runtime.spawn_blocking(persist);
+                let mut pending = self.persisting.lock().unwrap_or_else(|e| e.into_inner());
+                pending.retain(|t| !t.is_finished());
+                pending.push(task);
+            }
+            Err(_) => persist(),
+        }
     }
 
     /// One cycle: sense, think, act.
@@ -612,16 +656,9 @@ impl Agent {
             .filter(|t| pattern.allows(t.category))
             .collect();
         let specs: Vec<_> = all_tools.iter().map(Tool::spec).collect();
-        let history: Vec<crate::prompt::Message> = {
-            let entries = &self.session.entries()[..history_end.min(self.session.entries().len())];
-            let start = entries
-                .len()
-                .saturating_sub(self.config.agent.history_messages);
-            entries[start..]
-                .iter()
-                .filter_map(Entry::to_message)
-                .collect()
-        };
+        let history = self
+            .session
+            .history_before(history_end, self.config.agent.history_messages);
         let mut logs = crate::logs::global().recent(self.config.context.log_limit);
         logs.reverse();
         let mut summary = CycleSummary {
@@ -679,7 +716,7 @@ impl Agent {
         let gated = self
             .assembler
             .assemble(&skills, &snapshot, &input)
-            .and_then(|p| p.through_gate(&self.gate, &snapshot, &skills));
+            .and_then(|p| p.through_gate_with(&self.gate, &snapshot, &skills, &mut self.gate_memo));
         let prompt = match gated {
             Ok((prompt, _egress)) => prompt,
             Err(error) => {
@@ -747,9 +784,7 @@ impl Agent {
             None => crate::prompt::cost::estimate(&prompt, (reply.text.len() / 4) as u64),
         };
         summary.completion_tokens = reply.usage.map(|u| u.completion_tokens);
-        if let Err(error) = self.costs.record(usage) {
-            tracing::warn!("usage not recorded: {error}");
-        }
+        self.costs.add(usage);
 
         // Act.
         let mut entry = Entry::new(EntryRole::Assistant, reply.text.clone());

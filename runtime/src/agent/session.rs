@@ -143,6 +143,9 @@ pub struct Session {
     path: PathBuf,
     file: File,
     entries: Vec<Entry>,
+    /// Each entry as a prompt message, made once: the same allocation every
+    /// cycle, so token counts and the privacy gate's verdicts are reused.
+    messages: Vec<Option<crate::prompt::Message>>,
     skipped: usize,
 }
 
@@ -211,11 +214,13 @@ impl Session {
                 file.write_all(b"\n").map_err(io("append to it"))?;
             }
         }
+        let messages = entries.iter().map(Entry::to_message).collect();
         Ok(Self {
             name: name.to_owned(),
             path,
             file,
             entries,
+            messages,
             skipped,
         })
     }
@@ -251,8 +256,14 @@ impl Session {
                 action: "append to it",
                 source,
             })?;
+        self.messages.push(entry.to_message());
         self.entries.push(entry);
         Ok(())
+    }
+
+    /// A handle on the file for syncing it from another thread.
+    pub fn sync_handle(&self) -> Option<File> {
+        self.file.try_clone().ok()
     }
 
     /// Flushes the file to disk.
@@ -266,10 +277,18 @@ impl Session {
 
     /// The last `limit` entries as prompt history, oldest first.
     pub fn history(&self, limit: usize) -> Vec<crate::prompt::Message> {
-        let start = self.entries.len().saturating_sub(limit);
-        self.entries[start..]
+        self.history_before(self.entries.len(), limit)
+    }
+
+    /// The last `limit` of the first `end` entries as prompt history,
+    /// oldest first.
+    pub fn history_before(&self, end: usize, limit: usize) -> Vec<crate::prompt::Message> {
+        let end = end.min(self.messages.len());
+        let start = end.saturating_sub(limit);
+        self.messages[start..end]
             .iter()
-            .filter_map(Entry::to_message)
+            .flatten()
+            .cloned()
             .collect()
     }
 }

@@ -179,6 +179,9 @@ pub fn ask(
         };
         let mut out = StdoutOutput { print: !json };
         let report = agent.turn(Signal::user(text), &mut out).await;
+        if let Err(error) = agent.sync().await {
+            eprintln!("warning: {error}");
+        }
         if json {
             let mut stdout = std::io::stdout().lock();
             serde_json::to_writer_pretty(&mut stdout, &report)?;

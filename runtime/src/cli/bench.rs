@@ -313,7 +313,8 @@ pub struct TurnTimes {
     pub turns: usize,
     /// The whole turn, less the model call: the host overhead.
     pub overhead: Percentiles,
-    /// The same, less also the per-turn session sync (`fdatasync`).
+    /// The same, less the time outside the phases (recording the turn,
+    /// handing the session sync and the usage save to a background thread).
     pub overhead_without_sync: Percentiles,
     /// Taking the snapshots and composing the pattern.
     pub sense: Percentiles,
@@ -323,7 +324,7 @@ pub struct TurnTimes {
     pub model: Percentiles,
     /// Recording the usage (`usage.json`) and the reply, running no tool.
     pub act: Percentiles,
-    /// The session sync at the end of the turn.
+    /// The time outside the phases.
     pub sync: Percentiles,
 }
 
@@ -545,11 +546,11 @@ fn agent_table(r: &AgentBench) -> String {
         let _ = writeln!(s, "{:<24} {:>12} {:>12} {:>12}", "", "p50", "p99", "max");
         for (name, p) in [
             ("host overhead", t.overhead),
-            ("  without session sync", t.overhead_without_sync),
+            ("  without the time outside phases", t.overhead_without_sync),
             ("  sense", t.sense),
             ("  assemble", t.assemble),
             ("  act (usage, session)", t.act),
-            ("  session sync", t.sync),
+            ("  outside phases", t.sync),
             ("model (instant)", t.model),
         ] {
             let _ = writeln!(

@@ -174,6 +174,10 @@ pub struct CostTracker {
     dir: PathBuf,
     prices: BTreeMap<String, Prices>,
     ledger: Mutex<Ledger>,
+    /// Cycles were added since the last save.
+    unsaved: std::sync::atomic::AtomicBool,
+    /// Held while saving.
+    saving: Mutex<()>,
 }
 
 impl CostTracker {
@@ -184,6 +188,8 @@ impl CostTracker {
             dir: data_dir.to_owned(),
             prices,
             ledger: Mutex::new(Ledger::load(data_dir)?),
+            unsaved: std::sync::atomic::AtomicBool::new(false),
+            saving: Mutex::new(()),
         })
     }
 
@@ -208,6 +214,48 @@ impl CostTracker {
                 + usage.output_tokens as f64 * p.output)
                 / 1e6,
         )
+    }
+
+    /// Records one cycle in memory; [`save_if_changed`](Self::save_if_changed)
+    /// writes the file. For the live host, which saves after each turn
+    /// rather than in the middle of it.
+    pub fn add(&self, usage: CycleUsage) -> CycleRecord {
+        let record = self.make_record(&usage);
+        let mut ledger = self.lock();
+        ledger.add(record.clone());
+        self.unsaved
+            .store(true, std::sync::atomic::Ordering::Release);
+        record
+    }
+
+    /// Writes the record if a cycle was added since the last save.
+    /// Concurrent saves are serialised; each writes the latest record.
+    pub fn save_if_changed(&self) -> Result<(), CostError> {
+        let _saving = self.saving.lock().unwrap_or_else(|e| e.into_inner());
+        if !self
+            .unsaved
+            .swap(false, std::sync::atomic::Ordering::AcqRel)
+        {
+            return Ok(());
+        }
+        let ledger = self.lock().clone();
+        self.save(&ledger).inspect_err(|_| {
+            self.unsaved
+                .store(true, std::sync::atomic::Ordering::Release);
+        })
+    }
+
+    fn make_record(&self, usage: &CycleUsage) -> CycleRecord {
+        CycleRecord {
+            at: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs()),
+            model: usage.model.clone(),
+            input_tokens: usage.input_tokens,
+            cached_input_tokens: usage.cached_input_tokens.min(usage.input_tokens),
+            output_tokens: usage.output_tokens,
+            cost: self.price(usage),
+        }
     }
 
     /// Records one cycle and saves the record.

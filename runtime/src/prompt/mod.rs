@@ -821,6 +821,36 @@ fn host_section(id: u32, text: Text) -> PromptSection {
     }
 }
 
+/// What the privacy gate made of shared sections, for one memex generation
+/// and one registry generation (see [`Prompt::through_gate_with`]). Each
+/// entry holds its section's text, so the allocation it is recognised by
+/// cannot be freed and reused while it is remembered.
+#[derive(Debug, Default)]
+pub struct GateMemo {
+    generations: Option<(u64, u64)>,
+    entries: Vec<MemoEntry>,
+}
+
+impl GateMemo {
+    /// Sections remembered at most (the oldest is forgotten first).
+    pub const CAPACITY: usize = 128;
+}
+
+#[derive(Debug)]
+struct MemoEntry {
+    text: Text,
+    /// The gate's text when it changed the section.
+    cleaned: Option<Arc<str>>,
+    report: MemoReport,
+}
+
+#[derive(Debug, Clone)]
+struct MemoReport {
+    private: usize,
+    secrets: Vec<(String, usize)>,
+    filter: String,
+}
+
 /// What the privacy gate removed from a prompt: kinds and counts, never
 /// text.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
@@ -850,22 +880,73 @@ impl Prompt {
     /// counted again, and the budget is checked again (a marker can be
     /// longer than what it replaces).
     pub fn through_gate(
-        mut self,
+        self,
         gate: &crate::egress::Gate,
         memex: &MemexSnapshot,
         skills: &Snapshot,
     ) -> Result<(Prompt, EgressSummary), PromptError> {
+        self.through_gate_with(gate, memex, skills, &mut GateMemo::default())
+    }
+
+    /// [`through_gate`](Self::through_gate), remembering in `memo` what the
+    /// gate made of each shared section, so that a section unchanged since
+    /// the last cycle (the same allocation: the context, the prefix, a
+    /// history message) is not checked again while the memex generation
+    /// and the registry generation are the same.
+    pub fn through_gate_with(
+        mut self,
+        gate: &crate::egress::Gate,
+        memex: &MemexSnapshot,
+        skills: &Snapshot,
+        memo: &mut GateMemo,
+    ) -> Result<(Prompt, EgressSummary), PromptError> {
         let mut summary = EgressSummary::default();
         let mut changed = false;
+        let generations = (memex.generation(), skills.generation());
+        if memo.generations != Some(generations) {
+            memo.entries.clear();
+            memo.generations = Some(generations);
+        }
         for section in &mut self.sections {
-            let cleaned = gate.clean(section.text.as_str(), memex, skills)?;
-            summary.private += cleaned.report.private;
-            for (name, n) in &cleaned.report.secrets {
+            let known = section.text.address().and_then(|address| {
+                memo.entries.iter().find(|e| {
+                    e.text.address() == Some(address)
+                        && e.text.as_str().len() == section.text.as_str().len()
+                })
+            });
+            let (cleaned, report) = match known {
+                Some(entry) => (entry.cleaned.clone(), entry.report.clone()),
+                None => {
+                    let cleaned = gate.clean(section.text.as_str(), memex, skills)?;
+                    let text = match cleaned.text {
+                        Cow::Owned(text) => Some(Arc::<str>::from(text)),
+                        Cow::Borrowed(_) => None,
+                    };
+                    let report = MemoReport {
+                        private: cleaned.report.private,
+                        secrets: cleaned.report.secrets.clone(),
+                        filter: cleaned.report.filter.to_string(),
+                    };
+                    if section.text.address().is_some() {
+                        if memo.entries.len() >= GateMemo::CAPACITY {
+                            memo.entries.remove(0);
+                        }
+                        memo.entries.push(MemoEntry {
+                            text: section.text.clone(),
+                            cleaned: text.clone(),
+                            report: report.clone(),
+                        });
+                    }
+                    (text, report)
+                }
+            };
+            summary.private += report.private;
+            for (name, n) in &report.secrets {
                 *summary.secrets.entry(name.clone()).or_default() += n;
             }
-            summary.filter = cleaned.report.filter.to_string();
-            if let Cow::Owned(text) = cleaned.text {
-                section.text = Text::Owned(text);
+            summary.filter = report.filter;
+            if let Some(text) = cleaned {
+                section.text = Text::Shared(text);
                 section.tokens =
                     u32::try_from(crate::tokens::global().count(section.text.as_str()))
                         .unwrap_or(u32::MAX);
