@@ -9,6 +9,7 @@ mod support;
 mod awareness;
 mod cli;
 mod context_cli;
+mod e2e;
 mod hot_reload;
 mod loading;
 mod memex_cli;
