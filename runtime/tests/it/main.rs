@@ -9,6 +9,7 @@ mod support;
 mod awareness;
 mod cli;
 mod context_cli;
+mod e2e;
 mod execution;
 mod hot_reload;
 mod live;

@@ -1,5 +1,10 @@
 //! Shared helpers: where the built libraries are, temporary plugin folders,
-//! installing by write-then-rename.
+//! installing by write-then-rename; [`test_server`] for a real model
+//! server behind a recording proxy.
+
+// An API for end-to-end tests: not every part is used by every module.
+#[allow(dead_code)]
+pub mod test_server;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
