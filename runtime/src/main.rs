@@ -14,7 +14,7 @@ fn main() -> ExitCode {
     // (`debug`, `foveal=trace`, …). The one-shot commands report everything
     // they need on stdout, so they log only what FOVEAL_LOG asks for.
     // The in-memory ring (seed 000 `context-logs`) keeps info and above
-    // whatever stderr shows.
+    // whatever stderr shows, except the cycle summaries.
     let filter = EnvFilter::try_from_env("FOVEAL_LOG").unwrap_or_else(|_| EnvFilter::new("off"));
     tracing_subscriber::registry()
         .with(
@@ -23,9 +23,17 @@ fn main() -> ExitCode {
                 .with_filter(filter),
         )
         .with(
-            foveal::logs::global()
-                .layer()
-                .with_filter(tracing_subscriber::filter::LevelFilter::INFO),
+            foveal::logs::global().layer().with_filter(
+                // The per-cycle summaries are for the operator (stderr,
+                // `foveal status`), not for the model: they would change
+                // the prompt every cycle.
+                tracing_subscriber::filter::Targets::new()
+                    .with_default(tracing_subscriber::filter::LevelFilter::INFO)
+                    .with_target(
+                        "foveal::cycle",
+                        tracing_subscriber::filter::LevelFilter::OFF,
+                    ),
+            ),
         )
         .init();
     match foveal::cli::run(cli) {

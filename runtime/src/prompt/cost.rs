@@ -289,7 +289,7 @@ impl CostTracker {
         let tmp = self
             .dir
             .join(format!(".{FILE_NAME}.{}.tmp", std::process::id()));
-        let text = serde_json::to_string_pretty(ledger).expect("a ledger serializes");
+        let text = serde_json::to_string(ledger).expect("a ledger serializes");
         std::fs::write(&tmp, text).map_err(write)?;
         std::fs::rename(&tmp, &path).map_err(|e| {
             let _ = std::fs::remove_file(&tmp);

@@ -130,6 +130,10 @@ pub use components::ToolSpec;
 pub use context_types::{ContextType, ContextTypes, UnknownContextType};
 pub use settings::PromptConfig;
 
+/// The step, in tokens, the room left for an L3 re-rendering of the
+/// context is rounded down to.
+pub const RERENDER_STEP: u32 = 256;
+
 /// The pending event of a heartbeat.
 pub const HEARTBEAT_EVENT: &str = "Heartbeat: no new input since the last cycle.";
 
@@ -494,6 +498,9 @@ pub struct Assembler {
     trimmed_context: ContextCache,
     components: components::SkillComponents,
     memo: Mutex<budget::Memo>,
+    /// The last log section: reused while the lines are the same, so its
+    /// count and the privacy gate's verdict are too.
+    last_logs: Mutex<Option<Arc<str>>>,
 }
 
 impl Assembler {
@@ -517,6 +524,7 @@ impl Assembler {
             trimmed_context: ContextCache::default(),
             components: components::SkillComponents::default(),
             memo: Mutex::new(budget::Memo::default()),
+            last_logs: Mutex::new(None),
         }
     }
 
@@ -619,7 +627,17 @@ impl Assembler {
                 }
                 text.push_str(line.trim_end());
             }
-            sections.push(host_section(ids::LOGS, Text::Owned(text)));
+            let mut last = self.last_logs.lock().unwrap_or_else(|e| e.into_inner());
+            let shared = match last.as_ref() {
+                Some(previous) if **previous == *text => Arc::clone(previous),
+                _ => {
+                    let shared = Arc::<str>::from(text);
+                    *last = Some(Arc::clone(&shared));
+                    shared
+                }
+            };
+            drop(last);
+            sections.push(host_section(ids::LOGS, Text::Shared(shared)));
         }
 
         // The skills' components, at the ids they declared.
@@ -723,6 +741,17 @@ impl Assembler {
             if !context_renderable {
                 return None;
             }
+            // The room left moves by a few tokens from one cycle to the
+            // next (a log line's timing, a longer reply): rendering at the
+            // room rounded down to a step keeps the trimmed context — and
+            // its token counts and the privacy gate's verdict — the same
+            // allocation until the room really changes. Rounding down
+            // keeps the budget; it costs at most one step of context.
+            let tokens = if tokens >= 4 * RERENDER_STEP {
+                tokens - tokens % RERENDER_STEP
+            } else {
+                tokens
+            };
             let request = ContextRequest {
                 budget: Some(tokens),
                 ..base_request.clone()

@@ -297,3 +297,80 @@ fn faults_are_recorded_in_order() {
         ]
     ));
 }
+
+/// The real binary, the real skills and the real model server: `foveal
+/// ask` on a memex with a private canary, then a `foveal run` REPL turn.
+/// Every body the server received is searched for the canary.
+#[test]
+fn foveal_ask_and_run_answer_through_a_real_server_and_no_canary_leaves() {
+    let Some(proxy) = test_server::proxy() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("memex")).unwrap();
+    std::fs::write(
+        dir.path().join("memex/work.org"),
+        "* Launch :project:\n:PROPERTIES:\n:ID: launch\n:END:\nShip the host.\n\
+         * Diary :project:@personal:\nCANARY-e2e-5d1 what I did today\n",
+    )
+    .unwrap();
+    let foveal = |args: &[&str]| {
+        let mut command = crate::support::foveal_command(dir.path(), args);
+        command
+            .env("OPENAI_BASE_URL", proxy.base_url())
+            .env("OPENAI_MODEL", test_server::MODEL)
+            .env("FOVEAL_SOCKET", dir.path().join("control.sock"))
+            .env_remove("OPENAI_API_KEY");
+        command
+    };
+    let flags = ["--provider", "openai", "--memex", "memex"];
+
+    let mut args = vec!["ask", "Say hello in five words."];
+    args.extend(flags);
+    let output = foveal(&args).output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(
+        !String::from_utf8_lossy(&output.stdout).trim().is_empty(),
+        "no reply"
+    );
+
+    let mut args = vec!["run"];
+    args.extend(flags);
+    let mut child = foveal(&args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write as _;
+        let mut stdin = child.stdin.take().unwrap();
+        writeln!(stdin, "What projects do I have?").unwrap();
+    }
+    let output = child.wait_with_output().unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(!String::from_utf8_lossy(&output.stdout).trim().is_empty());
+
+    let bodies = proxy.bodies();
+    assert!(bodies.len() >= 2, "{} bodies", bodies.len());
+    for body in &bodies {
+        let json: Value = serde_json::from_str(body).expect("a JSON body");
+        let messages = json["messages"].as_array().expect("messages");
+        assert_eq!(messages[0]["role"], "system");
+        let system = messages[0]["content"].as_str().unwrap();
+        assert!(system.contains("Launch"), "no context section: {system}");
+        assert!(json["tools"].as_array().is_some_and(|t| !t.is_empty()));
+        assert!(
+            !body.contains("CANARY-e2e-5d1"),
+            "the canary left the process"
+        );
+        assert!(!body.contains("what I did today"));
+    }
+    let sessions = std::fs::read_to_string(dir.path().join("data/sessions/default.jsonl")).unwrap();
+    assert!(sessions.lines().count() >= 4, "{sessions}");
+}
