@@ -366,6 +366,19 @@ impl Agent {
         session: Session,
     ) -> Result<Self, AgentError> {
         let gate = Gate::from_config(&config)?;
+        Self::with_gate(config, registry, memex, provider, session, gate)
+    }
+
+    /// [`new`](Self::new) with a gate built already (from the same
+    /// configuration): a command can build it while the skills load.
+    pub fn with_gate(
+        config: Config,
+        registry: Arc<Registry>,
+        memex: Arc<Memex>,
+        provider: Arc<dyn Provider>,
+        session: Session,
+        gate: Gate,
+    ) -> Result<Self, AgentError> {
         let privacy = PrivacyTags::new(&config.privacy_tags);
         let costs = Arc::new(CostTracker::open(
             &config.data_dir,

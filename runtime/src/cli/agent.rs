@@ -46,6 +46,18 @@ pub(crate) fn provider(config: &Config) -> Result<Arc<dyn Provider>, Exit> {
 /// The pieces of an agent, loaded and checked.
 fn agent(config: &Config, options: &AgentOptions, watch_views: bool) -> Result<Agent, Exit> {
     crate::tokens::configure(config.prompt.model.encoding);
+    // The gate compiles its secret patterns while the memex and the skills
+    // load.
+    let gate = {
+        let config = config.clone();
+        std::thread::Builder::new()
+            .name("foveal-gate".into())
+            .spawn(move || crate::egress::Gate::from_config(&config))
+            .map_err(|error| {
+                eprintln!("error: cannot start a thread: {error}");
+                Exit::Usage
+            })?
+    };
     let memex = Arc::new(crate::cli::memex::open(config)?);
     if watch_views {
         memex.prepare_views(PrivacyTags::new(&config.privacy_tags));
@@ -66,8 +78,19 @@ fn agent(config: &Config, options: &AgentOptions, watch_views: bool) -> Result<A
         eprintln!("error: {error}");
         Exit::Usage
     })?;
-    let mut agent =
-        Agent::new(config.clone(), registry, memex, provider, session).map_err(|error| {
+    let gate = match gate.join() {
+        Ok(Ok(gate)) => gate,
+        Ok(Err(error)) => {
+            eprintln!("error: {error}");
+            return Err(Exit::Usage);
+        }
+        Err(_) => {
+            eprintln!("error: the privacy gate could not be built");
+            return Err(Exit::Usage);
+        }
+    };
+    let mut agent = Agent::with_gate(config.clone(), registry, memex, provider, session, gate)
+        .map_err(|error| {
             eprintln!("error: {error}");
             Exit::Usage
         })?;
