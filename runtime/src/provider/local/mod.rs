@@ -65,6 +65,7 @@ use candle_core::quantized::{GgmlDType, QTensor, gguf_file};
 use candle_core::{DType, Device, Tensor};
 use candle_transformers::generation::{LogitsProcessor, Sampling};
 use candle_transformers::models::quantized_llama::{self, ModelWeights};
+use rayon::iter::{IntoParallelIterator, ParallelIterator};
 
 use self::template::IM_END;
 use self::tokenizer::{LocalTokenizer, TextDecoder};
@@ -433,16 +434,23 @@ fn load_as_q8_0(content: gguf_file::Content, file: &mut File) -> candle_core::Re
     let device = Device::Cpu;
     let mut names: Vec<&String> = content.tensor_infos.keys().collect();
     names.sort();
-    let mut tensors = Vec::with_capacity(names.len());
-    for name in names {
-        let tensor = content.tensor(file, name, &device)?;
-        let tensor = if tensor.dtype() == GgmlDType::Q4_1 {
-            QTensor::quantize(&tensor.dequantize(&device)?, GgmlDType::Q8_0)?
-        } else {
-            tensor
-        };
-        tensors.push((name.as_str(), tensor));
-    }
+    let read = names
+        .into_iter()
+        .map(|name| Ok((name.as_str(), content.tensor(file, name, &device)?)))
+        .collect::<candle_core::Result<Vec<_>>>()?;
+    // Converting is most of the load time: one tensor per thread.
+    let tensors = read
+        .into_par_iter()
+        .map(|(name, tensor)| {
+            if tensor.dtype() == GgmlDType::Q4_1 {
+                let converted =
+                    QTensor::quantize(&tensor.dequantize(&Device::Cpu)?, GgmlDType::Q8_0)?;
+                Ok((name, converted))
+            } else {
+                Ok((name, tensor))
+            }
+        })
+        .collect::<candle_core::Result<Vec<_>>>()?;
     // The tokenizer was read already; the model needs only its own keys.
     let metadata: Vec<(&str, &gguf_file::Value)> = content
         .metadata
