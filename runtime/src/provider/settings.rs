@@ -209,6 +209,9 @@ pub struct ProviderSettings {
     /// The local model's GGUF file, when one is configured; `None` looks
     /// in the default places (see [`crate::provider::local`]).
     pub model_path: Option<PathBuf>,
+    /// Threads the local model computes with; `None` takes one less than
+    /// the CPUs (at least one), see [`crate::provider::LoadOptions`].
+    pub model_threads: Option<usize>,
 }
 
 impl Default for ProviderSettings {
@@ -223,6 +226,7 @@ impl Default for ProviderSettings {
             timeouts: Timeouts::default(),
             retry: RetryPolicy::default(),
             model_path: None,
+            model_threads: None,
         }
     }
 }
@@ -253,12 +257,15 @@ pub(crate) struct FileProvider {
     idle_timeout_ms: Option<Spanned<u64>>,
     max_retries: Option<Spanned<u32>>,
     model_path: Option<Spanned<String>>,
+    model_threads: Option<Spanned<u32>>,
 }
 
 /// The longest timeout accepted: a day.
 const MAX_TIMEOUT_MS: u64 = 86_400_000;
 /// The most retries accepted.
 const MAX_RETRIES: u32 = 10;
+/// The most threads accepted for the local model.
+const MAX_MODEL_THREADS: u32 = 256;
 
 /// Resolves `[provider]` (`file`, from the text `text` of the file `path`,
 /// whose relative paths start at `base`) with the environment and the
@@ -412,6 +419,32 @@ pub(crate) fn resolve(
     }
     if let Some(value) = set("FOVEAL_MODEL_PATH") {
         settings.model_path = Some(crate::config::resolve_path(&value, env));
+    }
+    if let Some(threads) = &file.model_threads {
+        if !(1..=MAX_MODEL_THREADS).contains(threads.get_ref()) {
+            return Err(at(
+                threads.span(),
+                "model_threads",
+                format!(
+                    "{} is out of range; must be from 1 to {MAX_MODEL_THREADS}",
+                    threads.get_ref()
+                ),
+            ));
+        }
+        settings.model_threads = Some(*threads.get_ref() as usize);
+    }
+    if let Some(value) = set("FOVEAL_MODEL_THREADS") {
+        let threads = value
+            .trim()
+            .parse::<u32>()
+            .ok()
+            .filter(|n| (1..=MAX_MODEL_THREADS).contains(n))
+            .ok_or_else(|| ConfigError::Env {
+                name: "FOVEAL_MODEL_THREADS",
+                value: value.clone(),
+                message: format!("must be a whole number from 1 to {MAX_MODEL_THREADS}"),
+            })?;
+        settings.model_threads = Some(threads as usize);
     }
     Ok(settings)
 }
@@ -693,6 +726,23 @@ mod tests {
         );
         assert_eq!(p.model_path, Some(PathBuf::from("other/m.gguf")));
         assert_eq!(provider("", None, &[]).model_path, None);
+        let p = provider(
+            "[provider]\nmodel_threads = 3\n",
+            None,
+            &[("FOVEAL_MODEL_THREADS", "2")],
+        );
+        assert_eq!(p.model_threads, Some(2));
+        assert_eq!(
+            provider("[provider]\nmodel_threads = 3\n", None, &[]).model_threads,
+            Some(3)
+        );
+        let err = config("", None, &[("FOVEAL_MODEL_THREADS", "0")])
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "environment variable FOVEAL_MODEL_THREADS=\"0\": must be a whole number from 1 to 256"
+        );
         let err = config("[provider]\nmodel_path = \" \"\n", None, &[])
             .unwrap_err()
             .to_string();

@@ -21,7 +21,8 @@
 //!   `<tool_call>{"name": …, "arguments": {…}}</tool_call>` block per call.
 //! - **`tool_choice`**: `required` and a named tool are also *forced*: the
 //!   assistant's turn is started for the model with `<tool_call>` and the
-//!   `{"name": "` (or, for a named tool, `{"name": "<tool>", "arguments": `)
+//!   `{"name": "` (or, for a named tool, `{"name": "<tool>", "arguments":`; no trailing space, which
+//!   would be a token of its own)
 //!   that must follow, so the reply cannot be anything but a call.
 //! - **Earlier tool calls** of the assistant are written back as such
 //!   blocks after its text.
@@ -155,7 +156,7 @@ pub(crate) fn render(request: &ChatRequest) -> Rendered {
     let prefill = if offer_tools {
         match &request.tool_choice {
             ToolChoice::Tool(name) => format!(
-                "{TOOL_CALL_OPEN}\n{{\"name\": {}, \"arguments\": ",
+                "{TOOL_CALL_OPEN}\n{{\"name\": {}, \"arguments\":",
                 json_string(name)
             ),
             ToolChoice::Required => format!("{TOOL_CALL_OPEN}\n{{\"name\": \""),

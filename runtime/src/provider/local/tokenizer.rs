@@ -192,6 +192,7 @@ impl LocalTokenizer {
         Ok(ids)
     }
 
+    #[cfg(test)]
     /// Tokens of text in which the special tokens' texts are special
     /// tokens, as in a rendered chat template.
     pub(crate) fn encode_chat(&self, text: &str) -> Result<Vec<u32>, String> {
@@ -223,6 +224,7 @@ impl LocalTokenizer {
         self.bytes.get(id as usize).map_or(&[], Vec::as_slice)
     }
 
+    #[cfg(test)]
     /// The whole text of some tokens (special tokens leave nothing).
     pub(crate) fn decode(&self, ids: &[u32]) -> String {
         let mut decoder = TextDecoder::default();
