@@ -326,6 +326,9 @@ pub struct Agent {
     costs: Arc<CostTracker>,
     /// The background saves not known to be finished.
     persisting: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    /// When the last background save started, and whether one is
+    /// scheduled.
+    persist_state: Arc<Mutex<PersistState>>,
     journal: JournalSettings,
     focus: Option<String>,
     recent_errors: u32,
@@ -349,6 +352,19 @@ impl fmt::Debug for Agent {
             .field("focus", &self.focus)
             .finish_non_exhaustive()
     }
+}
+
+/// Background saves of the session and the usage record are at most this
+/// often (group commit): each save covers every turn before it.
+pub const PERSIST_EVERY: Duration = Duration::from_secs(1);
+
+/// The state of the grouped background saves.
+#[derive(Debug, Default)]
+struct PersistState {
+    /// A save is scheduled and has not started.
+    scheduled: bool,
+    /// When the last one started.
+    last: Option<Instant>,
 }
 
 /// Turns longer than this many cycles are cut whatever the pattern says
@@ -408,6 +424,7 @@ impl Agent {
             session,
             costs,
             persisting: Mutex::new(Vec::new()),
+            persist_state: Arc::default(),
             journal,
             focus: None,
             recent_errors: 0,
@@ -479,7 +496,15 @@ impl Agent {
         let pending: Vec<_> =
             std::mem::take(&mut *self.persisting.lock().unwrap_or_else(|e| e.into_inner()));
         for task in pending {
-            let _ = task.await;
+            // A save waiting for its turn is not needed: this one covers
+            // it. One already writing finishes first (the usage record's
+            // save lock orders them).
+            task.abort();
+        }
+        {
+            let mut state = self.persist_state.lock().unwrap_or_else(|e| e.into_inner());
+            state.scheduled = false;
+            state.last = Some(Instant::now());
         }
         if let Err(error) = self.costs.save_if_changed() {
             tracing::warn!("usage not saved: {error}");
@@ -606,8 +631,11 @@ impl Agent {
     }
 
     /// Syncs the session and saves the usage record on a blocking thread,
-    /// after the turn: the reply does not wait for the disk. (Outside a
-    /// tokio runtime, right away.) [`sync`](Self::sync) waits for both.
+    /// after the turn: the reply does not wait for the disk. Saves are
+    /// grouped: at most one per [`PERSIST_EVERY`]; a turn that ends while
+    /// one is scheduled is covered by it. (Outside a tokio runtime, right
+    /// away.) [`sync`](Self::sync) saves at once, for shutdown and for
+    /// `foveal ask`.
     fn persist_in_background(&self) {
         let session = self.session.sync_handle();
         let costs = Arc::clone(&self.costs);
@@ -621,15 +649,37 @@ impl Agent {
                 tracing::warn!("usage not saved: {error}");
             }
         };
-        match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => {
-                let task = runtime.spawn_blocking(persist);
-                let mut pending = self.persisting.lock().unwrap_or_else(|e| e.into_inner());
-                pending.retain(|t| !t.is_finished());
-                pending.push(task);
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            persist();
+            return;
+        };
+        let delay = {
+            let mut state = self.persist_state.lock().unwrap_or_else(|e| e.into_inner());
+            if state.scheduled {
+                return;
             }
-            Err(_) => persist(),
-        }
+            state.scheduled = true;
+            state.last.map_or(Duration::ZERO, |last| {
+                PERSIST_EVERY.saturating_sub(last.elapsed())
+            })
+        };
+        let state = Arc::clone(&self.persist_state);
+        let task = runtime.spawn(async move {
+            if !delay.is_zero() {
+                tokio::time::sleep(delay).await;
+            }
+            {
+                // From here on, a turn that ends schedules the next save:
+                // what it wrote may come after this one's sync.
+                let mut state = state.lock().unwrap_or_else(|e| e.into_inner());
+                state.scheduled = false;
+                state.last = Some(Instant::now());
+            }
+            let _ = tokio::task::spawn_blocking(persist).await;
+        });
+        let mut pending = self.persisting.lock().unwrap_or_else(|e| e.into_inner());
+        pending.retain(|t| !t.is_finished());
+        pending.push(task);
     }
 
     /// One cycle: sense, think, act.
@@ -787,14 +837,22 @@ impl Agent {
         };
         let t3 = Instant::now();
         summary.phases.model_ms = ms(t3 - t2);
+        // The model actually asked (the provider's), else the prompt's.
+        let model = request
+            .model
+            .clone()
+            .unwrap_or_else(|| prompt.model.clone());
         let usage = match reply.usage {
             Some(u) => crate::prompt::cost::CycleUsage {
-                model: prompt.model.clone(),
+                model,
                 input_tokens: u.prompt_tokens,
                 cached_input_tokens: u.cached_tokens,
                 output_tokens: u.completion_tokens,
             },
-            None => crate::prompt::cost::estimate(&prompt, (reply.text.len() / 4) as u64),
+            None => crate::prompt::cost::CycleUsage {
+                model,
+                ..crate::prompt::cost::estimate(&prompt, (reply.text.len() / 4) as u64)
+            },
         };
         summary.completion_tokens = reply.usage.map(|u| u.completion_tokens);
         self.costs.add(usage);

@@ -107,6 +107,12 @@ async fn ask_replies_on_stdout_records_the_session_and_sends_the_expected_body()
     let lines = session_lines(dir.path(), "default");
     assert_eq!(lines.len(), 2);
     assert_eq!(lines[0]["role"], "user");
+    // The usage record was saved before the process exited.
+    let usage: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("data/usage.json")).unwrap())
+            .unwrap();
+    assert_eq!(usage["models"]["scripted"]["cycles"], 1, "{usage}");
+    assert_eq!(usage["models"]["scripted"]["output_tokens"], 4);
     assert_eq!(lines[1]["content"], "Hello from the script.");
     let requests = server.requests();
     assert_eq!(requests.len(), 1);
