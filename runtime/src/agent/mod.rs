@@ -339,7 +339,7 @@ pub struct Agent {
     /// Memex generations this agent's own writes published.
     own_writes: Vec<u64>,
     /// Every tool, for a registry generation.
-    tools_cache: Option<(u64, Vec<Tool>)>,
+    tools_cache: Option<(u64, Arc<[Tool]>)>,
     /// What the privacy gate made of the sections of earlier cycles.
     gate_memo: crate::prompt::GateMemo,
 }
@@ -455,13 +455,8 @@ impl Agent {
         match id.map(str::trim).filter(|i| !i.is_empty()) {
             None => self.focus = None,
             Some(id) => {
-                let snapshot = self.memex.snapshot();
-                match snapshot.get(id) {
-                    Some(o) if !tools::is_private(o, &self.privacy) => {
-                        self.focus = Some(id.to_owned());
-                    }
-                    _ => return Err(ToolError::UnknownId(id.to_owned())),
-                }
+                tools::visible_object(&self.memex.snapshot(), &self.privacy, id)?;
+                self.focus = Some(id.to_owned());
             }
         }
         self.refresh_status(None);
@@ -515,21 +510,18 @@ impl Agent {
     /// Every tool there is now: the host's, then the skills' (a skill's
     /// tool with a name already taken is left out, with a warning). The
     /// skills' declarations are asked once per registry generation.
-    pub fn tools(&mut self) -> Vec<Tool> {
+    pub fn tools(&mut self) -> Arc<[Tool]> {
         let skills = self.registry.snapshot();
-        let fresh = self
-            .tools_cache
-            .as_ref()
-            .is_some_and(|(generation, _)| *generation == skills.generation());
-        if !fresh {
-            let mut all = tools::builtins();
-            all.extend(skill_tools(&skills, &all));
-            self.tools_cache = Some((skills.generation(), all));
+        match &self.tools_cache {
+            Some((generation, tools)) if *generation == skills.generation() => Arc::clone(tools),
+            _ => {
+                let mut all = tools::builtins();
+                all.extend(skill_tools(&skills, &all));
+                let all: Arc<[Tool]> = all.into();
+                self.tools_cache = Some((skills.generation(), Arc::clone(&all)));
+                all
+            }
         }
-        self.tools_cache
-            .as_ref()
-            .map(|(_, tools)| tools.clone())
-            .unwrap_or_default()
     }
 
     /// Answers `signal`: one turn.
@@ -713,12 +705,12 @@ impl Agent {
         let pattern = crate::execution::select(&self.config.execution, &context_type, &signals);
         // The tools the pattern allows; the context type's filter is
         // applied by the assembler, which reports the names kept.
-        let all_tools: Vec<Tool> = self
-            .tools()
-            .into_iter()
+        let every_tool = self.tools();
+        let all_tools: Vec<&Tool> = every_tool
+            .iter()
             .filter(|t| pattern.allows(t.category))
             .collect();
-        let specs: Vec<_> = all_tools.iter().map(Tool::spec).collect();
+        let specs: Vec<_> = all_tools.iter().map(|t| t.spec()).collect();
         let history = self
             .session
             .history_before(history_end, self.config.agent.history_messages);
@@ -748,7 +740,7 @@ impl Agent {
             all_tools
                 .iter()
                 .filter(|t| kept.contains(&t.name))
-                .map(Tool::definition)
+                .map(|t| t.definition())
                 .collect()
         };
         // The definitions travel beside the messages: their bytes (an upper

@@ -340,13 +340,21 @@ pub fn is_private(object: ObjectRef<'_>, privacy: &PrivacyTags) -> bool {
             .any(|o| o.tags().any(|t| privacy.matches(t)))
 }
 
-/// The visible object `id`, or [`ToolError::UnknownId`] — the same answer
-/// for a private object as for a missing one.
-fn visible<'s>(cx: &ToolContext<'s>, id: &str) -> Result<ObjectRef<'s>, ToolError> {
-    match cx.snapshot.get(id) {
-        Some(object) if !is_private(object, cx.privacy) => Ok(object),
+/// The visible object `id` of `snapshot`, or [`ToolError::UnknownId`] —
+/// the same answer for a private object as for a missing one.
+pub fn visible_object<'s>(
+    snapshot: &'s MemexSnapshot,
+    privacy: &PrivacyTags,
+    id: &str,
+) -> Result<ObjectRef<'s>, ToolError> {
+    match snapshot.get(id) {
+        Some(object) if !is_private(object, privacy) => Ok(object),
         _ => Err(ToolError::UnknownId(id.to_owned())),
     }
+}
+
+fn visible<'s>(cx: &ToolContext<'s>, id: &str) -> Result<ObjectRef<'s>, ToolError> {
+    visible_object(cx.snapshot, cx.privacy, id)
 }
 
 fn query_memex(args: &Args, cx: &ToolContext<'_>) -> Result<String, ToolError> {

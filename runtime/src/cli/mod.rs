@@ -484,6 +484,26 @@ fn load_config(overrides: &Overrides) -> Result<Config, Exit> {
     })
 }
 
+/// Runs `command` on the configuration `overrides` resolve; a bad
+/// configuration is reported and ends the command.
+fn with_config(
+    overrides: &Overrides,
+    command: impl FnOnce(&Config) -> anyhow::Result<Exit>,
+) -> anyhow::Result<Exit> {
+    match load_config(overrides) {
+        Ok(config) => command(&config),
+        Err(exit) => Ok(exit),
+    }
+}
+
+/// The overrides of a command that takes no flag but `--config`.
+fn file_only(config: &Option<PathBuf>) -> Overrides {
+    Overrides {
+        config: config.clone(),
+        ..Overrides::default()
+    }
+}
+
 /// Runs the parsed command line.
 pub fn run(cli: Cli) -> anyhow::Result<Exit> {
     match cli.command {
@@ -498,43 +518,28 @@ pub fn run(cli: Cli) -> anyhow::Result<Exit> {
         Command::Run {
             agent: args,
             no_repl,
-        } => match load_config(&args.overrides(cli.config.as_ref())) {
-            Ok(config) => agent::run(&config, &args.options(), no_repl),
-            Err(exit) => Ok(exit),
-        },
+        } => with_config(&args.overrides(cli.config.as_ref()), |config| {
+            agent::run(config, &args.options(), no_repl)
+        }),
         Command::Ask {
             text,
             agent: args,
             json,
-        } => match load_config(&args.overrides(cli.config.as_ref())) {
-            Ok(config) => agent::ask(&config, &args.options(), &text, json),
-            Err(exit) => Ok(exit),
-        },
+        } => with_config(&args.overrides(cli.config.as_ref()), |config| {
+            agent::ask(config, &args.options(), &text, json)
+        }),
+        // The clients need only the socket's path: the configuration file.
         Command::Send {
             text,
             focus,
             delegation,
-        } => match load_config(&Overrides {
-            config: cli.config.clone(),
-            ..Overrides::default()
-        }) {
-            Ok(config) => agent::send(&config, &text, focus, delegation),
-            Err(exit) => Ok(exit),
-        },
-        Command::Status { json } => match load_config(&Overrides {
-            config: cli.config.clone(),
-            ..Overrides::default()
-        }) {
-            Ok(config) => agent::status(&config, json),
-            Err(exit) => Ok(exit),
-        },
-        Command::Stop => match load_config(&Overrides {
-            config: cli.config.clone(),
-            ..Overrides::default()
-        }) {
-            Ok(config) => agent::stop(&config),
-            Err(exit) => Ok(exit),
-        },
+        } => with_config(&file_only(&cli.config), |config| {
+            agent::send(config, &text, focus, delegation)
+        }),
+        Command::Status { json } => with_config(&file_only(&cli.config), |config| {
+            agent::status(config, json)
+        }),
+        Command::Stop => with_config(&file_only(&cli.config), agent::stop),
         Command::Check { agent: args } => {
             match Config::load(
                 &args.overrides(cli.config.as_ref()),

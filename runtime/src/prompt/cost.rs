@@ -260,17 +260,7 @@ impl CostTracker {
 
     /// Records one cycle and saves the record.
     pub fn record(&self, usage: CycleUsage) -> Result<CycleRecord, CostError> {
-        let cost = self.price(&usage);
-        let record = CycleRecord {
-            at: std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_secs()),
-            model: usage.model.clone(),
-            input_tokens: usage.input_tokens,
-            cached_input_tokens: usage.cached_input_tokens.min(usage.input_tokens),
-            output_tokens: usage.output_tokens,
-            cost,
-        };
+        let record = self.make_record(&usage);
         let mut ledger = self.lock();
         let mut next = ledger.clone();
         next.add(record.clone());
