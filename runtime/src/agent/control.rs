@@ -165,8 +165,25 @@ impl ControlSocket {
             }
             std::fs::remove_file(path).map_err(io_error)?;
         }
-        let listener = UnixListener::bind(path).map_err(io_error)?;
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(io_error)?;
+        // Bound under a private name, made 0600, then linked into place:
+        // the socket is never visible at `path` with the umask's mode, and
+        // `link` fails rather than replace a host that started meanwhile.
+        let file_name = path.file_name().unwrap_or_default().to_string_lossy();
+        let staging = path.with_file_name(format!(".{file_name}.{}", std::process::id()));
+        let _ = std::fs::remove_file(&staging);
+        let listener = UnixListener::bind(&staging).map_err(io_error)?;
+        let placed = std::fs::set_permissions(&staging, std::fs::Permissions::from_mode(0o600))
+            .and_then(|()| std::fs::hard_link(&staging, path));
+        let _ = std::fs::remove_file(&staging);
+        match placed {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                return Err(ControlError::InUse {
+                    path: path.to_owned(),
+                });
+            }
+            Err(e) => return Err(io_error(e)),
+        }
         Ok(Self {
             listener,
             path: path.to_owned(),
@@ -268,4 +285,45 @@ pub enum ClientError {
     /// The host answered something unreadable.
     #[error("unexpected answer from the host: {0}")]
     Protocol(String),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt as _;
+
+    fn mode(path: &Path) -> u32 {
+        std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+    }
+
+    #[tokio::test]
+    async fn the_socket_is_private_from_the_moment_it_appears_and_a_second_host_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("run/control.sock");
+        let socket = ControlSocket::bind(&path).await.unwrap();
+        assert_eq!(mode(&path), 0o600);
+        assert_eq!(mode(path.parent().unwrap()), 0o700);
+        let names: Vec<_> = std::fs::read_dir(path.parent().unwrap())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["control.sock"], "no staging name is left behind");
+        let err = ControlSocket::bind(&path).await.unwrap_err();
+        assert!(matches!(err, ControlError::InUse { .. }), "{err}");
+        drop(socket);
+        assert!(!path.exists(), "the socket is removed when dropped");
+    }
+
+    #[tokio::test]
+    async fn a_stale_socket_is_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("control.sock");
+        drop(std::os::unix::net::UnixListener::bind(&path).unwrap());
+        assert!(path.exists());
+        let socket = ControlSocket::bind(&path).await.unwrap();
+        assert_eq!(mode(&path), 0o600);
+        let client = UnixStream::connect(&path).await;
+        assert!(client.is_ok());
+        assert!(socket.accept().await.is_ok());
+    }
 }
