@@ -861,8 +861,33 @@ pub struct GateMemo {
 }
 
 impl GateMemo {
-    /// Sections remembered at most (the oldest is forgotten first).
+    /// Sections remembered at most (the least recently used is forgotten
+    /// first).
     pub const CAPACITY: usize = 128;
+
+    /// The entry for the allocation `text` is, made the most recently used:
+    /// a section seen every cycle (the context) is never pushed out by the
+    /// history messages that come and go.
+    fn recall(&mut self, text: &Text) -> Option<&MemoEntry> {
+        let address = text.address()?;
+        let at = self.entries.iter().position(|e| {
+            e.text.address() == Some(address) && e.text.as_str().len() == text.as_str().len()
+        })?;
+        self.entries[at..].rotate_left(1);
+        self.entries.last()
+    }
+
+    /// Remembers a shared section's verdict; a section that is not shared
+    /// (no address to know it by) is not remembered.
+    fn remember(&mut self, entry: MemoEntry) {
+        if entry.text.address().is_none() {
+            return;
+        }
+        if self.entries.len() >= Self::CAPACITY {
+            self.entries.remove(0);
+        }
+        self.entries.push(entry);
+    }
 }
 
 #[derive(Debug)]
@@ -937,13 +962,7 @@ impl Prompt {
             memo.generations = Some(generations);
         }
         for section in &mut self.sections {
-            let known = section.text.address().and_then(|address| {
-                memo.entries.iter().find(|e| {
-                    e.text.address() == Some(address)
-                        && e.text.as_str().len() == section.text.as_str().len()
-                })
-            });
-            let (cleaned, report) = match known {
+            let (cleaned, report) = match memo.recall(&section.text) {
                 Some(entry) => (entry.cleaned.clone(), entry.report.clone()),
                 None => {
                     let cleaned = gate.clean(section.text.as_str(), memex, skills)?;
@@ -956,16 +975,11 @@ impl Prompt {
                         secrets: cleaned.report.secrets.clone(),
                         filter: cleaned.report.filter.to_string(),
                     };
-                    if section.text.address().is_some() {
-                        if memo.entries.len() >= GateMemo::CAPACITY {
-                            memo.entries.remove(0);
-                        }
-                        memo.entries.push(MemoEntry {
-                            text: section.text.clone(),
-                            cleaned: text.clone(),
-                            report: report.clone(),
-                        });
-                    }
+                    memo.remember(MemoEntry {
+                        text: section.text.clone(),
+                        cleaned: text.clone(),
+                        report: report.clone(),
+                    });
                     (text, report)
                 }
             };
@@ -1096,5 +1110,57 @@ mod tests {
         assert_eq!(signal_name(SignalKind::DELEGATION), "delegation");
         assert_eq!(role_name(Role::TOOL), "tool");
         assert_eq!(CacheState::Skipped.name(), "skipped");
+    }
+
+    fn verdict(text: &Text) -> MemoEntry {
+        MemoEntry {
+            text: text.clone(),
+            cleaned: None,
+            report: MemoReport {
+                private: 0,
+                secrets: Vec::new(),
+                filter: "host".to_owned(),
+            },
+        }
+    }
+
+    #[test]
+    fn the_gate_memo_keeps_a_section_seen_every_cycle_however_many_others_pass() {
+        let mut memo = GateMemo::default();
+        let context = Text::Shared(Arc::from("the context, the same every cycle"));
+        memo.remember(verdict(&context));
+        for cycle in 0..3 * GateMemo::CAPACITY {
+            let message = Text::Shared(Arc::from(format!("history message {cycle}")));
+            assert!(memo.recall(&message).is_none());
+            memo.remember(verdict(&message));
+            assert!(
+                memo.recall(&context).is_some(),
+                "the context was forgotten after {cycle} messages"
+            );
+            assert!(memo.entries.len() <= GateMemo::CAPACITY);
+        }
+    }
+
+    #[test]
+    fn the_gate_memo_forgets_the_least_recently_used_and_never_an_unshared_text() {
+        let mut memo = GateMemo::default();
+        let first = Text::Shared(Arc::from("first"));
+        memo.remember(verdict(&first));
+        let others: Vec<Text> = (0..GateMemo::CAPACITY)
+            .map(|i| Text::Shared(Arc::from(format!("other {i}"))))
+            .collect();
+        for other in &others {
+            memo.remember(verdict(other));
+        }
+        assert!(
+            memo.recall(&first).is_none(),
+            "the oldest unused goes first"
+        );
+        assert!(memo.recall(&others[0]).is_some());
+        // The same bytes in another allocation are another section.
+        assert!(memo.recall(&Text::Shared(Arc::from("other 1"))).is_none());
+        let owned = Text::Owned("log lines".to_owned());
+        memo.remember(verdict(&owned));
+        assert!(memo.recall(&owned).is_none());
     }
 }
