@@ -247,3 +247,40 @@ fn count_markers_ignores_text_that_only_looks_like_a_marker() {
         [("a".to_owned(), 2)]
     );
 }
+
+#[test]
+fn a_bad_pattern_among_good_ones_is_named() {
+    let mut patterns = Pattern::defaults();
+    patterns.push(Pattern::new("mine", "(unclosed"));
+    let err = Redactor::new(&patterns).unwrap_err();
+    assert!(
+        matches!(&err, PatternError::InvalidRegex { name, .. } if name == "mine"),
+        "{err}"
+    );
+}
+
+#[test]
+fn word_boundaries_are_ascii_so_a_key_beside_a_non_ascii_letter_is_found() {
+    let redactor = Redactor::defaults();
+    let out = redactor.redact("clé:ésk-3fA9kLmN2pQ7rStUvWxYz0123456789 🙂 fin");
+    assert_eq!(out.text, "clé:é[REDACTED openai-key] 🙂 fin");
+    // Still no match inside an ASCII word.
+    assert!(redactor.is_clean("task-3fA9kLmN2pQ7rStUvWxYz0123456789"));
+}
+
+#[test]
+fn each_pattern_is_compiled_alone_only_when_the_set_matches() {
+    let redactor = Redactor::defaults();
+    assert!(redactor.is_clean("nothing to see"));
+    assert!(redactor.find("nothing to see").is_empty());
+    assert!(redactor.patterns.iter().all(|p| p.matcher.get().is_none()));
+    let out = redactor.redact("Authorization: Bearer abcdef0123456789abcdef");
+    assert_eq!(out.counts, [("bearer-token", 1)]);
+    let compiled: Vec<&str> = redactor
+        .patterns
+        .iter()
+        .filter(|p| p.matcher.get().is_some())
+        .map(|p| &*p.name)
+        .collect();
+    assert_eq!(compiled, ["bearer-token"]);
+}

@@ -228,17 +228,25 @@ pub struct FileIdentity {
 impl FileIdentity {
     /// The identity of the file at `path` now.
     pub fn of(path: &Path) -> std::io::Result<Self> {
-        let meta = fs::metadata(path)?;
+        Ok(Self::of_metadata(&fs::metadata(path)?))
+    }
+
+    /// The identity of the file open as `file`.
+    pub fn of_file(file: &fs::File) -> std::io::Result<Self> {
+        Ok(Self::of_metadata(&file.metadata()?))
+    }
+
+    fn of_metadata(meta: &fs::Metadata) -> Self {
         #[cfg(unix)]
         use std::os::unix::fs::MetadataExt as _;
-        Ok(Self {
+        Self {
             len: meta.len(),
             modified: meta.modified().ok(),
             #[cfg(unix)]
             dev: meta.dev(),
             #[cfg(unix)]
             ino: meta.ino(),
-        })
+        }
     }
 }
 
@@ -323,10 +331,17 @@ impl Loader {
             path: path.to_owned(),
             source,
         };
-        let identity = FileIdentity::of(path).map_err(io)?;
-        // One read: the bytes are checked, then mapped from the copy.
-        let bytes = fs::read(path).map_err(io)?;
-        check_complete(path, &bytes)?;
+        let mut source = fs::File::open(path).map_err(io)?;
+        let identity = FileIdentity::of_file(&source).map_err(io)?;
+        // One copy, made by the kernel (no pass through our memory); the
+        // copy is what is checked and then mapped.
+        let shadow = self.shadow_path(path);
+        let copy = ShadowCopy::of(&mut source, &shadow).map_err(io)?;
+        drop(source);
+        check_complete(path, &copy).map_err(|e| match e {
+            Complete::Io(source) => io(source),
+            Complete::Refused(e) => e,
+        })?;
 
         let previous = self.loads.fetch_add(1, Ordering::Relaxed);
         if previous >= self.max_loads {
@@ -337,8 +352,7 @@ impl Loader {
             });
         }
 
-        let shadow = self.shadow_path(path);
-        let raw = map_shadow(&bytes, &shadow).map_err(io)?;
+        let raw = copy.map().map_err(io)?;
         let raw = raw.map_err(|e| LoadError::Open {
             path: path.to_owned(),
             message: dl_message(&e, &shadow, path),
@@ -582,64 +596,136 @@ fn dl_message(error: &LibraryError, shadow: &Path, original: &Path) -> String {
     )
 }
 
+/// Why [`check_complete`] refused, or could not look.
+enum Complete {
+    Io(std::io::Error),
+    Refused(LoadError),
+}
+
 /// Refuses a file that ends before its own headers say it should: a build
 /// still being copied, or cut short. Checked for ELF (Linux and the BSDs);
 /// other formats are left to the dynamic loader.
-fn check_complete(path: &Path, bytes: &[u8]) -> Result<(), LoadError> {
-    if !bytes.starts_with(b"\x7fELF") {
+fn check_complete(path: &Path, copy: &ShadowCopy) -> Result<(), Complete> {
+    let (len, header) = copy.len_and_header().map_err(Complete::Io)?;
+    if !header.starts_with(b"\x7fELF") {
         return Ok(());
     }
-    let len = bytes.len() as u64;
-    let needed = elf_required_len(&bytes[..bytes.len().min(64)]).unwrap_or(64);
+    let needed = elf_required_len(&header).unwrap_or(64);
     if len < needed {
-        return Err(LoadError::Truncated {
+        return Err(Complete::Refused(LoadError::Truncated {
             path: path.to_owned(),
             len,
             needed,
-        });
+        }));
     }
     Ok(())
 }
 
-/// Maps `bytes` as a library under the unique name `shadow`.
+/// A private copy of a library, to be mapped under a unique shadow name.
 ///
-/// On Linux the copy lives in memory (`memfd_create`) and `shadow` is only a
-/// symlink to it: no disk writes on a reload, nothing left behind, and a
-/// name `dlopen` has never seen. Where that is unavailable (another OS, or a
-/// kernel that forbids executable memfds) the bytes are written to `shadow`
-/// itself. Either way the name is removed once mapped.
+/// On Linux the copy lives in memory (`memfd_create`) and the shadow name is
+/// only a symlink to it: no disk writes on a reload, nothing left behind,
+/// and a name `dlopen` has never seen. Where that is unavailable (another
+/// OS, or a kernel that forbids executable memfds) the copy is written to
+/// the shadow name itself. Either way the name is removed once mapped (the
+/// mapping keeps the pages alive), or when the copy is dropped unmapped.
 ///
-/// The outer error is an I/O failure making the copy; the inner one is the
-/// dynamic loader's answer.
-fn map_shadow(bytes: &[u8], shadow: &Path) -> std::io::Result<Result<RawLibrary, LibraryError>> {
-    #[cfg(target_os = "linux")]
-    if let Some(memfd) = memfd_copy(bytes) {
-        use std::os::fd::AsRawFd as _;
-        let target = format!("/proc/self/fd/{}", memfd.as_raw_fd());
-        if std::os::unix::fs::symlink(&target, shadow).is_ok() {
-            let raw = RawLibrary::load_at(shadow);
-            let _ = fs::remove_file(shadow);
-            // Closing the memfd is fine: the mapping keeps its pages alive.
-            drop(memfd);
-            if raw.is_ok() {
-                return Ok(raw);
-            }
-            // Fall through: a kernel may refuse to execute from memfds.
-        }
-    }
-    fs::write(shadow, bytes)?;
-    let raw = RawLibrary::load_at(shadow);
-    // The mapping keeps the copy's contents alive; removing the name now
-    // leaves nothing behind if the host dies later.
-    let _ = fs::remove_file(shadow);
-    Ok(raw)
+/// `std::io::copy` between two files copies inside the kernel
+/// (`copy_file_range` or `sendfile`), so the library's bytes never pass
+/// through this process's memory.
+struct ShadowCopy {
+    file: fs::File,
+    shadow: PathBuf,
+    in_memory: bool,
 }
 
-/// An anonymous in-memory file holding `bytes`, or none if the kernel does
-/// not offer one.
+impl ShadowCopy {
+    fn of(source: &mut fs::File, shadow: &Path) -> std::io::Result<Self> {
+        #[cfg(target_os = "linux")]
+        if let Some(mut memfd) = memfd() {
+            use std::io::Seek as _;
+            if std::io::copy(source, &mut memfd).is_ok() {
+                return Ok(Self {
+                    file: memfd,
+                    shadow: shadow.to_owned(),
+                    in_memory: true,
+                });
+            }
+            source.rewind()?;
+        }
+        let mut file = Self::create(shadow)?;
+        std::io::copy(source, &mut file.file)?;
+        Ok(file)
+    }
+
+    /// An empty copy on disk at `shadow`.
+    fn create(shadow: &Path) -> std::io::Result<Self> {
+        let file = fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(shadow)?;
+        Ok(Self {
+            file,
+            shadow: shadow.to_owned(),
+            in_memory: false,
+        })
+    }
+
+    /// The copy's length and its first 64 bytes (fewer if it is shorter).
+    fn len_and_header(&self) -> std::io::Result<(u64, Vec<u8>)> {
+        use std::os::unix::fs::FileExt as _;
+        let len = self.file.metadata()?.len();
+        let mut header = vec![0; 64];
+        let mut filled = 0;
+        while filled < header.len() {
+            match self.file.read_at(&mut header[filled..], filled as u64)? {
+                0 => break,
+                n => filled += n,
+            }
+        }
+        header.truncate(filled);
+        Ok((len, header))
+    }
+
+    /// Maps the copy. The outer error is an I/O failure making a name for
+    /// it; the inner one is the dynamic loader's answer.
+    fn map(mut self) -> std::io::Result<Result<RawLibrary, LibraryError>> {
+        if self.in_memory {
+            use std::os::fd::AsRawFd as _;
+            let target = format!("/proc/self/fd/{}", self.file.as_raw_fd());
+            if std::os::unix::fs::symlink(&target, &self.shadow).is_ok() {
+                let raw = RawLibrary::load_at(&self.shadow);
+                let _ = fs::remove_file(&self.shadow);
+                if raw.is_ok() {
+                    // Closing the memfd is fine: the mapping keeps its pages.
+                    return Ok(raw);
+                }
+                // Fall through: a kernel may refuse to execute from memfds.
+            }
+            use std::io::Seek as _;
+            self.file.rewind()?;
+            let mut on_disk = Self::create(&self.shadow)?;
+            std::io::copy(&mut self.file, &mut on_disk.file)?;
+            return on_disk.map();
+        }
+        // The dynamic loader opens the file itself.
+        Ok(RawLibrary::load_at(&self.shadow))
+    }
+}
+
+impl Drop for ShadowCopy {
+    fn drop(&mut self) {
+        if !self.in_memory {
+            let _ = fs::remove_file(&self.shadow);
+        }
+    }
+}
+
+/// An empty anonymous in-memory file, or none if the kernel does not offer
+/// one.
 #[cfg(target_os = "linux")]
-fn memfd_copy(bytes: &[u8]) -> Option<fs::File> {
-    use std::io::Write as _;
+fn memfd() -> Option<fs::File> {
     use std::os::fd::FromRawFd as _;
     // SAFETY: `memfd_create` takes a NUL-terminated name and flags and
     // returns a new file descriptor or -1; it touches no memory of ours.
@@ -648,9 +734,7 @@ fn memfd_copy(bytes: &[u8]) -> Option<fs::File> {
         return None;
     }
     // SAFETY: `fd` was just created above and is owned by nothing else.
-    let mut file = unsafe { fs::File::from_raw_fd(fd) };
-    file.write_all(bytes).ok()?;
-    Some(file)
+    Some(unsafe { fs::File::from_raw_fd(fd) })
 }
 
 /// The least size an ELF file must have: the end of its program header
