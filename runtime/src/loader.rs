@@ -13,7 +13,11 @@
 //!   symlink to it, so a reload writes nothing to disk; elsewhere the copy is
 //!   a file. The copy also means the library in the plugins folder can be
 //!   replaced, or even overwritten in place, without touching the code the
-//!   host is running.
+//!   host is running. The kernel makes the copy (`copy_file_range` or
+//!   `sendfile`), and only of the bytes the dynamic loader maps: up to the
+//!   end of the last segment, not the symbol table and section headers
+//!   after it (about a quarter of a release build). Start-up is mostly this
+//!   copy, so it matters.
 //! - Libraries are never closed: abi_stable keeps process-wide layout state,
 //!   and unloading a library whose layout changed crashed the prototype. Each
 //!   load therefore leaks the library's mapping; [`Loader`] caps the number of
@@ -331,17 +335,30 @@ impl Loader {
             path: path.to_owned(),
             source,
         };
-        let mut source = fs::File::open(path).map_err(io)?;
+        let source = fs::File::open(path).map_err(io)?;
         let identity = FileIdentity::of_file(&source).map_err(io)?;
-        // One copy, made by the kernel (no pass through our memory); the
-        // copy is what is checked and then mapped.
+        let extent = Extent::of(&source, identity.len).map_err(io)?;
+        if identity.len < extent.needed {
+            return Err(LoadError::Truncated {
+                path: path.to_owned(),
+                len: identity.len,
+                needed: extent.needed,
+            });
+        }
+        // One copy, made by the kernel (no pass through our memory), of
+        // what the dynamic loader maps; the copy is what is mapped.
         let shadow = self.shadow_path(path);
-        let copy = ShadowCopy::of(&mut source, &shadow).map_err(io)?;
+        let copy = ShadowCopy::of(&source, extent.copied, &shadow).map_err(io)?;
         drop(source);
-        check_complete(path, &copy).map_err(|e| match e {
-            Complete::Io(source) => io(source),
-            Complete::Refused(e) => e,
-        })?;
+        let copied = copy.len().map_err(io)?;
+        if copied < extent.copied {
+            // Cut short while it was being copied.
+            return Err(LoadError::Truncated {
+                path: path.to_owned(),
+                len: copied,
+                needed: extent.needed,
+            });
+        }
 
         let previous = self.loads.fetch_add(1, Ordering::Relaxed);
         if previous >= self.max_loads {
@@ -596,29 +613,68 @@ fn dl_message(error: &LibraryError, shadow: &Path, original: &Path) -> String {
     )
 }
 
-/// Why [`check_complete`] refused, or could not look.
-enum Complete {
-    Io(std::io::Error),
-    Refused(LoadError),
+/// How much of a library file matters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Extent {
+    /// The least length the file must have (its ELF headers, tables and
+    /// segments): a shorter file is a build still being copied, or cut
+    /// short, and is refused.
+    needed: u64,
+    /// The bytes copied: up to the end of the last segment. What lies after
+    /// it (the symbol table, section headers, debug info) is never mapped,
+    /// and nothing can read it from a copy whose name is gone, so it is not
+    /// copied (a quarter of a release build's bytes).
+    copied: u64,
 }
 
-/// Refuses a file that ends before its own headers say it should: a build
-/// still being copied, or cut short. Checked for ELF (Linux and the BSDs);
-/// other formats are left to the dynamic loader.
-fn check_complete(path: &Path, copy: &ShadowCopy) -> Result<(), Complete> {
-    let (len, header) = copy.len_and_header().map_err(Complete::Io)?;
-    if !header.starts_with(b"\x7fELF") {
-        return Ok(());
+impl Extent {
+    /// The extent of the library open as `file`, `len` bytes long. A file
+    /// that is not ELF (or whose tables cannot be read) is copied whole and
+    /// left to the dynamic loader to judge.
+    fn of(file: &fs::File, len: u64) -> std::io::Result<Self> {
+        let whole = Self {
+            needed: 0,
+            copied: len,
+        };
+        let header = read_at_most(file, 0, 64)?;
+        let Some(elf) = ElfHeader::parse(&header) else {
+            return Ok(whole);
+        };
+        let table_len = elf.phentsize * elf.phnum;
+        if table_len > MAX_PROGRAM_HEADERS_BYTES {
+            return Ok(Self {
+                needed: elf.required_len(),
+                copied: len,
+            });
+        }
+        let table = read_at_most(file, elf.phoff, table_len as usize)?;
+        let needed = elf
+            .required_len()
+            .max(elf.segments_end(&table).unwrap_or(0));
+        let copied = elf
+            .segments_end(&table)
+            .map_or(len, |end| end.max(elf.phoff + table_len).max(64));
+        Ok(Self { needed, copied })
     }
-    let needed = elf_required_len(&header).unwrap_or(64);
-    if len < needed {
-        return Err(Complete::Refused(LoadError::Truncated {
-            path: path.to_owned(),
-            len,
-            needed,
-        }));
+}
+
+/// A program header table larger than this is not read (the format allows
+/// 65535 × 56 bytes; real libraries have about ten entries).
+const MAX_PROGRAM_HEADERS_BYTES: u64 = 1 << 20;
+
+/// Up to `len` bytes of `file` from `offset` (fewer at its end).
+fn read_at_most(file: &fs::File, offset: u64, len: usize) -> std::io::Result<Vec<u8>> {
+    use std::os::unix::fs::FileExt as _;
+    let mut buf = vec![0; len];
+    let mut filled = 0;
+    while filled < len {
+        match file.read_at(&mut buf[filled..], offset + filled as u64)? {
+            0 => break,
+            n => filled += n,
+        }
     }
-    Ok(())
+    buf.truncate(filled);
+    Ok(buf)
 }
 
 /// A private copy of a library, to be mapped under a unique shadow name.
@@ -640,21 +696,24 @@ struct ShadowCopy {
 }
 
 impl ShadowCopy {
-    fn of(source: &mut fs::File, shadow: &Path) -> std::io::Result<Self> {
+    /// A copy of the first `len` bytes of `source`.
+    fn of(source: &fs::File, len: u64, shadow: &Path) -> std::io::Result<Self> {
+        use std::io::Read as _;
         #[cfg(target_os = "linux")]
-        if let Some(mut memfd) = memfd() {
-            use std::io::Seek as _;
-            if std::io::copy(source, &mut memfd).is_ok() {
-                return Ok(Self {
-                    file: memfd,
-                    shadow: shadow.to_owned(),
-                    in_memory: true,
-                });
-            }
-            source.rewind()?;
+        if let Some(mut memfd) = memfd()
+            && std::io::copy(&mut source.take(len), &mut memfd).is_ok()
+        {
+            return Ok(Self {
+                file: memfd,
+                shadow: shadow.to_owned(),
+                in_memory: true,
+            });
         }
         let mut file = Self::create(shadow)?;
-        std::io::copy(source, &mut file.file)?;
+        // `read_at`-free: the source is read from its start again.
+        let mut from_start = source.try_clone()?;
+        std::io::Seek::rewind(&mut from_start)?;
+        std::io::copy(&mut from_start.take(len), &mut file.file)?;
         Ok(file)
     }
 
@@ -672,20 +731,9 @@ impl ShadowCopy {
         })
     }
 
-    /// The copy's length and its first 64 bytes (fewer if it is shorter).
-    fn len_and_header(&self) -> std::io::Result<(u64, Vec<u8>)> {
-        use std::os::unix::fs::FileExt as _;
-        let len = self.file.metadata()?.len();
-        let mut header = vec![0; 64];
-        let mut filled = 0;
-        while filled < header.len() {
-            match self.file.read_at(&mut header[filled..], filled as u64)? {
-                0 => break,
-                n => filled += n,
-            }
-        }
-        header.truncate(filled);
-        Ok((len, header))
+    /// The copy's length.
+    fn len(&self) -> std::io::Result<u64> {
+        Ok(self.file.metadata()?.len())
     }
 
     /// Maps the copy. The outer error is an I/O failure making a name for
@@ -737,57 +785,97 @@ fn memfd() -> Option<fs::File> {
     Some(unsafe { fs::File::from_raw_fd(fd) })
 }
 
-/// The least size an ELF file must have: the end of its program header
-/// table, or of its section header table, whichever is later.
-fn elf_required_len(header: &[u8]) -> Option<u64> {
-    let class = *header.get(4)?;
-    let little = *header.get(5)? == 1;
-    let u16_at = |at: usize| -> Option<u64> {
-        let b: [u8; 2] = header.get(at..at + 2)?.try_into().ok()?;
-        Some(u64::from(if little {
-            u16::from_le_bytes(b)
+/// The fields of an ELF file header that say where its tables are.
+#[derive(Debug, Clone, Copy)]
+struct ElfHeader {
+    wide: bool,
+    little: bool,
+    phoff: u64,
+    shoff: u64,
+    phentsize: u64,
+    phnum: u64,
+    shentsize: u64,
+    shnum: u64,
+}
+
+impl ElfHeader {
+    /// The header at the start of `bytes`, if they start one.
+    fn parse(bytes: &[u8]) -> Option<Self> {
+        if !bytes.starts_with(b"\x7fELF") {
+            return None;
+        }
+        let wide = match *bytes.get(4)? {
+            1 => false,
+            2 => true,
+            _ => return None,
+        };
+        let little = *bytes.get(5)? == 1;
+        let word = |at: usize, size: usize| uint(bytes, at, size, little);
+        Some(if wide {
+            Self {
+                wide,
+                little,
+                phoff: word(32, 8)?,
+                shoff: word(40, 8)?,
+                phentsize: word(54, 2)?,
+                phnum: word(56, 2)?,
+                shentsize: word(58, 2)?,
+                shnum: word(60, 2)?,
+            }
         } else {
-            u16::from_be_bytes(b)
-        }))
-    };
-    let u32_at = |at: usize| -> Option<u64> {
-        let b: [u8; 4] = header.get(at..at + 4)?.try_into().ok()?;
-        Some(u64::from(if little {
-            u32::from_le_bytes(b)
-        } else {
-            u32::from_be_bytes(b)
-        }))
-    };
-    let u64_at = |at: usize| -> Option<u64> {
-        let b: [u8; 8] = header.get(at..at + 8)?.try_into().ok()?;
-        Some(if little {
-            u64::from_le_bytes(b)
-        } else {
-            u64::from_be_bytes(b)
+            Self {
+                wide,
+                little,
+                phoff: word(28, 4)?,
+                shoff: word(32, 4)?,
+                phentsize: word(42, 2)?,
+                phnum: word(44, 2)?,
+                shentsize: word(46, 2)?,
+                shnum: word(48, 2)?,
+            }
         })
-    };
-    let (phoff, shoff, phentsize, phnum, shentsize, shnum) = match class {
-        1 => (
-            u32_at(28)?,
-            u32_at(32)?,
-            u16_at(42)?,
-            u16_at(44)?,
-            u16_at(46)?,
-            u16_at(48)?,
-        ),
-        2 => (
-            u64_at(32)?,
-            u64_at(40)?,
-            u16_at(54)?,
-            u16_at(56)?,
-            u16_at(58)?,
-            u16_at(60)?,
-        ),
-        _ => return None,
-    };
-    let ph_end = phoff.checked_add(phentsize.checked_mul(phnum)?)?;
-    let sh_end = shoff.checked_add(shentsize.checked_mul(shnum)?)?;
-    Some(ph_end.max(sh_end))
+    }
+
+    /// The least size the file must have: the end of its program header
+    /// table, or of its section header table, whichever is later.
+    fn required_len(&self) -> u64 {
+        let ph_end = self.phoff.saturating_add(self.phentsize * self.phnum);
+        let sh_end = self.shoff.saturating_add(self.shentsize * self.shnum);
+        ph_end.max(sh_end)
+    }
+
+    /// The end of the file bytes of the last segment, from the program
+    /// header table `table`; `None` if the table is cut short.
+    fn segments_end(&self, table: &[u8]) -> Option<u64> {
+        // p_offset and p_filesz: at 8 and 32 (8 bytes each) in a 64-bit
+        // entry, at 4 and 16 (4 bytes each) in a 32-bit one.
+        let (offset_at, size_at, size) = if self.wide { (8, 32, 8) } else { (4, 16, 4) };
+        let entry = usize::try_from(self.phentsize).ok()?;
+        if entry < size_at + size {
+            return None;
+        }
+        let mut end = 0u64;
+        for i in 0..usize::try_from(self.phnum).ok()? {
+            let base = i * entry;
+            let offset = uint(table, base + offset_at, size, self.little)?;
+            let filesz = uint(table, base + size_at, size, self.little)?;
+            end = end.max(offset.saturating_add(filesz));
+        }
+        Some(end)
+    }
+}
+
+/// The unsigned integer of `size` bytes (2, 4 or 8) at `at` in `bytes`.
+fn uint(bytes: &[u8], at: usize, size: usize, little: bool) -> Option<u64> {
+    let raw = bytes.get(at..at.checked_add(size)?)?;
+    let mut buf = [0u8; 8];
+    if little {
+        buf[..size].copy_from_slice(raw);
+        Some(u64::from_le_bytes(buf))
+    } else {
+        buf[8 - size..].copy_from_slice(raw);
+        Some(u64::from_be_bytes(buf))
+    }
 }
 
 /// Removes shadow copies whose process is gone. A shadow file is normally
@@ -861,6 +949,33 @@ mod tests {
         h[56..58].copy_from_slice(&4u16.to_le_bytes()); // phnum
         h[58..60].copy_from_slice(&64u16.to_le_bytes()); // shentsize
         h[60..62].copy_from_slice(&10u16.to_le_bytes()); // shnum
-        assert_eq!(elf_required_len(&h), Some(10_640));
+        let elf = ElfHeader::parse(&h).unwrap();
+        assert_eq!(elf.required_len(), 10_640);
+        // Four 64-bit program headers; the last segment ends at 9_000.
+        let mut table = vec![0u8; 4 * 56];
+        for (i, (offset, size)) in [(0u64, 800u64), (4096, 4000), (8192, 808), (64, 224)]
+            .into_iter()
+            .enumerate()
+        {
+            table[i * 56 + 8..i * 56 + 16].copy_from_slice(&offset.to_le_bytes());
+            table[i * 56 + 32..i * 56 + 40].copy_from_slice(&size.to_le_bytes());
+        }
+        assert_eq!(elf.segments_end(&table), Some(9_000));
+        assert_eq!(elf.segments_end(&table[..100]), None, "a cut table");
+        assert!(ElfHeader::parse(b"MZ not elf").is_none());
+    }
+
+    #[test]
+    fn a_real_library_is_copied_up_to_its_last_segment() {
+        // The test binary itself is an ELF file with section headers after
+        // its segments.
+        let exe = std::env::current_exe().unwrap();
+        let file = fs::File::open(&exe).unwrap();
+        let len = file.metadata().unwrap().len();
+        let extent = Extent::of(&file, len).unwrap();
+        assert!(extent.needed <= len && extent.needed > extent.copied / 2);
+        assert!(extent.copied < len, "{extent:?} of {len}");
+        let elf = ElfHeader::parse(&read_at_most(&file, 0, 64).unwrap()).unwrap();
+        assert_eq!(extent.needed, elf.required_len());
     }
 }
