@@ -1057,12 +1057,45 @@ fn current_identity(snapshot: &Snapshot, path: &Path) -> Option<FileIdentity> {
     }
 }
 
+/// Whether `a` and `b` name the same folder (through symlinks or `..`
+/// too). Two `stat`s: `canonicalize` costs a `readlink` per path component,
+/// and this runs for every library in every folder at start.
 fn same_dir(a: &Path, b: &Path) -> bool {
     if a == b {
         return true;
     }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt as _;
+        match (std::fs::metadata(a), std::fs::metadata(b)) {
+            (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+            _ => false,
+        }
+    }
+    #[cfg(not(unix))]
     match (a.canonicalize(), b.canonicalize()) {
         (Ok(a), Ok(b)) => a == b,
         _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_folder_is_the_same_through_a_symlink_or_dots_and_not_its_sibling() {
+        let root = tempfile::tempdir().unwrap();
+        let plugins = root.path().join("plugins");
+        let other = root.path().join("other");
+        std::fs::create_dir(&plugins).unwrap();
+        std::fs::create_dir(&other).unwrap();
+        let link = root.path().join("link");
+        std::os::unix::fs::symlink(&plugins, &link).unwrap();
+        assert!(same_dir(&plugins, &plugins));
+        assert!(same_dir(&plugins, &link));
+        assert!(same_dir(&plugins, &other.join("../plugins")));
+        assert!(!same_dir(&plugins, &other));
+        assert!(!same_dir(&plugins, &root.path().join("missing")));
     }
 }
