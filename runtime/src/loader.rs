@@ -638,6 +638,13 @@ impl Extent {
         };
         let header = read_at_most(file, 0, 64)?;
         let Some(elf) = ElfHeader::parse(&header) else {
+            if header.starts_with(b"\x7fELF") {
+                // The magic number, then less than a whole header.
+                return Ok(Self {
+                    needed: 64,
+                    ..whole
+                });
+            }
             return Ok(whole);
         };
         let table_len = elf.phentsize * elf.phnum;
@@ -651,9 +658,9 @@ impl Extent {
         let needed = elf
             .required_len()
             .max(elf.segments_end(&table).unwrap_or(0));
-        let copied = elf
-            .segments_end(&table)
-            .map_or(len, |end| end.max(elf.phoff + table_len).max(64));
+        let copied = elf.segments_end(&table).map_or(len, |end| {
+            end.max(elf.phoff.saturating_add(table_len)).max(64)
+        });
         Ok(Self { needed, copied })
     }
 }
@@ -963,6 +970,32 @@ mod tests {
         assert_eq!(elf.segments_end(&table), Some(9_000));
         assert_eq!(elf.segments_end(&table[..100]), None, "a cut table");
         assert!(ElfHeader::parse(b"MZ not elf").is_none());
+    }
+
+    #[test]
+    fn hostile_headers_give_a_size_not_a_panic() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("lib.so");
+        // The magic number and a few bytes: a header cut short.
+        fs::write(&path, b"\x7fELF\x02\x01").unwrap();
+        let file = fs::File::open(&path).unwrap();
+        let extent = Extent::of(&file, 6).unwrap();
+        assert_eq!(extent.needed, 64);
+        // Table offsets at the end of the address space.
+        let mut h = vec![0u8; 64];
+        h[..4].copy_from_slice(b"\x7fELF");
+        h[4] = 2;
+        h[5] = 1;
+        h[32..40].copy_from_slice(&u64::MAX.to_le_bytes()); // phoff
+        h[40..48].copy_from_slice(&(u64::MAX - 10).to_le_bytes()); // shoff
+        h[54..56].copy_from_slice(&56u16.to_le_bytes());
+        h[56..58].copy_from_slice(&u16::MAX.to_le_bytes());
+        h[58..60].copy_from_slice(&64u16.to_le_bytes());
+        h[60..62].copy_from_slice(&u16::MAX.to_le_bytes());
+        fs::write(&path, &h).unwrap();
+        let file = fs::File::open(&path).unwrap();
+        let extent = Extent::of(&file, 64).unwrap();
+        assert_eq!(extent.needed, u64::MAX, "refused as truncated");
     }
 
     #[test]
