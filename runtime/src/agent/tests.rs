@@ -429,35 +429,24 @@ async fn the_session_is_resumed_as_history() {
     drop(dir);
 }
 
+/// A `/focus ID` command: a user signal with a focus and no text.
+fn focus_only(id: &str) -> Signal {
+    Signal {
+        source: SignalSource::UserInput,
+        payload: String::new(),
+        focus: Some(id.into()),
+    }
+}
+
 #[tokio::test]
 async fn a_focus_command_only_moves_the_focus() {
     let mut f = fixture(vec![]);
     let mut out = Collect::default();
-    let report = f
-        .agent
-        .turn(
-            Signal {
-                source: SignalSource::UserInput,
-                payload: String::new(),
-                focus: Some("docs".into()),
-            },
-            &mut out,
-        )
-        .await;
+    let report = f.agent.turn(focus_only("docs"), &mut out).await;
     assert_eq!(report.stop, StopReason::Ignored);
     assert_eq!(f.agent.focus(), Some("docs"));
     assert!(f.model.bodies().is_empty());
-    let report = f
-        .agent
-        .turn(
-            Signal {
-                source: SignalSource::UserInput,
-                payload: String::new(),
-                focus: Some("doctor".into()),
-            },
-            &mut out,
-        )
-        .await;
+    let report = f.agent.turn(focus_only("doctor"), &mut out).await;
     assert_eq!(report.stop, StopReason::Error);
     assert_eq!(f.agent.focus(), Some("docs"), "a private focus was taken");
 }
