@@ -332,12 +332,10 @@ fn optional_str<'a>(args: &'a Args, key: &str) -> Result<Option<&'a str>, ToolEr
     }
 }
 
-/// Whether `object` or one of its ancestors carries a privacy tag.
+/// Whether `object`, one of its ancestors or its file carries a privacy
+/// tag ([`PrivacyTags::is_private`]).
 pub fn is_private(object: ObjectRef<'_>, privacy: &PrivacyTags) -> bool {
-    !privacy.is_empty()
-        && std::iter::once(object)
-            .chain(object.ancestors())
-            .any(|o| o.tags().any(|t| privacy.matches(t)))
+    privacy.is_private(object)
 }
 
 /// The visible object `id` of `snapshot`, or [`ToolError::UnknownId`] —

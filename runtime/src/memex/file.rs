@@ -95,6 +95,8 @@ pub struct MemexFile {
     pub text: String,
     /// Its TODO keywords.
     pub keywords: TodoKeywords,
+    /// Its file tags (`#+FILETAGS:`): every headline inherits them.
+    pub file_tags: Vec<String>,
     /// Its headlines, in file order (a parent before its children).
     pub objects: Vec<Object>,
     /// Child indices; each object's `children` is a range of this.
@@ -114,12 +116,13 @@ pub struct MemexFile {
     by_todo: HashMap<Box<str>, Vec<u32>>,
     /// Object indices, hashed by [`id_hash`] of their id: no id is copied.
     by_id: hashbrown::HashTable<u32>,
-    /// The skills' index of this file, built on first use for the privacy
-    /// tags it was built with (see [`crate::memex::view`]).
+    /// What skills are lent of this file (its visible text and index),
+    /// built on first use for the privacy tags it was built with (see
+    /// [`crate::memex::view`]).
     pub(crate) view_cache: std::sync::Mutex<
         Option<(
             crate::memex::privacy::PrivacyTags,
-            Arc<foveal_sdk::memex::FileIndex>,
+            Arc<crate::memex::view::Prepared>,
         )>,
     >,
 }
@@ -238,6 +241,7 @@ impl MemexFile {
         Ok(Self {
             path: path.to_owned(),
             keywords: parsed.keywords,
+            file_tags: parsed.file_tags,
             objects,
             children,
             dim,

@@ -123,7 +123,7 @@ pub struct Memex {
     roots: Vec<Root>,
     current: ArcSwap<MemexSnapshot>,
     writer: Mutex<()>,
-    /// The privacy tags whose skills' view ([`view::cached_index`]) is
+    /// The privacy tags whose skills' view ([`view::cached`]) is
     /// built for each new file version before it is published.
     views: Mutex<Option<PrivacyTags>>,
 }
@@ -168,7 +168,7 @@ impl Memex {
     /// does not pay for it; and build it now for the files already loaded.
     pub fn prepare_views(&self, privacy: PrivacyTags) {
         for file in self.snapshot().files() {
-            view::cached_index(file, &privacy);
+            view::cached(file, &privacy);
         }
         *self.views.lock().unwrap_or_else(|e| e.into_inner()) = Some(privacy);
     }
@@ -182,7 +182,7 @@ impl Memex {
             .unwrap_or_else(|e| e.into_inner())
             .as_ref()
         {
-            view::cached_index(&file, privacy);
+            view::cached(&file, privacy);
         }
         file
     }

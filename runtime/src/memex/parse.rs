@@ -70,46 +70,70 @@ impl TodoKeywords {
     /// `TYP_TODO`) anywhere in `text`, merged; the default when there is
     /// none.
     pub fn from_text(text: &str) -> Self {
-        let mut todo = Vec::new();
-        let mut done = Vec::new();
-        let mut found = false;
-        for line in text.split('\n') {
-            let l = line.trim_start_matches([' ', '\t']);
-            if !l.starts_with("#+") {
-                continue;
-            }
-            let Some(colon) = l.find(':') else { continue };
-            let key = &l[2..colon];
-            if !(key.eq_ignore_ascii_case("TODO")
-                || key.eq_ignore_ascii_case("SEQ_TODO")
-                || key.eq_ignore_ascii_case("TYP_TODO"))
-            {
-                continue;
-            }
-            found = true;
-            let words: Vec<&str> = l[colon + 1..]
-                .split_ascii_whitespace()
-                .map(|w| w.split('(').next().unwrap_or(w))
-                .filter(|w| !w.is_empty())
-                .collect();
-            if let Some(bar) = words.iter().position(|w| *w == "|") {
-                todo.extend(words[..bar].iter().map(|s| s.to_string()));
-                done.extend(words[bar + 1..].iter().map(|s| s.to_string()));
-            } else if let Some((last, rest)) = words.split_last() {
-                todo.extend(rest.iter().map(|s| s.to_string()));
-                done.push(last.to_string());
-            }
-        }
-        if !found {
-            return Self::default();
-        }
-        // A word declared twice counts once, and a word declared both ways
-        // is a not-done state (as `classify` answers).
-        let mut seen = std::collections::HashSet::new();
-        todo.retain(|w| seen.insert(w.clone()));
-        done.retain(|w| seen.insert(w.clone()));
-        Self { todo, done }
+        settings(text).0
     }
+}
+
+/// The in-buffer settings of `text` that the memex reads: its TODO
+/// keywords and its file tags (`#+FILETAGS:`), in one pass over its lines.
+///
+/// File tags are read from every `#+FILETAGS:` line, wherever it is (Org
+/// reads them from the whole buffer), split at spaces and colons, so
+/// `:a:b:`, `a b` and `:a: :b:` all give `a` and `b`. A line inside a
+/// source block counts too: privacy follows file tags, and reading one
+/// too many makes a file private, never public.
+fn settings(text: &str) -> (TodoKeywords, Vec<String>) {
+    let mut todo = Vec::new();
+    let mut done = Vec::new();
+    let mut file_tags: Vec<String> = Vec::new();
+    let mut found = false;
+    for line in text.split('\n') {
+        let l = line.trim_start_matches([' ', '\t']);
+        if !l.starts_with("#+") {
+            continue;
+        }
+        let Some(colon) = l.find(':') else { continue };
+        let key = &l[2..colon];
+        if key.eq_ignore_ascii_case("FILETAGS") {
+            for tag in l[colon + 1..]
+                .split(|c: char| c == ':' || c.is_whitespace())
+                .filter(|t| !t.is_empty())
+            {
+                if !file_tags.iter().any(|t| t == tag) {
+                    file_tags.push(tag.to_owned());
+                }
+            }
+            continue;
+        }
+        if !(key.eq_ignore_ascii_case("TODO")
+            || key.eq_ignore_ascii_case("SEQ_TODO")
+            || key.eq_ignore_ascii_case("TYP_TODO"))
+        {
+            continue;
+        }
+        found = true;
+        let words: Vec<&str> = l[colon + 1..]
+            .split_ascii_whitespace()
+            .map(|w| w.split('(').next().unwrap_or(w))
+            .filter(|w| !w.is_empty())
+            .collect();
+        if let Some(bar) = words.iter().position(|w| *w == "|") {
+            todo.extend(words[..bar].iter().map(|s| s.to_string()));
+            done.extend(words[bar + 1..].iter().map(|s| s.to_string()));
+        } else if let Some((last, rest)) = words.split_last() {
+            todo.extend(rest.iter().map(|s| s.to_string()));
+            done.push(last.to_string());
+        }
+    }
+    if !found {
+        return (TodoKeywords::default(), file_tags);
+    }
+    // A word declared twice counts once, and a word declared both ways
+    // is a not-done state (as `classify` answers).
+    let mut seen = std::collections::HashSet::new();
+    todo.retain(|w| seen.insert(w.clone()));
+    done.retain(|w| seen.insert(w.clone()));
+    (TodoKeywords { todo, done }, file_tags)
 }
 
 /// One `:KEY: value` line of a property drawer.
@@ -176,6 +200,9 @@ impl Headline {
 pub struct Parsed {
     /// Its TODO keywords.
     pub keywords: TodoKeywords,
+    /// Its file tags (`#+FILETAGS:`), in order, each once: every headline
+    /// of the file inherits them.
+    pub file_tags: Vec<String>,
     /// Its headlines in file order; a parent comes before its children.
     pub headlines: Vec<Headline>,
 }
@@ -357,7 +384,7 @@ pub fn parse(text: &str) -> Result<Parsed, ParseError> {
             message: "file is larger than 4 GiB".into(),
         });
     }
-    let keywords = TodoKeywords::from_text(text);
+    let (keywords, file_tags) = settings(text);
     let bytes = text.as_bytes();
     let end_of_text = bytes.len() as u32;
     let mut headlines: Vec<Headline> = Vec::new();
@@ -482,6 +509,7 @@ pub fn parse(text: &str) -> Result<Parsed, ParseError> {
     }
     Ok(Parsed {
         keywords,
+        file_tags,
         headlines,
     })
 }

@@ -1,9 +1,12 @@
 //! Privacy tags (seed 000 `bouncer-privacy-tags`): which objects are private.
 //!
 //! An object is private when it carries a privacy tag or any of its
-//! ancestors does — at every depth. (The seed checked top-level projects
-//! only, so a nested `@personal` headline leaked.) Tags match with or
-//! without surrounding colons, case-insensitively.
+//! ancestors does — at every depth — or when its file does: Org's file
+//! tags (`#+FILETAGS: :@personal:`) are inherited by every headline of the
+//! file, and a file private as a whole is private from its first byte (the
+//! text before its first headline included). (The seed checked top-level
+//! projects only, so a nested `@personal` headline leaked.) Tags match with
+//! or without surrounding colons, case-insensitively.
 //!
 //! # Example
 //!
@@ -16,6 +19,7 @@
 //! ```
 
 use crate::memex::file::MemexFile;
+use crate::memex::snapshot::ObjectRef;
 
 /// A normalised set of privacy tags.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -53,9 +57,29 @@ impl PrivacyTags {
         self.tags.is_empty()
     }
 
-    /// For each object of `file`, whether it is private: it or an ancestor
-    /// carries a privacy tag. One pass, since parents precede children.
+    /// Whether the whole of `file` is private: one of its file tags
+    /// (`#+FILETAGS:`) is a privacy tag.
+    pub fn file_is_private(&self, file: &MemexFile) -> bool {
+        !self.is_empty() && file.file_tags.iter().any(|t| self.matches(t))
+    }
+
+    /// Whether `object` is private: it, an ancestor or its file carries a
+    /// privacy tag.
+    pub fn is_private(&self, object: ObjectRef<'_>) -> bool {
+        !self.is_empty()
+            && (self.file_is_private(object.file())
+                || std::iter::once(object)
+                    .chain(object.ancestors())
+                    .any(|o| o.tags().any(|t| self.matches(t))))
+    }
+
+    /// For each object of `file`, whether it is private: it, an ancestor
+    /// or the file carries a privacy tag. One pass, since parents precede
+    /// children.
     pub fn private_mask(&self, file: &MemexFile) -> Vec<bool> {
+        if self.file_is_private(file) {
+            return vec![true; file.objects.len()];
+        }
         let mut mask = Vec::with_capacity(file.objects.len());
         for object in &file.objects {
             let inherited = object.headline.parent.is_some_and(|p| mask[p as usize]);
@@ -82,5 +106,27 @@ mod tests {
                 .iter()
                 .all(|p| !p)
         );
+    }
+
+    #[test]
+    fn file_tags_make_every_headline_private() {
+        for line in [
+            "#+FILETAGS: :@personal:",
+            "#+filetags: :work:@Personal:",
+            "  #+FILETAGS: work @personal",
+            "#+FILETAGS: :work:\n#+FILETAGS: :@personal:",
+        ] {
+            let text = format!("{line}\nDiary preamble.\n* Monday\n** Deep\n* Tuesday\n");
+            let file = MemexFile::parse(Path::new("d.org"), "d.org", text).unwrap();
+            let tags = PrivacyTags::new(["@personal"]);
+            assert!(tags.file_is_private(&file), "{line}");
+            assert_eq!(tags.private_mask(&file), [true, true, true], "{line}");
+        }
+        let text = "#+FILETAGS: :work:personal:\n* Monday\n".to_owned();
+        let file = MemexFile::parse(Path::new("d.org"), "d.org", text).unwrap();
+        let tags = PrivacyTags::new(["@personal"]);
+        assert!(!tags.file_is_private(&file));
+        assert_eq!(tags.private_mask(&file), [false]);
+        assert_eq!(file.file_tags, ["work", "personal"]);
     }
 }

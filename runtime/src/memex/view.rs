@@ -1,12 +1,21 @@
 //! Building the skills' view of the memex (`foveal_sdk::memex`).
 //!
-//! For each version of a file the host prepares one [`FileIndex`]: the
-//! visible objects as offsets into the file's text, with private objects
-//! (a privacy tag on them or an ancestor) left out and every parent, child
-//! and tag reference renumbered. The index is cached on the file, so a
-//! change to one file rebuilds only its index; a hook call then costs one
-//! small array of [`FileView`]s, one per file, borrowing the indexes and
-//! texts of the snapshot it runs on.
+//! For each version of a file (and privacy configuration) the host
+//! prepares, once, what a skill may be lent of it ([`Prepared`]):
+//!
+//! - its **visible text**: the file's text with every private subtree cut
+//!   out (the headline line to the next headline not under it) and the
+//!   `:EMBEDDING:` values dropped (the vectors are in the index). A file
+//!   private as a whole (`#+FILETAGS:` with a privacy tag) is not lent at
+//!   all, not even its name. No byte of a private object is in what a
+//!   skill can reach: not through an accessor, not through the public
+//!   `text` field, not by reading past a range;
+//! - its **index** ([`FileIndex`]): the visible objects as offsets into the
+//!   visible text, with every parent, child and tag reference renumbered.
+//!
+//! Both are cached on the file, so a change to one file rebuilds only its
+//! own; a hook call then costs one small array of [`FileView`]s, one per
+//! lent file, borrowing the prepared files of the snapshot it runs on.
 //!
 //! # Example
 //!
@@ -14,16 +23,22 @@
 //! use foveal::memex::{Memex, privacy::PrivacyTags, view::SnapshotView};
 //!
 //! let dir = tempfile::tempdir().unwrap();
-//! std::fs::write(dir.path().join("a.org"), "* Work :project:\n* Diary :@personal:\n").unwrap();
+//! std::fs::write(
+//!     dir.path().join("a.org"),
+//!     "* Work :project:\n* Diary :@personal:\nDear diary.\n* Home\n",
+//! )
+//! .unwrap();
 //! let memex = Memex::open(&[dir.path().to_path_buf()]).unwrap();
 //! let snapshot = memex.snapshot();
 //! let view = SnapshotView::new(&snapshot, &PrivacyTags::new(["@personal"]));
 //! let memex_view = view.view();
 //! let file = &memex_view.files[0];
-//! assert_eq!(file.len(), 1);
-//! assert_eq!(file.title(0), "Work");
+//! assert_eq!(file.len(), 2);
+//! assert_eq!(file.title(1), "Home");
+//! assert_eq!(file.text.as_str(), "* Work :project:\n* Home\n");
 //! ```
 
+use std::ops::Range;
 use std::sync::Arc;
 
 use abi_stable::std_types::{RSlice, RStr, RString, RVec};
@@ -35,22 +50,146 @@ use crate::memex::file::{IdSource, MemexFile};
 use crate::memex::privacy::PrivacyTags;
 use crate::memex::snapshot::MemexSnapshot;
 
-fn range(span: &std::ops::Range<u32>) -> Range32 {
-    Range32 {
-        start: span.start,
-        len: span.end - span.start,
+/// What a skill may be lent of one file version: its visible text and the
+/// index into it. Its `Debug` form gives sizes, never the text.
+pub struct Prepared {
+    /// The visible objects, as offsets into [`text`](Self::text).
+    pub index: FileIndex,
+    /// The visible text, when it differs from the file's text.
+    visible: Option<Box<str>>,
+    /// Whether the file is lent at all (not when private as a whole).
+    lent: bool,
+}
+
+impl std::fmt::Debug for Prepared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Prepared")
+            .field("objects", &self.index.objects.len())
+            .field("visible_bytes", &self.visible.as_ref().map(|t| t.len()))
+            .field("lent", &self.lent)
+            .finish()
     }
 }
 
-/// Builds the index of `file` without its private objects.
-pub fn file_index(file: &MemexFile, privacy: &PrivacyTags) -> FileIndex {
+impl Prepared {
+    /// The visible text of `file` (the file this was prepared from).
+    pub fn text<'a>(&'a self, file: &'a MemexFile) -> &'a str {
+        self.visible.as_deref().unwrap_or(&file.text)
+    }
+
+    /// Whether the file is lent to skills (not when private as a whole).
+    pub fn is_lent(&self) -> bool {
+        self.lent
+    }
+}
+
+/// The byte ranges of `file` that are not lent, in order, adjacent ones
+/// merged: each private object's own text (together, its subtree) and
+/// each visible object's `:EMBEDDING:` values.
+fn cuts(file: &MemexFile, mask: &[bool]) -> Vec<Range<u32>> {
+    let mut cuts: Vec<Range<u32>> = Vec::new();
+    let mut cut = |range: Range<u32>| {
+        if range.is_empty() {
+            return;
+        }
+        match cuts.last_mut() {
+            Some(last) if last.end == range.start => last.end = range.end,
+            _ => cuts.push(range),
+        }
+    };
+    for (object, private) in file.objects.iter().zip(mask) {
+        let h = &object.headline;
+        if *private {
+            cut(h.own.clone());
+            continue;
+        }
+        for property in &h.properties {
+            if file.slice(&property.key).eq_ignore_ascii_case("EMBEDDING") {
+                cut(property.value.clone());
+            }
+        }
+    }
+    cuts
+}
+
+/// `text` without the `cuts` (sorted, disjoint).
+fn cut_text(text: &str, cuts: &[Range<u32>]) -> Box<str> {
+    let removed: usize = cuts.iter().map(|c| (c.end - c.start) as usize).sum();
+    let mut out = String::with_capacity(text.len() - removed);
+    let mut at = 0usize;
+    for c in cuts {
+        out.push_str(&text[at..c.start as usize]);
+        at = c.end as usize;
+    }
+    out.push_str(&text[at..]);
+    out.into_boxed_str()
+}
+
+/// Maps offsets of a file's text to offsets of its visible text, object by
+/// object in file order: O(1) a range.
+struct Shift<'c> {
+    cuts: &'c [Range<u32>],
+    /// Cuts that end at or before the current object's start…
+    passed: usize,
+    /// …and their total length.
+    removed: u32,
+}
+
+impl Shift<'_> {
+    /// Moves to an object that starts at `start` (objects come in order).
+    fn enter(&mut self, start: u32) {
+        while let Some(c) = self.cuts.get(self.passed)
+            && c.end <= start
+        {
+            self.removed += c.end - c.start;
+            self.passed += 1;
+        }
+    }
+
+    /// Where `pos`, in the current object and not inside a cut, is in the
+    /// visible text.
+    fn at(&self, pos: u32) -> u32 {
+        let inside: u32 = self.cuts[self.passed..]
+            .iter()
+            .take_while(|c| c.end <= pos)
+            .map(|c| c.end - c.start)
+            .sum();
+        pos - self.removed - inside
+    }
+
+    fn range(&self, span: &Range<u32>) -> Range32 {
+        let start = self.at(span.start);
+        Range32 {
+            start,
+            len: span.end - span.start,
+        }
+    }
+}
+
+/// Prepares what a skill may be lent of `file`: the visible text and the
+/// index into it, without a byte of its private objects.
+pub fn prepare(file: &MemexFile, privacy: &PrivacyTags) -> Prepared {
+    if privacy.file_is_private(file) {
+        return Prepared {
+            index: FileIndex::default(),
+            visible: Some(Box::from("")),
+            lent: false,
+        };
+    }
     let mask = privacy.private_mask(file);
+    let cuts = cuts(file, &mask);
+    let visible = (!cuts.is_empty()).then(|| cut_text(&file.text, &cuts));
+    let mut shift = Shift {
+        cuts: &cuts,
+        passed: 0,
+        removed: 0,
+    };
     let mut remap = vec![NONE; file.objects.len()];
-    let mut visible = 0u32;
+    let mut visible_count = 0u32;
     for (i, private) in mask.iter().enumerate() {
         if !private {
-            remap[i] = visible;
-            visible += 1;
+            remap[i] = visible_count;
+            visible_count += 1;
         }
     }
     let mut index = FileIndex {
@@ -64,13 +203,14 @@ pub fn file_index(file: &MemexFile, privacy: &PrivacyTags) -> FileIndex {
             continue;
         }
         let h = &object.headline;
+        shift.enter(h.own.start);
         let me = remap[i];
         let id = match object.id_source {
             IdSource::Property => h
                 .properties
                 .iter()
                 .find(|p| file.slice(&p.key).eq_ignore_ascii_case("ID"))
-                .map(|p| range(&p.value))
+                .map(|p| shift.range(&p.value))
                 .unwrap_or_default(),
             IdSource::Derived => {
                 let id = object.id(&file.text);
@@ -85,7 +225,7 @@ pub fn file_index(file: &MemexFile, privacy: &PrivacyTags) -> FileIndex {
         // Tags: split the `:a:b:` token into ranges of the text.
         let tags_start = index.tags.len() as u32;
         let token = file.slice(&h.tags_token);
-        let mut at = h.tags_token.start;
+        let mut at = shift.at(h.tags_token.start);
         for part in token.split(':') {
             if !part.is_empty() {
                 index.tags.push(Range32 {
@@ -126,9 +266,9 @@ pub fn file_index(file: &MemexFile, privacy: &PrivacyTags) -> FileIndex {
             done: h.done,
             level: h.level,
             line: h.line,
-            title: range(&h.title),
-            todo: range(&h.todo_span),
-            body: range(&h.body),
+            title: shift.range(&h.title),
+            todo: shift.range(&h.todo_span),
+            body: shift.range(&h.body),
             tags: Range32 {
                 start: tags_start,
                 len: index.tags.len() as u32 - tags_start,
@@ -153,13 +293,14 @@ pub fn file_index(file: &MemexFile, privacy: &PrivacyTags) -> FileIndex {
     index.parents = index.objects.iter().map(|o| o.parent).collect();
     index.levels = index.objects.iter().map(|o| o.level).collect();
     index.vectors_hash = vectors_hash(index.dim, &index.vectors);
+    let text = visible.as_deref().unwrap_or(&file.text);
     let mut ids: Vec<IdEntry> = (0..index.objects.len() as u32)
         .map(|i| {
             let o = &mut index.objects[i as usize];
             let id = if o.id_derived {
                 &derived[o.id.range()]
             } else {
-                &file.text[o.id.range()]
+                &text[o.id.range()]
             };
             let hash = foveal_sdk::memex::id_hash(id);
             // A derived id is not in the object's text: fold it in.
@@ -177,7 +318,17 @@ pub fn file_index(file: &MemexFile, privacy: &PrivacyTags) -> FileIndex {
             objects: RVec::from(objects),
         })
         .collect();
-    index
+    Prepared {
+        index,
+        visible,
+        lent: true,
+    }
+}
+
+/// The index of `file` without its private objects, into its visible
+/// text ([`prepare`]).
+pub fn file_index(file: &MemexFile, privacy: &PrivacyTags) -> FileIndex {
+    prepare(file, privacy).index
 }
 
 /// Sets each object's `end`: one past the last object of its subtree. One
@@ -238,34 +389,38 @@ fn vectors_hash(dim: u32, vectors: &[f32]) -> u64 {
     h
 }
 
-/// The cached index of `file` for `privacy`, built on first use.
-pub fn cached_index(file: &MemexFile, privacy: &PrivacyTags) -> Arc<FileIndex> {
+/// What `file` lends for `privacy`, prepared on first use and cached on
+/// the file.
+pub fn cached(file: &MemexFile, privacy: &PrivacyTags) -> Arc<Prepared> {
     let mut cache = file.view_cache.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some((tags, index)) = cache.as_ref()
+    if let Some((tags, prepared)) = cache.as_ref()
         && tags == privacy
     {
-        return Arc::clone(index);
+        return Arc::clone(prepared);
     }
-    let index = Arc::new(file_index(file, privacy));
-    *cache = Some((privacy.clone(), Arc::clone(&index)));
-    index
+    let prepared = Arc::new(prepare(file, privacy));
+    *cache = Some((privacy.clone(), Arc::clone(&prepared)));
+    prepared
 }
 
-/// The indexes of one snapshot, ready to lend to hooks as a [`MemexView`].
+/// The prepared files of one snapshot, ready to lend to hooks as a
+/// [`MemexView`].
 #[derive(Debug)]
 pub struct SnapshotView<'a> {
     generation: u64,
-    indexes: Vec<(&'a MemexFile, Arc<FileIndex>)>,
+    prepared: Vec<(&'a MemexFile, Arc<Prepared>)>,
 }
 
 impl<'a> SnapshotView<'a> {
-    /// Prepares (or takes from cache) every file's index.
+    /// Prepares (or takes from cache) every file; files private as a whole
+    /// are left out.
     pub fn new(snapshot: &'a MemexSnapshot, privacy: &PrivacyTags) -> Self {
         Self {
             generation: snapshot.generation(),
-            indexes: snapshot
+            prepared: snapshot
                 .files()
-                .map(|f| (&**f, cached_index(f, privacy)))
+                .map(|f| (&**f, cached(f, privacy)))
+                .filter(|(_, prepared)| prepared.is_lent())
                 .collect(),
         }
     }
@@ -273,12 +428,12 @@ impl<'a> SnapshotView<'a> {
     /// The files as views; keep the returned vector alive while a
     /// [`MemexView`] borrows it.
     pub fn file_views(&self) -> Vec<FileView<'_>> {
-        self.indexes
+        self.prepared
             .iter()
-            .map(|(file, index)| FileView {
+            .map(|(file, prepared)| FileView {
                 path: RStr::from_str(file.path.to_str().unwrap_or("")),
-                text: RStr::from_str(&file.text),
-                index,
+                text: RStr::from_str(prepared.text(file)),
+                index: &prepared.index,
             })
             .collect()
     }
@@ -377,11 +532,11 @@ mod tests {
     #[test]
     fn private_objects_are_not_in_the_view_and_references_are_renumbered() {
         let file = MemexFile::parse(Path::new("/m/a.org"), "a.org", TEXT.to_owned()).unwrap();
-        let index = file_index(&file, &PrivacyTags::new(["@personal"]));
+        let prepared = prepare(&file, &PrivacyTags::new(["@personal"]));
         let view = FileView {
             path: RStr::from_str("a.org"),
-            text: RStr::from_str(&file.text),
-            index: &index,
+            text: RStr::from_str(prepared.text(&file)),
+            index: &prepared.index,
         };
         assert_eq!(view.len(), 2);
         assert_eq!((view.title(0), view.title(1)), ("Work", "Public"));
@@ -390,9 +545,11 @@ mod tests {
         assert_eq!(view.children(0), [1]);
         assert_eq!(view.parent(1), Some(0));
         assert_eq!(view.tags(0).collect::<Vec<_>>(), ["project", "x"]);
+        assert_eq!(view.tags(1).collect::<Vec<_>>(), ["y"]);
         assert_eq!(view.todo(1), Some("TODO"));
         assert_eq!(view.todo(0), None);
         assert_eq!(view.body(0), "work body\n");
+        assert_eq!(view.body(1), "");
         assert_eq!(view.vector(0), Some(&[1.0, 0.0][..]));
         assert_eq!(view.vector(1), Some(&[0.5, 0.5][..]));
         assert_eq!(view.with_tag("PROJECT"), [0]);
@@ -400,21 +557,65 @@ mod tests {
         assert_eq!(view.find(view.id(1)), Some(1));
         assert_eq!(view.find("nope"), None);
         assert!(view.with_tag("@personal").is_empty());
-        // Nothing private is reachable through any field.
-        for i in 0..view.len() as u32 {
-            assert!(!view.body(i).contains("canary"));
-            assert!(!view.title(i).contains("secret") && !view.title(i).contains("Diary"));
+        // The text lent holds no byte of a private object, and no vector
+        // as text.
+        assert_eq!(
+            view.text.as_str(),
+            "* Work :project:x:\n:PROPERTIES:\n:ID: work\n:EMBEDDING: \n:END:\nwork body\n** TODO Public :y:\n:PROPERTIES:\n:EMBEDDING: \n:END:\n"
+        );
+        for word in ["Diary", "secret", "canary", "Home", "personal", "0.5"] {
+            assert!(!view.text.as_str().contains(word), "{word}");
         }
+    }
+
+    #[test]
+    fn ids_after_an_embedding_and_crlf_files_map_into_the_visible_text() {
+        let text = "pre\r\n* A :@personal:\r\nsecret\r\n* B :t:\r\n:PROPERTIES:\r\n:EMBEDDING: 1 2\r\n:ID: b-id\r\n:END:\r\nbody b\r\n** C\r\n* D :@personal:\r\n";
+        let file = MemexFile::parse(Path::new("/m/c.org"), "c.org", text.to_owned()).unwrap();
+        let prepared = prepare(&file, &PrivacyTags::new(["@personal"]));
+        let view = FileView {
+            path: RStr::from_str("c.org"),
+            text: RStr::from_str(prepared.text(&file)),
+            index: &prepared.index,
+        };
+        assert_eq!(view.len(), 2);
+        assert_eq!(view.id(0), "b-id");
+        assert_eq!(view.title(0), "B");
+        assert_eq!(view.tags(0).collect::<Vec<_>>(), ["t"]);
+        assert_eq!(view.body(0), "body b\r\n");
+        assert_eq!(view.title(1), "C");
+        assert_eq!(view.find("b-id"), Some(0));
+        assert!(!view.text.as_str().contains("secret"));
+        assert!(view.text.as_str().starts_with("pre\r\n* B"));
+    }
+
+    #[test]
+    fn a_file_private_as_a_whole_is_not_lent() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("diary.org"),
+            "#+FILETAGS: :@personal:\nDear diary.\n* Monday\nSecret.\n",
+        )
+        .unwrap();
+        std::fs::write(dir.path().join("work.org"), "* Work\n").unwrap();
+        let memex = crate::memex::Memex::open(&[dir.path().to_path_buf()]).unwrap();
+        let snapshot = memex.snapshot();
+        let view = SnapshotView::new(&snapshot, &PrivacyTags::new(["@personal"]));
+        let owned = view.view();
+        assert_eq!(owned.files.len(), 1);
+        assert!(owned.files[0].path.as_str().ends_with("work.org"));
+        let open = SnapshotView::new(&snapshot, &PrivacyTags::new(Vec::<String>::new()));
+        assert_eq!(open.view().files.len(), 2);
     }
 
     #[test]
     fn the_index_is_cached_per_privacy_configuration() {
         let file = MemexFile::parse(Path::new("/m/a.org"), "a.org", TEXT.to_owned()).unwrap();
         let strict = PrivacyTags::new(["@personal"]);
-        let a = cached_index(&file, &strict);
-        let b = cached_index(&file, &strict);
+        let a = cached(&file, &strict);
+        let b = cached(&file, &strict);
         assert!(Arc::ptr_eq(&a, &b));
-        let open = cached_index(&file, &PrivacyTags::new(Vec::<String>::new()));
-        assert_eq!(open.objects.len(), 5);
+        let open = cached(&file, &PrivacyTags::new(Vec::<String>::new()));
+        assert_eq!(open.index.objects.len(), 5);
     }
 }
