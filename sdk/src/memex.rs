@@ -9,10 +9,15 @@
 //! stride. A hook call receives a [`MemexView`] that borrows those indexes
 //! and the file texts for the duration of the call.
 //!
-//! **Private objects are not in the view.** The host removes every object
-//! that carries a privacy tag, or sits under one that does, before building
-//! the index: a skill cannot leak what it never sees. Parent, child and
-//! tag references are renumbered accordingly.
+//! **No byte of a private object is in the view.** An object is private
+//! when it, an ancestor or its file (`#+FILETAGS:`) carries a privacy tag.
+//! The host cuts every private subtree out of the text it lends (and drops
+//! the `:EMBEDDING:` values, which the index holds as numbers), builds the
+//! index over what is left, and does not lend a file that is private as a
+//! whole at all: a skill cannot leak what it never sees — not through an
+//! accessor, not through the public fields, not by formatting the whole
+//! request with `{:#?}`. Parent, child and tag references are renumbered
+//! accordingly.
 //!
 //! # Example
 //!
@@ -100,7 +105,7 @@ pub struct ObjectRecord {
 
 /// One file's objects, prepared by the host once per version of the file
 /// (and privacy configuration). Owns no text: everything points into the
-/// text the [`FileView`] lends with it.
+/// visible text the [`FileView`] lends with it.
 #[repr(C)]
 #[derive(StableAbi, Debug, Clone, Default)]
 pub struct FileIndex {
@@ -210,7 +215,9 @@ pub struct TagEntry {
 pub struct FileView<'a> {
     /// The file's path, for messages.
     pub path: RStr<'a>,
-    /// The file's text.
+    /// The file's visible text: the file without its private subtrees
+    /// and without its `:EMBEDDING:` values. Every range of the index
+    /// points into this text (not into the file on disk).
     pub text: RStr<'a>,
     /// Its prepared index.
     pub index: &'a FileIndex,

@@ -141,6 +141,20 @@ pub fn components_for(
     focus: Option<&str>,
     config: &str,
 ) -> (foveal_sdk::Component, u64) {
+    let (mut components, generation) =
+        components_for_files(library, skill, &[("main.org", org)], focus, config);
+    (components.remove(0), generation)
+}
+
+/// [`components_for`] over a memex of several files (name, Org text):
+/// every component the hook returned.
+pub fn components_for_files(
+    library: &Path,
+    skill: &str,
+    files: &[(&str, &str)],
+    focus: Option<&str>,
+    config: &str,
+) -> (Vec<foveal_sdk::Component>, u64) {
     use abi_stable::std_types::ROption;
     use foveal::memex::{Memex, privacy::PrivacyTags, view::SnapshotView};
 
@@ -150,7 +164,9 @@ pub fn components_for(
     registry.scan();
     let dir = sandbox.root.path().join("memex");
     std::fs::create_dir(&dir).unwrap();
-    std::fs::write(dir.join("main.org"), org).unwrap();
+    for (name, org) in files {
+        std::fs::write(dir.join(name), org).unwrap();
+    }
     let memex = Memex::open(&[dir]).unwrap();
     let snapshot = memex.snapshot();
     let prepared = SnapshotView::new(&snapshot, &PrivacyTags::new(["@personal"]));
@@ -164,11 +180,11 @@ pub fn components_for(
         memex: &view,
         explain: false,
     };
-    let mut components = registry
+    let components = registry
         .snapshot()
         .call(skill, foveal::registry::hooks::COMPONENTS, |f| f(&request))
         .unwrap();
-    (components.remove(0), snapshot.generation())
+    (components.into_iter().collect(), snapshot.generation())
 }
 
 /// The real binary, to run in `cwd` with a clean environment: no
