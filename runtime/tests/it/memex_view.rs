@@ -102,8 +102,17 @@ fn a_skill_that_prints_its_whole_request_finds_no_private_byte() {
     // …and nothing private, in any field.
     for text in [components[0].content.as_str(), dump] {
         assert!(!text.contains("CANARY"), "{text}");
-        assert!(!text.contains("Diary") && !text.contains("Monday"), "{text}");
-        assert!(!text.contains("0.7777") && !text.contains("0.9999"), "{text}");
-        assert!(!text.contains("@personal") && !text.contains("journal"), "{text}");
+        assert!(
+            !text.contains("Diary") && !text.contains("Monday"),
+            "{text}"
+        );
+        assert!(
+            !text.contains("0.7777") && !text.contains("0.9999"),
+            "{text}"
+        );
+        assert!(
+            !text.contains("@personal") && !text.contains("journal"),
+            "{text}"
+        );
     }
 }

@@ -1,0 +1,645 @@
+//! The private text of a memex as the gate knows it: runs of words, kept
+//! as 64-bit keys ([`super::words`]), never as text.
+//!
+//! For each private object (a privacy tag on it, an ancestor or its file)
+//! the gate takes its title, each property value but `:EMBEDDING:`, its
+//! body, and — for a file private as a whole — the text before its first
+//! headline. From each of those *units* it keeps:
+//!
+//! - every run of [`SHINGLE`] consecutive words (line breaks are spaces,
+//!   so a quote of a re-wrapped paragraph is found), and
+//! - every whole line of fewer words whose letters and digits take at
+//!   least [`MIN_PHRASE_BYTES`] bytes (`Ann` alone would redact every
+//!   `ann`).
+//!
+//! A key that the text of any visible object of the same snapshot also
+//! holds (in any file; its headline, drawer and body, `:EMBEDDING:` values
+//! aside; the text before a public file's first headline too) is not
+//! private: a skill is lent that text anyway, and a private headline
+//! `Plan` must not redact a visible `Plan` from the outline.
+//!
+//! A body is then cleaned by cutting it into words the same way and
+//! looking up the key of the run of 1 to 5 words at each word; each run
+//! found is a private span. Two sets of keys answer: the runs of five
+//! and the shorter lines, each behind a Bloom filter that fits the
+//! processor's cache, so a clean text costs about one cache hit per word.
+//!
+//! The work is cached per file version and the build after an edit is
+//! linear in the changed files (see [`Build`]).
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::{Arc, Weak};
+
+use foveal_redact::Span;
+
+use super::words::{RunKeys, Splitter, Word};
+use crate::memex::file::MemexFile;
+use crate::memex::privacy::PrivacyTags;
+use crate::memex::snapshot::MemexSnapshot;
+
+/// Runs of this many words of private text are looked for wherever they
+/// appear: a quote of five consecutive words of a private line is private.
+pub const SHINGLE: usize = 5;
+
+/// A private line of fewer than [`SHINGLE`] words is looked for as a whole
+/// when its words take at least this many bytes.
+pub const MIN_PHRASE_BYTES: usize = 4;
+
+/// Hashes a key for a map of keys: keys are hashes already.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct KeyHasher(u64);
+
+impl Hasher for KeyHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = super::words::mix(self.0, u64::from(b));
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+/// A map keyed by keys.
+pub(crate) type KeyMap<V> = HashMap<u64, V, BuildHasherDefault<KeyHasher>>;
+
+/// The span pattern index that marks a private passage.
+pub(crate) const PRIVATE_SPAN: usize = usize::MAX;
+
+/// A set of keys: a Bloom filter (one 64-bit word per key, three bits)
+/// in front of a hash table.
+pub(crate) struct KeySet {
+    bloom: Box<[u64]>,
+    table: hashbrown::HashTable<u64>,
+}
+
+impl std::fmt::Debug for KeySet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KeySet")
+            .field("keys", &self.table.len())
+            .field("bloom_words", &self.bloom.len())
+            .finish()
+    }
+}
+
+impl KeySet {
+    /// The set of `keys` (duplicates allowed).
+    pub(crate) fn new(keys: impl Iterator<Item = u64>) -> Self {
+        let mut table: hashbrown::HashTable<u64> = hashbrown::HashTable::new();
+        for key in keys {
+            if table.find(key, |&k| k == key).is_none() {
+                table.insert_unique(key, key, |&k| k);
+            }
+        }
+        // About 16 bits a key: under 1% false positives.
+        let words = (table.len() / 4).max(1).next_power_of_two();
+        let mut bloom = vec![0u64; words].into_boxed_slice();
+        for &key in &table {
+            bloom[Self::slot(key, words)] |= Self::bits(key);
+        }
+        Self { bloom, table }
+    }
+
+    #[inline]
+    fn slot(key: u64, words: usize) -> usize {
+        (key as usize) & (words - 1)
+    }
+
+    #[inline]
+    fn bits(key: u64) -> u64 {
+        (1 << ((key >> 40) & 63)) | (1 << ((key >> 46) & 63)) | (1 << ((key >> 52) & 63))
+    }
+
+    #[inline]
+    pub(crate) fn contains(&self, key: u64) -> bool {
+        let bits = Self::bits(key);
+        self.bloom[Self::slot(key, self.bloom.len())] & bits == bits
+            && self.table.find(key, |&k| k == key).is_some()
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.table.len()
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.table.is_empty()
+    }
+
+    /// Bytes held.
+    pub(crate) fn memory(&self) -> usize {
+        self.bloom.len() * 8 + self.table.capacity() * 9
+    }
+}
+
+/// The private keys of one file version and where its visible text is.
+/// Its `Debug` form gives counts.
+#[derive(Default)]
+pub(crate) struct FileKeys {
+    /// Runs of [`SHINGLE`] words, sorted, each once.
+    shingles: Box<[u64]>,
+    /// Shorter whole lines, sorted, each once.
+    shorts: Box<[u64]>,
+    /// The byte ranges of the file's text that the visible text is made
+    /// of (no key is looked for across two of them).
+    visible: Box<[(u32, u32)]>,
+}
+
+impl std::fmt::Debug for FileKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FileKeys")
+            .field("shingles", &self.shingles.len())
+            .field("shorts", &self.shorts.len())
+            .field("visible_ranges", &self.visible.len())
+            .finish()
+    }
+}
+
+/// The keys of one unit of private text (see the module docs).
+fn unit_keys(
+    splitter: &mut Splitter,
+    words: &mut Vec<Word>,
+    text: &str,
+    shingles: &mut Vec<u64>,
+    shorts: &mut Vec<u64>,
+) {
+    // Read as the gate reads bodies (JSON escapes meaning what they
+    // stand for) and, when there is a backslash to read otherwise, also
+    // literally: a quote of `C:\new` inside JSON reads `C:\\new`.
+    for escapes in [true, false] {
+        if !escapes && !text.contains('\\') {
+            break;
+        }
+        words.clear();
+        splitter.split(text, escapes, words);
+        for run in words.windows(SHINGLE) {
+            shingles.push(super::words::run_key(run));
+        }
+        let mut start = 0;
+        while start < words.len() {
+            let mut end = start + 1;
+            while end < words.len() && !words[end].line_start {
+                end += 1;
+            }
+            let line = &words[start..end];
+            let bytes: usize = line.iter().map(|w| (w.end - w.start) as usize).sum();
+            if line.len() < SHINGLE && bytes >= MIN_PHRASE_BYTES {
+                shorts.push(super::words::run_key(line));
+            }
+            start = end;
+        }
+    }
+}
+
+/// Gathers the private keys of `file` and the ranges of its visible text.
+pub(crate) fn file_keys(file: &MemexFile, privacy: &PrivacyTags) -> FileKeys {
+    if privacy.is_empty() {
+        return FileKeys::default();
+    }
+    let whole = privacy.file_is_private(file);
+    let mask = privacy.private_mask(file);
+    let mut splitter = Splitter::default();
+    let mut words = Vec::new();
+    let mut shingles = Vec::new();
+    let mut shorts = Vec::new();
+    let mut visible: Vec<(u32, u32)> = Vec::new();
+    let mut show = |start: u32, end: u32| {
+        if start < end {
+            visible.push((start, end));
+        }
+    };
+    let preamble_end = file
+        .objects
+        .first()
+        .map_or(file.text.len() as u32, |o| o.headline.own.start);
+    if whole {
+        let preamble = &file.text[..preamble_end as usize];
+        unit_keys(
+            &mut splitter,
+            &mut words,
+            preamble,
+            &mut shingles,
+            &mut shorts,
+        );
+    } else {
+        show(0, preamble_end);
+    }
+    for (object, private) in file.objects.iter().zip(&mask) {
+        let h = &object.headline;
+        if *private {
+            let mut unit = |text: &str| {
+                unit_keys(&mut splitter, &mut words, text, &mut shingles, &mut shorts);
+            };
+            unit(file.slice(&h.title));
+            for property in &h.properties {
+                if !file.slice(&property.key).eq_ignore_ascii_case("EMBEDDING") {
+                    unit(file.slice(&property.value));
+                }
+            }
+            unit(file.slice(&h.body));
+        } else {
+            let mut at = h.own.start;
+            for property in &h.properties {
+                if file.slice(&property.key).eq_ignore_ascii_case("EMBEDDING") {
+                    show(at, property.value.start);
+                    at = property.value.end;
+                }
+            }
+            show(at, h.own.end);
+        }
+    }
+    shingles.sort_unstable();
+    shingles.dedup();
+    shorts.sort_unstable();
+    shorts.dedup();
+    FileKeys {
+        shingles: shingles.into(),
+        shorts: shorts.into(),
+        visible: visible.into(),
+    }
+}
+
+/// The keys to look for: runs of [`SHINGLE`] words and shorter lines.
+#[derive(Debug)]
+pub(crate) struct Matcher {
+    shingles: KeySet,
+    shorts: KeySet,
+}
+
+impl Matcher {
+    /// Calls `found(first, last)` for every run of words of `words` whose
+    /// key is in the matcher, `first..=last` its words.
+    #[inline]
+    fn each_run(&self, words: &[Word], mut found: impl FnMut(usize, usize, u64)) {
+        let shorts = !self.shorts.is_empty();
+        let shingles = !self.shingles.is_empty();
+        for i in 0..words.len() {
+            let mut keys = RunKeys::new();
+            let last = (i + SHINGLE).min(words.len());
+            for (j, word) in words[i..last].iter().enumerate() {
+                keys.push(word.hash);
+                let key = keys.key();
+                let hit = if j + 1 == SHINGLE {
+                    shingles && self.shingles.contains(key)
+                } else {
+                    shorts && self.shorts.contains(key)
+                };
+                if hit {
+                    found(i, i + j, key);
+                }
+            }
+        }
+    }
+
+    /// Every private run in `text`, as spans (overlapping ones too).
+    pub(crate) fn find(&self, text: &str, out: &mut Vec<Span>) {
+        let mut words = Vec::new();
+        Splitter::default().split(text, true, &mut words);
+        self.each_run(&words, |first, last, _| {
+            out.push(Span {
+                start: words[first].start as usize,
+                end: words[last].end as usize,
+                pattern: PRIVATE_SPAN,
+            });
+        });
+    }
+
+    /// The number of keys.
+    pub(crate) fn len(&self) -> usize {
+        self.shingles.len() + self.shorts.len()
+    }
+
+    /// Bytes held.
+    pub(crate) fn memory(&self) -> usize {
+        self.shingles.memory() + self.shorts.memory()
+    }
+}
+
+/// The matcher of one memex generation and the work it was built from.
+#[derive(Debug)]
+pub(crate) struct PrivateCache {
+    pub(crate) generation: u64,
+    /// Each file of that generation, in the snapshot's order.
+    pub(crate) files: Vec<CachedFile>,
+    pub(crate) matcher: Arc<Option<Matcher>>,
+}
+
+/// One file version in the cache of a generation.
+pub(crate) struct CachedFile {
+    /// Its identity (a `Weak` keeps the address from being reused).
+    pub(crate) file: Weak<MemexFile>,
+    keys: Arc<FileKeys>,
+    /// The private keys of that generation (of any file) that this file's
+    /// visible text holds: they are not private.
+    hits: Vec<u64>,
+}
+
+impl std::fmt::Debug for CachedFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CachedFile")
+            .field("file", &self.file.upgrade().map(|file| file.path.clone()))
+            .field("keys", &self.keys)
+            .field("hits", &self.hits.len())
+            .finish()
+    }
+}
+
+/// How many distinct private keys a build found, and how many of them
+/// visible text also holds.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct BuildCounts {
+    pub(crate) keys: usize,
+    pub(crate) public: usize,
+}
+
+/// Gathers, checks and builds the private-text matcher of one generation,
+/// reusing the work of every file version the previous cache had:
+///
+/// 1. each file's private keys and visible ranges, gathered once per
+///    version;
+/// 2. the visible text of each new file version is scanned for every
+///    private key of the generation: its *hits*;
+/// 3. an unchanged file's hits already cover the keys that existed before
+///    (in an unchanged file, or in one that changed or went); its visible
+///    text is scanned again only for the keys the edit brought, if any;
+/// 4. a key some file's hits name is public; the matcher keeps the others.
+///    Each file's hits are pruned to the keys that still exist, so they
+///    never outgrow the private text.
+pub(crate) struct Build<'m> {
+    files: Vec<&'m Arc<MemexFile>>,
+    keys: Vec<Arc<FileKeys>>,
+    hits: Vec<Vec<u64>>,
+    unchanged: Vec<bool>,
+    /// The previous cache's file versions that are gone.
+    dropped: Vec<Arc<FileKeys>>,
+}
+
+impl<'m> Build<'m> {
+    /// The files of `memex`, each with its previous work when `previous`
+    /// holds the same version.
+    pub(crate) fn new(
+        previous: Option<PrivateCache>,
+        memex: &'m MemexSnapshot,
+        privacy: &PrivacyTags,
+    ) -> Self {
+        let mut previous: HashMap<*const MemexFile, CachedFile> = previous
+            .map(|cache| {
+                cache
+                    .files
+                    .into_iter()
+                    .map(|cached| (Weak::as_ptr(&cached.file), cached))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let files: Vec<&Arc<MemexFile>> = memex.files().collect();
+        let mut build = Self {
+            keys: Vec::with_capacity(files.len()),
+            hits: Vec::with_capacity(files.len()),
+            unchanged: Vec::with_capacity(files.len()),
+            dropped: Vec::new(),
+            files,
+        };
+        let mut fresh: Vec<usize> = Vec::new();
+        for (f, file) in build.files.iter().enumerate() {
+            match previous.remove(&Arc::as_ptr(file)) {
+                Some(cached) => {
+                    build.keys.push(cached.keys);
+                    build.hits.push(cached.hits);
+                    build.unchanged.push(true);
+                }
+                None => {
+                    build.keys.push(Arc::default());
+                    build.hits.push(Vec::new());
+                    build.unchanged.push(false);
+                    fresh.push(f);
+                }
+            }
+        }
+        // New file versions are gathered on every core.
+        let gathered = on_cores(&fresh, |&f| file_keys(build.files[f], privacy));
+        for (f, keys) in fresh.into_iter().zip(gathered) {
+            build.keys[f] = Arc::new(keys);
+        }
+        build.dropped = previous.into_values().map(|cached| cached.keys).collect();
+        build
+    }
+
+    /// The matcher of the private keys that no visible text holds.
+    pub(crate) fn run(&mut self) -> (Option<Matcher>, BuildCounts) {
+        // Every key: whether the previous cache knew it, whether it is a
+        // run of `SHINGLE` words.
+        let mut all: KeyMap<(bool, bool)> = KeyMap::default();
+        for (f, keys) in self.keys.iter().enumerate() {
+            for (&key, shingle) in keys
+                .shingles
+                .iter()
+                .map(|k| (k, true))
+                .chain(keys.shorts.iter().map(|k| (k, false)))
+            {
+                all.entry(key).or_insert((false, shingle)).0 |= self.unchanged[f];
+            }
+        }
+        if all.is_empty() {
+            self.hits.iter_mut().for_each(Vec::clear);
+            return (None, BuildCounts::default());
+        }
+        for keys in &self.dropped {
+            for key in keys.shingles.iter().chain(keys.shorts.iter()) {
+                if let Some((known, _)) = all.get_mut(key) {
+                    *known = true;
+                }
+            }
+        }
+        let matcher_of = |keep: &dyn Fn(u64, bool) -> bool| {
+            let pick = |shingle: bool| {
+                KeySet::new(
+                    all.iter()
+                        .filter(|&(&key, &(known, s))| s == shingle && keep(key, known))
+                        .map(|(key, _)| *key),
+                )
+            };
+            Matcher {
+                shingles: pick(true),
+                shorts: pick(false),
+            }
+        };
+        let changed: Vec<usize> = (0..self.files.len())
+            .filter(|&f| !self.unchanged[f])
+            .collect();
+        if !changed.is_empty() {
+            let every = matcher_of(&|_, _| true);
+            self.scan(&every, &changed);
+        }
+        let unchanged: Vec<usize> = (0..self.files.len())
+            .filter(|&f| self.unchanged[f])
+            .collect();
+        if !unchanged.is_empty() && all.values().any(|(known, _)| !known) {
+            let fresh = matcher_of(&|_, known| !known);
+            self.scan(&fresh, &unchanged);
+        }
+        let mut public: KeyMap<()> = KeyMap::default();
+        for hits in &mut self.hits {
+            hits.retain(|key| all.contains_key(key));
+            hits.sort_unstable();
+            hits.dedup();
+            for &key in hits.iter() {
+                public.insert(key, ());
+            }
+        }
+        let counts = BuildCounts {
+            keys: all.len(),
+            public: public.len(),
+        };
+        let matcher = matcher_of(&|key, _| !public.contains_key(&key));
+        ((matcher.len() > 0).then_some(matcher), counts)
+    }
+
+    /// Adds to the hits of each file `files[f]`, `f` in `which`, the keys
+    /// of `set` its visible text holds. Large texts are cut into one run of
+    /// whole ranges per core.
+    fn scan(&mut self, set: &Matcher, which: &[usize]) {
+        let pieces: Vec<(u32, u32, u32)> = which
+            .iter()
+            .flat_map(|&f| {
+                self.keys[f]
+                    .visible
+                    .iter()
+                    .map(move |&(start, end)| (f as u32, start, end))
+            })
+            .collect();
+        let files = &self.files;
+        let found = on_cores_by_size(
+            &pieces,
+            |piece| (piece.2 - piece.1) as usize,
+            |pieces: &[(u32, u32, u32)]| {
+                let mut splitter = Splitter::default();
+                let mut words = Vec::new();
+                let mut found: Vec<(u32, u64)> = Vec::new();
+                for &(f, start, end) in pieces {
+                    let Some(text) = files[f as usize].text.get(start as usize..end as usize)
+                    else {
+                        continue;
+                    };
+                    words.clear();
+                    splitter.split(text, true, &mut words);
+                    set.each_run(&words, |_, _, key| found.push((f, key)));
+                }
+                found
+            },
+        );
+        for (f, key) in found {
+            self.hits[f as usize].push(key);
+        }
+    }
+
+    /// The cache of this build for `generation`.
+    pub(crate) fn into_cache(self, generation: u64, matcher: Arc<Option<Matcher>>) -> PrivateCache {
+        PrivateCache {
+            generation,
+            files: self
+                .files
+                .into_iter()
+                .zip(self.keys)
+                .zip(self.hits)
+                .map(|((file, keys), hits)| CachedFile {
+                    file: Arc::downgrade(file),
+                    keys,
+                    hits,
+                })
+                .collect(),
+            matcher,
+        }
+    }
+}
+
+/// `f` of each item, on every core when there are several items.
+fn on_cores<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    if items.len() < 2 || cores < 2 {
+        return items.iter().map(f).collect();
+    }
+    let per = items.len().div_ceil(cores);
+    std::thread::scope(|scope| {
+        let f = &f;
+        let threads: Vec<_> = items
+            .chunks(per)
+            .map(|chunk| {
+                (
+                    chunk,
+                    std::thread::Builder::new()
+                        .name("foveal-privacy".into())
+                        .spawn_scoped(scope, move || chunk.iter().map(f).collect::<Vec<R>>()),
+                )
+            })
+            .collect();
+        let mut out = Vec::with_capacity(items.len());
+        for (chunk, thread) in threads {
+            match thread.map(|t| t.join()) {
+                Ok(Ok(results)) => out.extend(results),
+                // No thread to be had, or it stopped: here, then.
+                _ => out.extend(chunk.iter().map(f)),
+            }
+        }
+        out
+    })
+}
+
+/// Work above this many bytes is shared between the cores.
+const PARALLEL_BYTES: usize = 1 << 20;
+
+/// `f` of runs of `items` cut to about equal `size` per core, results
+/// concatenated in order.
+fn on_cores_by_size<T: Sync, R: Send>(
+    items: &[T],
+    size: impl Fn(&T) -> usize,
+    f: impl Fn(&[T]) -> Vec<R> + Sync,
+) -> Vec<R> {
+    let total: usize = items.iter().map(&size).sum();
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    if total < PARALLEL_BYTES || cores < 2 {
+        return f(items);
+    }
+    let per_core = total.div_ceil(cores);
+    let mut runs: Vec<&[T]> = Vec::with_capacity(cores);
+    let (mut start, mut bytes) = (0, 0);
+    for (i, item) in items.iter().enumerate() {
+        bytes += size(item);
+        if bytes >= per_core {
+            runs.push(&items[start..=i]);
+            (start, bytes) = (i + 1, 0);
+        }
+    }
+    if start < items.len() {
+        runs.push(&items[start..]);
+    }
+    on_cores(&runs, |run| f(run))
+        .into_iter()
+        .flatten()
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_key_set_holds_exactly_its_keys() {
+        let keys: Vec<u64> = (0..10_000u64)
+            .map(|i| super::super::words::mix(i, 7))
+            .collect();
+        let set = KeySet::new(keys.iter().copied().chain(keys.iter().copied()));
+        assert_eq!(set.len(), keys.len());
+        assert!(keys.iter().all(|&k| set.contains(k)));
+        let others = (10_000..20_000u64)
+            .map(|i| super::super::words::mix(i, 7))
+            .filter(|&k| set.contains(k))
+            .count();
+        assert_eq!(others, 0);
+        assert!(KeySet::new(std::iter::empty()).is_empty());
+    }
+}
