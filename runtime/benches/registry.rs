@@ -88,6 +88,7 @@ fn setup() -> Setup {
             shadow_dir: dir.path().join("shadow"),
             quarantine_after: 3,
             max_loads: 1_000_000,
+            allow: foveal::trust::AllowList::Any,
         })
         .unwrap(),
     );

@@ -5,6 +5,14 @@
 //! `$XDG_CONFIG_HOME/foveal/foveal.toml`; with none of them the built-in
 //! defaults apply (`config/foveal.toml` in the repository documents each).
 //!
+//! The file found, whichever way, is used only when nobody but the user (or
+//! root) can change it ([`crate::trust`]; the same rule as for plugin
+//! folders): it chooses the plugins folder, the provider, the variable the
+//! API key is read from and the privacy tags, so whoever can write it rules
+//! the host. That holds for a file named by `--config` or `FOVEAL_CONFIG`
+//! too: such a name is written once into a shell profile or a service unit
+//! and read at every start, long after anyone looked at the file.
+//!
 //! Unknown keys are rejected with the closest known key suggested, and a bad
 //! value is an error naming the file, the line and the key: the host never
 //! starts half-configured. Relative paths in the file are relative to the
@@ -46,6 +54,23 @@ pub struct PluginSettings {
     /// Quiet time after an in-place write before a library is loaded
     /// (`plugins.debounce_ms`). Renames load at once.
     pub debounce_ms: u64,
+    /// The SHA-256 digests of the library builds one trusts
+    /// (`plugins.trusted`, filled by `foveal skill trust FILE`).
+    pub trusted: Vec<crate::trust::Sha256>,
+    /// Run only libraries whose digest is in `trusted`
+    /// (`plugins.require_trusted`, default false: nothing is hashed).
+    pub require_trusted: bool,
+}
+
+impl PluginSettings {
+    /// The allow-list the loader applies.
+    pub fn allow_list(&self) -> crate::trust::AllowList {
+        if self.require_trusted {
+            crate::trust::AllowList::Only(self.trusted.iter().copied().collect())
+        } else {
+            crate::trust::AllowList::Any
+        }
+    }
 }
 
 /// Settings of context assembly (seeds 000 and 003).
@@ -133,6 +158,9 @@ pub enum ConfigError {
         /// What the OS said.
         source: std::io::Error,
     },
+    /// Someone other than the user or root could change the file.
+    #[error("config file {0}")]
+    Unsafe(crate::trust::Unsafe),
     /// The file asked for does not exist.
     #[error("config file {} (from {origin}) does not exist; create it from config/foveal.toml or drop {origin}", path.display())]
     Missing {
@@ -238,6 +266,8 @@ struct FilePlugins {
     quarantine_after: Option<Spanned<u32>>,
     max_loads: Option<Spanned<u32>>,
     debounce_ms: Option<Spanned<u64>>,
+    trusted: Option<Vec<Spanned<String>>>,
+    require_trusted: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -267,10 +297,7 @@ impl Config {
     pub fn load(overrides: &Overrides, env: EnvLookup<'_>) -> Result<Self, ConfigError> {
         let (path, text) = match find_file(overrides, env)? {
             Some(path) => {
-                let text = std::fs::read_to_string(&path).map_err(|source| ConfigError::Read {
-                    path: path.clone(),
-                    source,
-                })?;
+                let text = read_trusted(&path)?;
                 (Some(path), text)
             }
             None => (None, String::new()),
@@ -328,6 +355,8 @@ impl Config {
                     " (10 s)",
                 )?
                 .unwrap_or(100),
+            trusted: check.digests(file.plugins.trusted.as_deref().unwrap_or_default())?,
+            require_trusted: file.plugins.require_trusted.unwrap_or(false),
         };
         if let Some(dir) = &file.plugins.dir {
             plugins.dir = base.join(resolve_path(dir, env));
@@ -515,6 +544,29 @@ impl Checker<'_> {
 }
 
 impl Checker<'_> {
+    /// `plugins.trusted`: each entry a digest as `foveal skill trust`
+    /// prints it; an error points at the bad one.
+    fn digests(
+        &self,
+        values: &[Spanned<String>],
+    ) -> Result<Vec<crate::trust::Sha256>, ConfigError> {
+        values
+            .iter()
+            .map(|value| {
+                value.get_ref().trim().parse().map_err(|wanted| {
+                    let (line, column) = line_column(self.text, value.span().start);
+                    ConfigError::Invalid {
+                        path: self.path.to_owned(),
+                        line,
+                        column,
+                        key: Some("plugins.trusted".to_owned()),
+                        message: format!("`plugins.trusted`: {:?}: {wanted}", value.get_ref()),
+                    }
+                })
+            })
+            .collect()
+    }
+
     /// `[execution]`, the seed's `db.execution_config`: its defaults for
     /// what is not set.
     fn execution(
@@ -619,7 +671,28 @@ impl Bounded for f64 {
     const MAX: Self = f64::MAX;
 }
 
-fn find_file(overrides: &Overrides, env: EnvLookup<'_>) -> Result<Option<PathBuf>, ConfigError> {
+/// The text of the config file at `path`, if nobody but the user or root can
+/// change it. Judged on the open descriptor, so the file judged is the file
+/// read.
+fn read_trusted(path: &Path) -> Result<String, ConfigError> {
+    use std::io::Read as _;
+    let read = |source| ConfigError::Read {
+        path: path.to_owned(),
+        source,
+    };
+    let mut file = std::fs::File::open(path).map_err(read)?;
+    let meta = file.metadata().map_err(read)?;
+    crate::trust::check(path, &meta).map_err(ConfigError::Unsafe)?;
+    let mut text = String::new();
+    file.read_to_string(&mut text).map_err(read)?;
+    Ok(text)
+}
+
+/// The config file the rules of the module docs find, if any.
+pub fn find_file(
+    overrides: &Overrides,
+    env: EnvLookup<'_>,
+) -> Result<Option<PathBuf>, ConfigError> {
     if let Some(path) = &overrides.config {
         return if path.is_file() {
             Ok(Some(path.clone()))
@@ -645,12 +718,17 @@ fn find_file(overrides: &Overrides, env: EnvLookup<'_>) -> Result<Option<PathBuf
     if local.is_file() {
         return Ok(Some(local));
     }
-    let xdg = env("XDG_CONFIG_HOME")
+    Ok(user_file(env).filter(|p| p.is_file()))
+}
+
+/// The user's own config file, `$XDG_CONFIG_HOME/foveal/foveal.toml`,
+/// whether or not it exists.
+pub fn user_file(env: EnvLookup<'_>) -> Option<PathBuf> {
+    env("XDG_CONFIG_HOME")
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)
         .or_else(dirs::config_dir)
-        .map(|d| d.join("foveal/foveal.toml"));
-    Ok(xdg.filter(|p| p.is_file()))
+        .map(|d| d.join("foveal/foveal.toml"))
 }
 
 fn default_data_dir() -> PathBuf {
@@ -1016,6 +1094,55 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("did you mean `regex`?"), "{err}");
+    }
+
+    #[test]
+    fn trusted_digests_are_read_and_a_bad_one_names_its_line() {
+        let c = parse("").unwrap();
+        assert!(c.plugins.trusted.is_empty() && !c.plugins.require_trusted);
+        assert_eq!(c.plugins.allow_list(), crate::trust::AllowList::Any);
+        let hex = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+        let c = parse(&format!(
+            "[plugins]\nrequire_trusted = true\ntrusted = [\n  \"sha256:{hex}\",\n]\n"
+        ))
+        .unwrap();
+        assert_eq!(c.plugins.trusted.len(), 1);
+        assert_eq!(c.plugins.trusted[0].to_string(), format!("sha256:{hex}"));
+        assert!(c.plugins.allow_list().allows(&c.plugins.trusted[0]));
+        let err = parse(&format!(
+            "[plugins]\ntrusted = [\"sha256:{hex}\", \"{hex}\"]\n"
+        ))
+        .unwrap_err()
+        .to_string();
+        assert_eq!(
+            err,
+            format!(
+                "conf/foveal.toml:2:87: `plugins.trusted`: \"{hex}\": expected \"sha256:\" and 64 hex digits, as `foveal skill trust FILE` prints"
+            )
+        );
+    }
+
+    #[test]
+    fn a_config_file_others_can_write_is_refused_naming_it_and_the_fix() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("foveal.toml");
+        std::fs::write(&path, "[plugins]\nbuiltin = false\n").unwrap();
+        let overrides = Overrides {
+            config: Some(path.clone()),
+            ..Overrides::default()
+        };
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        assert!(!Config::load(&overrides, &no_env).unwrap().plugins.builtin);
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o646)).unwrap();
+        let err = Config::load(&overrides, &no_env).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            format!(
+                "config file {0} is writable by others (mode 0646); run chmod go-w {0}",
+                path.display()
+            )
+        );
     }
 
     #[test]

@@ -6,6 +6,9 @@
 //! swapped while the host runs.
 //!
 //! - [`loader`] maps a library through a shadow copy and checks it.
+//! - [`trust`] decides which folders, libraries and config files may be
+//!   used: owned by the user or root, writable by nobody else, and
+//!   optionally on an allow-list of SHA-256 digests.
 //! - [`registry`] holds the loaded skills as an immutable, generation-numbered
 //!   snapshot and is the one path every hook call takes.
 //! - [`watcher`] reloads skills when the plugins folder changes.
@@ -42,4 +45,5 @@ pub mod prompt;
 pub mod provider;
 pub mod registry;
 pub mod tokens;
+pub mod trust;
 pub mod watcher;

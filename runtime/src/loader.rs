@@ -23,6 +23,14 @@
 //!   load therefore leaks the library's mapping; [`Loader`] caps the number of
 //!   loads per process.
 //!
+//! Before any of that, the file must be one only the user (or root) can
+//! change ([`crate::trust`]): the check is made on the descriptor the copy is
+//! read from, so the file judged is the file copied. With
+//! `plugins.require_trusted`, the whole file is copied (not only what is
+//! mapped) and the copy is hashed: the SHA-256 equals `sha256sum FILE`, and
+//! what is mapped is exactly what was hashed, whatever happens to the file
+//! afterwards. Without it nothing is hashed.
+//!
 //! Loading is two-phase. [`Loader::open`] maps the library, checks it is a
 //! foveal skill built against a compatible SDK, and reads its manifest
 //! without running any of the skill's code. [`Loader::init`] then runs the
@@ -41,6 +49,7 @@ use abi_stable::std_types::{RErr, ROk};
 use foveal_sdk::{SkillError, SkillModRef};
 
 use crate::host_api;
+use crate::trust::{AllowList, Sha256, Unsafe};
 
 /// Why a library was not loaded. Every variant names the file; the text of
 /// [`LoadError::reason`] is what `foveal skill-list` shows after `refused:`.
@@ -53,6 +62,24 @@ pub enum LoadError {
         path: PathBuf,
         /// What the OS said.
         source: std::io::Error,
+    },
+    /// The library, or the folder it is in, could be changed by someone
+    /// other than the user or root.
+    #[error("{}", unsafe_text(path, fault))]
+    Unsafe {
+        /// The library.
+        path: PathBuf,
+        /// The library or its folder, and what is wrong with it.
+        fault: Unsafe,
+    },
+    /// `plugins.require_trusted` is on and the library's digest is not in
+    /// `plugins.trusted`.
+    #[error("{}: untrusted: {sha256} not in plugins.trusted; run foveal skill trust {}", path.display(), path.display())]
+    Untrusted {
+        /// The library.
+        path: PathBuf,
+        /// The digest of the whole file, as `sha256sum` prints it.
+        sha256: Sha256,
     },
     /// The file ends before its own headers say it should.
     #[error("{}: truncated library: {len} bytes, but its ELF header needs at least {needed}; was it still being written? Install by writing to a temporary name and renaming", path.display())]
@@ -165,11 +192,23 @@ pub enum LoadError {
     },
 }
 
+/// `<library>: <folder> is …` when the folder is at fault, else
+/// `<library> is …`: the path that needs the fix comes first in the reason.
+fn unsafe_text(path: &Path, fault: &Unsafe) -> String {
+    if fault.path == path {
+        fault.to_string()
+    } else {
+        format!("{}: {fault}", path.display())
+    }
+}
+
 impl LoadError {
     /// The library the error is about.
     pub fn path(&self) -> &Path {
         match self {
             Self::Io { path, .. }
+            | Self::Unsafe { path, .. }
+            | Self::Untrusted { path, .. }
             | Self::Truncated { path, .. }
             | Self::Open { path, .. }
             | Self::NotASkill { path }
@@ -185,8 +224,18 @@ impl LoadError {
         }
     }
 
+    /// The status `foveal skill-list` shows: `untrusted: …` for a library
+    /// not on the allow-list, `refused: <reason>` for every other refusal.
+    pub fn status(&self) -> String {
+        match self {
+            Self::Untrusted { .. } => self.reason(),
+            _ => format!("refused: {}", self.reason()),
+        }
+    }
+
     /// The error without the leading path: what `skill-list` shows after
-    /// `refused: `, beside the file column.
+    /// `refused: `, beside the file column. An [`Unsafe`](Self::Unsafe)
+    /// refusal starts with the path it is about (the library or its folder).
     pub fn reason(&self) -> String {
         let full = self.to_string();
         let prefix = format!("{}: ", self.path().display());
@@ -298,21 +347,41 @@ pub struct Loader {
     seq: AtomicU64,
     loads: AtomicU32,
     max_loads: u32,
+    allow: AllowList,
 }
 
 impl Loader {
     /// A loader that puts shadow copies in `shadow_dir` (created if needed)
-    /// and loads at most `max_loads` libraries. Shadow files left by
+    /// and loads at most `max_loads` libraries, of any content (see
+    /// [`with_allow_list`](Self::with_allow_list)). Shadow files left by
     /// processes that no longer run are removed.
+    ///
+    /// The shadow folder follows the rule of plugin folders
+    /// ([`crate::trust`]): where a copy is written to disk, whoever could
+    /// write there could swap it before it is mapped.
     pub fn new(shadow_dir: PathBuf, max_loads: u32) -> std::io::Result<Self> {
         fs::create_dir_all(&shadow_dir)?;
+        if let Err(fault) = crate::trust::check_path(&shadow_dir)? {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::PermissionDenied,
+                fault.to_string(),
+            ));
+        }
         clean_stale_shadows(&shadow_dir);
         Ok(Self {
             shadow_dir,
             seq: AtomicU64::new(0),
             loads: AtomicU32::new(0),
             max_loads,
+            allow: AllowList::Any,
         })
+    }
+
+    /// The same loader, running only the builds `allow` allows. With
+    /// [`AllowList::Only`] every library is copied whole and hashed.
+    pub fn with_allow_list(mut self, allow: AllowList) -> Self {
+        self.allow = allow;
+        self
     }
 
     /// The folder shadow copies go to.
@@ -329,6 +398,10 @@ impl Loader {
     /// it is a foveal skill built against a compatible SDK. Runs none of the
     /// skill's code but the library's static initialisers and the root
     /// module constructor.
+    ///
+    /// The file must pass the ownership rule ([`crate::trust`]) and, when
+    /// the loader has an allow-list, be on it; neither check looks at the
+    /// folder (the registry checks the folders it scans).
     pub fn open(&self, path: &Path) -> Result<Opened, LoadError> {
         let started = Instant::now();
         let io = |source| LoadError::Io {
@@ -336,7 +409,14 @@ impl Loader {
             source,
         };
         let source = fs::File::open(path).map_err(io)?;
-        let identity = FileIdentity::of_file(&source).map_err(io)?;
+        // The descriptor's own metadata: the file judged is the file copied
+        // (through a symlink, its target), with no window to swap it.
+        let meta = source.metadata().map_err(io)?;
+        crate::trust::check(path, &meta).map_err(|fault| LoadError::Unsafe {
+            path: path.to_owned(),
+            fault,
+        })?;
+        let identity = FileIdentity::of_metadata(&meta);
         let extent = Extent::of(&source, identity.len).map_err(io)?;
         if identity.len < extent.needed {
             return Err(LoadError::Truncated {
@@ -346,18 +426,33 @@ impl Loader {
             });
         }
         // One copy, made by the kernel (no pass through our memory), of
-        // what the dynamic loader maps; the copy is what is mapped.
+        // what the dynamic loader maps — or of the whole file when it is to
+        // be hashed, so that the digest is `sha256sum`'s; the copy is what
+        // is mapped.
+        let hashed = self.allow.is_required();
+        let wanted = if hashed { identity.len } else { extent.copied };
         let shadow = self.shadow_path(path);
-        let copy = ShadowCopy::of(&source, extent.copied, &shadow).map_err(io)?;
+        let copy = ShadowCopy::of(&source, wanted, &shadow).map_err(io)?;
         drop(source);
         let copied = copy.len().map_err(io)?;
-        if copied < extent.copied {
+        if copied < wanted {
             // Cut short while it was being copied.
             return Err(LoadError::Truncated {
                 path: path.to_owned(),
                 len: copied,
-                needed: extent.needed,
+                needed: extent.needed.max(wanted),
             });
+        }
+        if hashed {
+            // The copy, not the file: nobody else can change it between
+            // this check and the mapping.
+            let sha256 = copy.sha256().map_err(io)?;
+            if !self.allow.allows(&sha256) {
+                return Err(LoadError::Untrusted {
+                    path: path.to_owned(),
+                    sha256,
+                });
+            }
         }
 
         let previous = self.loads.fetch_add(1, Ordering::Relaxed);
@@ -741,6 +836,21 @@ impl ShadowCopy {
     /// The copy's length.
     fn len(&self) -> std::io::Result<u64> {
         Ok(self.file.metadata()?.len())
+    }
+
+    /// The digest of the whole copy.
+    fn sha256(&self) -> std::io::Result<Sha256> {
+        // `read_at`: the write offset of the copy is left where it is.
+        struct ReadAt<'a>(&'a fs::File, u64);
+        impl std::io::Read for ReadAt<'_> {
+            fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+                use std::os::unix::fs::FileExt as _;
+                let n = self.0.read_at(buf, self.1)?;
+                self.1 += n as u64;
+                Ok(n)
+            }
+        }
+        Sha256::of_reader(ReadAt(&self.file, 0))
     }
 
     /// Maps the copy. The outer error is an I/O failure making a name for

@@ -438,8 +438,8 @@ pub struct Row {
     pub dependencies: Vec<String>,
     /// The hooks it implements.
     pub hooks: Vec<&'static str>,
-    /// `loaded`, `quarantined`, `missing dependency: …`, `shadowed by …` or
-    /// `refused: …`.
+    /// `loaded`, `quarantined`, `missing dependency: …`, `shadowed by …`,
+    /// `untrusted: …` or `refused: …`.
     pub status: String,
     /// The library file.
     pub path: PathBuf,
@@ -535,7 +535,7 @@ impl Snapshot {
                     priority: None,
                     dependencies: Vec::new(),
                     hooks: Vec::new(),
-                    status: format!("refused: {}", error.reason()),
+                    status: error.status(),
                     path: path.clone(),
                 }),
                 Idle::Shadowed {
@@ -638,6 +638,8 @@ pub struct RegistryOptions {
     pub quarantine_after: u32,
     /// Libraries this process may load (loaded code is never unloaded).
     pub max_loads: u32,
+    /// Which builds may run, by digest (`plugins.require_trusted`).
+    pub allow: crate::trust::AllowList,
 }
 
 impl Default for RegistryOptions {
@@ -650,6 +652,7 @@ impl Default for RegistryOptions {
             shadow_dir: std::env::temp_dir().join(format!("foveal-shadow-{}", whoami())),
             quarantine_after: 3,
             max_loads: 500,
+            allow: crate::trust::AllowList::Any,
         }
     }
 }
@@ -683,7 +686,8 @@ pub struct Registry {
 impl Registry {
     /// An empty registry. Call [`scan`](Self::scan) to load the folders.
     pub fn new(options: RegistryOptions) -> std::io::Result<Self> {
-        let loader = Loader::new(options.shadow_dir, options.max_loads)?;
+        let loader =
+            Loader::new(options.shadow_dir, options.max_loads)?.with_allow_list(options.allow);
         Ok(Self {
             loader,
             dirs: options.dirs,
@@ -744,8 +748,18 @@ impl Registry {
         })
     }
 
+    /// Whether `path` is one of the folders this registry loads from.
+    pub fn is_dir(&self, path: &Path) -> bool {
+        self.dirs.iter().any(|dir| same_dir(&dir.path, path))
+    }
+
     /// Loads every candidate library in every folder, in precedence order
     /// and by file name within a folder. Missing folders are skipped.
+    ///
+    /// A folder that someone other than the user or root could write to
+    /// ([`crate::trust`]) loads nothing: each library in it is refused with
+    /// the folder's name and the fix. Builds already serving or refused for
+    /// the same reason are left as they are, so scanning again is cheap.
     pub fn scan(&self) {
         for dir in &self.dirs {
             let Ok(entries) = std::fs::read_dir(&dir.path) else {
@@ -779,15 +793,29 @@ impl Registry {
         if current_identity(&current, path) == Some(identity) {
             return Change::Unchanged;
         }
-        let mut next = (*current).clone();
+        // The folder as scanned (through a symlink, its target): one stat
+        // per library, so a folder made safe later is seen at once.
+        let folder = &self.dirs[rank].path;
+        if let Ok(meta) = std::fs::metadata(folder)
+            && let Err(fault) = crate::trust::check(folder, &meta)
+        {
+            let error = LoadError::Unsafe {
+                path: path.to_owned(),
+                fault,
+            };
+            return self.refuse_unsafe(&current, error);
+        }
 
         let opened = match self.loader.open(path) {
             Ok(opened) => opened,
+            Err(error @ LoadError::Unsafe { .. }) => return self.refuse_unsafe(&current, error),
             Err(error) => {
+                let mut next = (*current).clone();
                 self.refuse(&mut next, error, Some(identity));
                 return self.publish(next);
             }
         };
+        let mut next = (*current).clone();
         let name = opened.info.name.clone();
 
         if let Some(slot) = next.skills.get(&name) {
@@ -966,6 +994,21 @@ impl Registry {
                 missing: Arc::from([]),
             },
         );
+    }
+
+    /// Refuses a library for who could change it or its folder. Recorded
+    /// without an identity — a `chmod` or `chown` leaves the file's identity
+    /// as it was, and the library must be tried again after one — and not
+    /// published again when the same refusal is already recorded.
+    fn refuse_unsafe(&self, current: &Arc<Snapshot>, error: LoadError) -> Change {
+        if let Some(Idle::Refused { error: old, .. }) = current.idle.get(error.path())
+            && old.to_string() == error.to_string()
+        {
+            return Change::Unchanged;
+        }
+        let mut next = (**current).clone();
+        self.refuse(&mut next, error, None);
+        self.publish(next)
     }
 
     fn refuse(&self, next: &mut Snapshot, error: LoadError, identity: Option<FileIdentity>) {

@@ -14,6 +14,11 @@
 //!   reader could catch it half-written, which is why rename is the rule.
 //!
 //! A removed (or renamed-away) library leaves the registry at once.
+//!
+//! A change of owner or mode (`chmod go-w`) of a library, or of a plugin
+//! folder, tries again what the ownership rule refused ([`crate::trust`]):
+//! such a change leaves the file's identity as it was, so nothing else would
+//! bring the library back.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -102,6 +107,8 @@ enum Action {
     LoadNow,
     LoadLater,
     Remove,
+    /// Owner or mode changed: try again what was refused for them.
+    Recheck,
     Ignore,
 }
 
@@ -116,6 +123,7 @@ fn classify(kind: &EventKind) -> Action {
         EventKind::Create(CreateKind::File | CreateKind::Any)
         | EventKind::Modify(ModifyKind::Data(_) | ModifyKind::Any) => Action::LoadLater,
         EventKind::Remove(_) => Action::Remove,
+        EventKind::Modify(ModifyKind::Metadata(_)) => Action::Recheck,
         _ => Action::Ignore,
     }
 }
@@ -137,12 +145,18 @@ fn handle(registry: &Registry, event: &Event, later: &Marker) {
     if action == Action::Ignore {
         return;
     }
+    if action == Action::Recheck && event.paths.iter().any(|p| registry.is_dir(p)) {
+        // A folder's mode changed: every library in it may now pass (or
+        // not). Builds already serving are skipped without a copy.
+        registry.scan();
+        return;
+    }
     for path in &event.paths {
         if !registry.is_candidate(path) {
             continue;
         }
         match action {
-            Action::LoadNow => {
+            Action::LoadNow | Action::Recheck => {
                 registry.load_path(path);
             }
             Action::LoadLater => {
@@ -188,6 +202,12 @@ mod tests {
         assert_eq!(
             classify(&EventKind::Modify(ModifyKind::Name(RenameMode::From))),
             Action::Remove
+        );
+        assert_eq!(
+            classify(&EventKind::Modify(ModifyKind::Metadata(
+                notify::event::MetadataKind::Permissions
+            ))),
+            Action::Recheck
         );
         assert_eq!(
             classify(&EventKind::Access(AccessKind::Read)),

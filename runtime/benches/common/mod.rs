@@ -59,6 +59,7 @@ pub fn first_party_registry(shadow: &Path, skills: &[&str]) -> Registry {
         shadow_dir: shadow.to_path_buf(),
         quarantine_after: 3,
         max_loads: 100,
+        allow: foveal::trust::AllowList::Any,
     })
     .expect("registry");
     registry.scan();

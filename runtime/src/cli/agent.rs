@@ -448,6 +448,13 @@ pub fn check(config: &Config) -> anyhow::Result<Exit> {
             ));
         }
     }
+    // A folder others can write loads nothing; say so once for the folder,
+    // even when it holds no library yet.
+    for dir in crate::cli::skills::registry_options(config).dirs {
+        if let Ok(Err(fault)) = crate::trust::check_path(&dir.path) {
+            problems.push(format!("plugins: {fault}"));
+        }
+    }
     match crate::cli::skills::open_registry(config) {
         Ok(registry) => {
             for row in registry.snapshot().rows() {

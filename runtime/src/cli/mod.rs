@@ -9,6 +9,7 @@ pub mod context;
 pub mod memex;
 pub mod prompt;
 pub mod skills;
+pub mod trust;
 pub mod usage;
 
 use std::path::PathBuf;
@@ -56,6 +57,13 @@ pub enum Command {
     /// List the skills: name, version, priority, dependencies, hooks, status
     /// and file, highest priority first. Libraries that were refused are
     /// listed with the reason.
+    ///
+    /// Only folders and libraries owned by you or root, and writable by
+    /// nobody else, are loaded (group-writable only when the group is your
+    /// private group); others show as `refused: PATH is writable by others
+    /// …` with the command that fixes it. With config
+    /// `plugins.require_trusted`, a library whose SHA-256 is not in
+    /// `plugins.trusted` shows as `untrusted: …` (see `foveal skill trust`).
     ///
     /// Works without a running host: it loads the plugin folders itself.
     SkillList {
@@ -243,6 +251,11 @@ pub enum Command {
         #[command(subcommand)]
         command: BenchCommand,
     },
+    /// Manage which skill libraries may run (`foveal skill trust FILE…`).
+    Skill {
+        #[command(subcommand)]
+        command: SkillCommand,
+    },
     /// Print the literate source a skill embeds (its README and src/).
     ///
     /// Exits 1 when no loaded skill has that name (the known ones are
@@ -372,6 +385,30 @@ pub enum BenchCommand {
         /// body_tokens and prompt_tokens.
         #[arg(long)]
         json: bool,
+    },
+}
+
+/// `foveal skill …`.
+#[derive(Debug, Subcommand)]
+pub enum SkillCommand {
+    /// Trust skill libraries: print the SHA-256 of each FILE, as
+    /// `sha256:<hex>  FILE`, and add it to `plugins.trusted` of the config
+    /// file in use (--config, FOVEAL_CONFIG, ./config/foveal.toml or
+    /// $XDG_CONFIG_HOME/foveal/foveal.toml), keeping the file's comments and
+    /// layout.
+    ///
+    /// The list is enforced only when the config sets `plugins.require_trusted
+    /// = true`: then a library whose digest is not on it is refused as
+    /// `untrusted` — the first-party skills beside the executable too, so
+    /// trust those as well. The digest is of the whole file, as `sha256sum
+    /// FILE` prints it; a rebuilt library has a new one.
+    ///
+    /// With no config file in use, prints which file to create and what to
+    /// put in it, saves nothing and exits 1.
+    Trust {
+        /// The skill libraries (.so files) to trust.
+        #[arg(required = true, value_name = "FILE")]
+        files: Vec<PathBuf>,
     },
 }
 
@@ -555,6 +592,9 @@ pub fn run(cli: Cli) -> anyhow::Result<Exit> {
                 }
             }
         }
+        Command::Skill {
+            command: SkillCommand::Trust { files },
+        } => with_config(&file_only(&cli.config), |config| trust::run(config, &files)),
         Command::SkillSource { name, plugins } => {
             match load_config(&plugins.overrides(cli.config.as_ref())) {
                 Ok(config) => skills::source(&config, &name),

@@ -43,6 +43,7 @@ pub fn registry_options(config: &Config) -> RegistryOptions {
         shadow_dir: config.shadow_dir(),
         quarantine_after: config.plugins.quarantine_after,
         max_loads: config.plugins.max_loads,
+        allow: config.plugins.allow_list(),
     }
 }
 

@@ -19,3 +19,4 @@ mod memex_view;
 mod privacy;
 mod prompt;
 mod registry;
+mod trust;

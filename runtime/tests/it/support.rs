@@ -90,6 +90,7 @@ impl Sandbox {
             shadow_dir: self.shadow(),
             quarantine_after: 3,
             max_loads: 1000,
+            allow: foveal::trust::AllowList::Any,
         }
     }
 
