@@ -43,7 +43,7 @@ fn body() -> String {
     )
 }
 
-const CLEANED: &str = "Remember: [REDACTED private] Keys: [REDACTED anthropic-key] and [REDACTED aws-access-key-id]; token [REDACTED github-token]; password: \"[REDACTED secret-assignment]\". The launch plan is public.";
+const CLEANED: &str = "Remember: [REDACTED private]. Keys: [REDACTED anthropic-key] and [REDACTED aws-access-key-id]; token [REDACTED github-token]; password: \"[REDACTED secret-assignment]\". The launch plan is public.";
 
 fn open_memex(dir: &Path, org: &str) -> Memex {
     std::fs::create_dir_all(dir).unwrap();
