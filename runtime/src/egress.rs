@@ -97,6 +97,7 @@ use foveal_redact::{Pattern, PatternError, Redactor, Span};
 use crate::config::Config;
 use crate::memex::privacy::PrivacyTags;
 use crate::memex::snapshot::MemexSnapshot;
+use crate::provider::{ChatRequest, Message, ToolChoice};
 use crate::registry::{Reason, Skill, Slot, Snapshot, Unavailable, hooks};
 
 /// The skill that redacts secrets.
@@ -556,6 +557,142 @@ impl Gate {
         let matcher = Arc::new(matcher);
         *cache = Some(build.into_cache(memex.generation(), Arc::clone(&matcher)));
         matcher
+    }
+}
+
+/// What the last check of whole requests made of each string it saw, for
+/// one memex generation and one registry generation: a request repeats
+/// most of the last one (the system message, the history, the tools), so
+/// each string is checked once. Strings are recognised by a hash of their
+/// content and then compared byte for byte, so a string made to collide
+/// with a clean one is still checked.
+#[derive(Debug, Default)]
+pub struct RequestMemo {
+    generations: Option<(u64, u64)>,
+    seen: HashMap<u64, (Arc<str>, Option<String>, usize)>,
+}
+
+impl RequestMemo {
+    /// Strings remembered at most.
+    const CAPACITY: usize = 256;
+}
+
+/// What the last check of a request removed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RequestCheck {
+    /// Strings of the request it changed.
+    pub strings: usize,
+    /// Passages it removed, private or secret.
+    pub removed: usize,
+}
+
+impl Gate {
+    /// The last check of a request, as it will be sent: every string of
+    /// it — each message's content, each tool call's id, name and
+    /// arguments, each offered tool's name, description and schema (its
+    /// keys and string values), the model's name — passes the gate. The
+    /// sections were gated before and after the budget; this is the check
+    /// of the whole, which also covers what never was a section (the tool
+    /// definitions skills declare) and what joining sections made.
+    pub fn check_request(
+        &self,
+        request: &mut ChatRequest,
+        memex: &MemexSnapshot,
+        skills: &Snapshot,
+        memo: &mut RequestMemo,
+    ) -> Result<RequestCheck, GateError> {
+        let generations = (memex.generation(), skills.generation());
+        if memo.generations != Some(generations) {
+            memo.seen.clear();
+            memo.generations = Some(generations);
+        }
+        let mut check = RequestCheck::default();
+        let mut one = |text: &mut String| -> Result<(), GateError> {
+            let hash = crate::memex::file::content_hash(text.as_bytes());
+            let (cleaned, removed) = match memo.seen.get(&hash) {
+                Some((seen, cleaned, removed)) if **seen == **text => (cleaned.clone(), *removed),
+                _ => {
+                    let cleaned = self.clean(text, memex, skills)?;
+                    let removed = cleaned.report.total();
+                    let cleaned = match cleaned.text {
+                        Cow::Owned(cleaned) => Some(cleaned),
+                        Cow::Borrowed(_) => None,
+                    };
+                    if memo.seen.len() >= RequestMemo::CAPACITY {
+                        memo.seen.clear();
+                    }
+                    memo.seen
+                        .insert(hash, (Arc::from(text.as_str()), cleaned.clone(), removed));
+                    (cleaned, removed)
+                }
+            };
+            if let Some(cleaned) = cleaned {
+                *text = cleaned;
+                check.strings += 1;
+                check.removed += removed;
+            }
+            Ok(())
+        };
+        if let Some(model) = &mut request.model {
+            one(model)?;
+        }
+        for message in &mut request.messages {
+            match message {
+                Message::System(text) | Message::User(text) => one(text)?,
+                Message::Assistant {
+                    content,
+                    tool_calls,
+                } => {
+                    one(content)?;
+                    for call in tool_calls {
+                        one(&mut call.id)?;
+                        one(&mut call.name)?;
+                        one(&mut call.arguments)?;
+                    }
+                }
+                Message::Tool {
+                    tool_call_id,
+                    content,
+                } => {
+                    one(tool_call_id)?;
+                    one(content)?;
+                }
+            }
+        }
+        for tool in &mut request.tools {
+            one(&mut tool.name)?;
+            one(&mut tool.description)?;
+            each_json_string(&mut tool.parameters, &mut one)?;
+        }
+        if let ToolChoice::Tool(name) = &mut request.tool_choice {
+            one(name)?;
+        }
+        Ok(check)
+    }
+}
+
+/// Calls `f` on every string of `value`: object keys and string values, at
+/// every depth.
+fn each_json_string<E>(
+    value: &mut serde_json::Value,
+    f: &mut impl FnMut(&mut String) -> Result<(), E>,
+) -> Result<(), E> {
+    use serde_json::Value;
+    match value {
+        Value::String(text) => f(text),
+        Value::Array(items) => items
+            .iter_mut()
+            .try_for_each(|item| each_json_string(item, f)),
+        Value::Object(map) => {
+            let entries = std::mem::take(map);
+            for (mut key, mut item) in entries {
+                f(&mut key)?;
+                each_json_string(&mut item, f)?;
+                map.insert(key, item);
+            }
+            Ok(())
+        }
+        _ => Ok(()),
     }
 }
 

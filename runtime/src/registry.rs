@@ -347,7 +347,20 @@ impl Slot {
 
     #[cold]
     #[inline(never)]
-    fn failed(&self, hook: &'static str, error: SkillError) -> Unavailable {
+    fn failed(&self, hook: &'static str, mut error: SkillError) -> Unavailable {
+        // A skill's message goes into logs, tool results and the next
+        // prompt: capped, so a skill cannot fill them.
+        if error.message.len() > MAX_SKILL_MESSAGE {
+            let mut end = MAX_SKILL_MESSAGE;
+            while !error.message.is_char_boundary(end) {
+                end -= 1;
+            }
+            let capped = format!(
+                "{}… [cut at {MAX_SKILL_MESSAGE} bytes]",
+                &error.message[..end]
+            );
+            error.message = capped.into();
+        }
         self.skill.record(hook, &error);
         Reason::Failed {
             skill: self.skill.loaded.info.name.clone(),
@@ -357,6 +370,9 @@ impl Slot {
         .into()
     }
 }
+
+/// A skill's error message is cut after this many bytes.
+pub const MAX_SKILL_MESSAGE: usize = 500;
 
 /// A library in a plugins folder that is not serving.
 #[derive(Debug, Clone)]

@@ -320,7 +320,7 @@ pub struct Agent {
     memex: Arc<Memex>,
     provider: Arc<dyn Provider>,
     assembler: Assembler,
-    gate: Gate,
+    gate: Arc<Gate>,
     privacy: PrivacyTags,
     session: Session,
     costs: Arc<CostTracker>,
@@ -340,8 +340,8 @@ pub struct Agent {
     own_writes: Vec<u64>,
     /// Every tool, for a registry generation.
     tools_cache: Option<(u64, Arc<[Tool]>)>,
-    /// What the privacy gate made of the sections of earlier cycles.
-    gate_memo: crate::prompt::GateMemo,
+    /// What the last check of earlier requests made of their strings.
+    request_memo: crate::egress::RequestMemo,
 }
 
 impl fmt::Debug for Agent {
@@ -413,8 +413,12 @@ impl Agent {
             provider: provider.describe(),
             ..Status::default()
         };
+        let gate = Arc::new(gate);
         let agent = Self {
-            assembler: Assembler::new(PromptSettings::from_config(&config)),
+            assembler: Assembler::with_gate(
+                PromptSettings::from_config(&config),
+                Arc::clone(&gate),
+            ),
             config,
             registry,
             memex,
@@ -434,7 +438,7 @@ impl Agent {
             started: Instant::now(),
             own_writes: Vec::new(),
             tools_cache: None,
-            gate_memo: crate::prompt::GateMemo::default(),
+            request_memo: crate::egress::RequestMemo::default(),
         };
         agent.refresh_status(None);
         Ok(agent)
@@ -565,9 +569,16 @@ impl Agent {
         };
         // The history the first cycle sees ends before this turn.
         let mut history_end = self.session.entries().len();
-        if let Some(text) = &message {
-            self.record(Entry::new(EntryRole::User, &**text));
-        }
+        // The message as it will be sent: through the gate now, recorded
+        // so, and replayed so in later turns whatever the memex becomes.
+        let message = match message {
+            Some(typed) => {
+                let sent: Arc<str> = Arc::from(self.gated(&typed).as_str());
+                self.record(Entry::user(&*typed, &*sent));
+                Some(sent)
+            }
+            None => None,
+        };
         let mut source = signal.source;
         let mut tool_result: Option<Arc<str>> = None;
         let mut continuations = 0;
@@ -768,12 +779,8 @@ impl Agent {
             budget: Some(budget),
             exact_counts: false,
         };
-        let gated = self
-            .assembler
-            .assemble(&skills, &snapshot, &input)
-            .and_then(|p| p.through_gate_with(&self.gate, &snapshot, &skills, &mut self.gate_memo));
-        let prompt = match gated {
-            Ok((prompt, _egress)) => prompt,
+        let prompt = match self.assembler.assemble(&skills, &snapshot, &input) {
+            Ok(prompt) => prompt,
             Err(error) => {
                 return self.failed(summary, t1, out, &prompt_error(&error));
             }
@@ -788,6 +795,14 @@ impl Agent {
             request.tool_choice = ToolChoice::Auto;
         } else {
             request.tools = definitions;
+        }
+        // The last door: the whole request, as it will be sent.
+        if let Err(error) =
+            self.gate
+                .check_request(&mut request, &snapshot, &skills, &mut self.request_memo)
+        {
+            let error = PromptError::from(error);
+            return self.failed(summary, t1, out, &prompt_error(&error));
         }
         let body = match self.provider.body(&request) {
             Ok(body) => body,
@@ -892,10 +907,16 @@ impl Agent {
                 failures += 1;
             }
             out.tool(&call.name, &result);
-            let content = match &result {
-                Ok(text) => text.clone(),
-                Err(error) => format!("error: {error}"),
-            };
+            // A tool's output is memex text or a skill's: it is recorded,
+            // replayed and fed to the next cycle only as gated.
+            let content = self.gated_with(
+                &match &result {
+                    Ok(text) => text.clone(),
+                    Err(error) => format!("error: {error}"),
+                },
+                &snapshot,
+                &skills,
+            );
             if !tool_output.is_empty() {
                 tool_output.push('\n');
             }
@@ -986,7 +1007,8 @@ impl Agent {
         error: &str,
     ) -> CycleOutcome {
         summary.phases.model_ms += ms(since.elapsed());
-        summary.error = Some(error.to_owned());
+        let error = self.gated(error);
+        summary.error = Some(error.clone());
         self.recent_errors += 1;
         let shown = format!("[error: {error}]");
         out.text(&shown);
@@ -1001,6 +1023,27 @@ impl Agent {
             summary,
             tool_output: String::new(),
             terminal: false,
+        }
+    }
+
+    /// `text` through the privacy gate, on the current snapshots.
+    fn gated(&self, text: &str) -> String {
+        self.gated_with(text, &self.memex.snapshot(), &self.registry.snapshot())
+    }
+
+    /// `text` through the privacy gate, on these snapshots; withheld whole
+    /// if the gate cannot check it.
+    fn gated_with(
+        &self,
+        text: &str,
+        memex: &crate::memex::MemexSnapshot,
+        skills: &crate::registry::Snapshot,
+    ) -> String {
+        match self.gate.clean(text, memex, skills) {
+            Ok(cleaned) => cleaned.text.into_owned(),
+            Err(error) => {
+                format!("[withheld: the privacy gate could not check this text: {error}]")
+            }
         }
     }
 

@@ -54,8 +54,18 @@ pub struct Entry {
     pub at: u64,
     /// Who wrote it.
     pub role: EntryRole,
-    /// The text.
+    /// The text. What came from the memex or a tool (tool results,
+    /// errors) is kept here as it passed the privacy gate; what the user
+    /// typed is kept as typed, for the user's eyes, and never sent again
+    /// (see [`sent`](Self::sent)).
     pub content: String,
+    /// A user entry's text as it was sent: after the privacy gate. The
+    /// history replays this, never `content`: if a private file the
+    /// message quoted later leaves the memex, the gated form still holds.
+    /// A user entry without it (not sent, or written by an older foveal)
+    /// is not replayed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sent: Option<String>,
     /// The tools the model called (assistant entries).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tool_calls: Vec<RecordedCall>,
@@ -77,6 +87,7 @@ impl Entry {
             at: now_ms(),
             role,
             content: content.into(),
+            sent: None,
             tool_calls: Vec::new(),
             tool_call_id: None,
             tool: None,
@@ -84,11 +95,20 @@ impl Entry {
         }
     }
 
+    /// A user entry: `typed` as the user typed it, `sent` as it passed
+    /// the privacy gate.
+    pub fn user(typed: impl Into<String>, sent: impl Into<String>) -> Self {
+        let mut entry = Self::new(EntryRole::User, typed);
+        entry.sent = Some(sent.into());
+        entry
+    }
+
     /// The entry as one message of the prompt's conversation history, or
-    /// none (errors are not replayed to the model).
+    /// none: errors are not replayed to the model, and a user's message
+    /// only as it was sent.
     pub fn to_message(&self) -> Option<crate::prompt::Message> {
         let (role, text) = match self.role {
-            EntryRole::User => (Role::USER, self.content.clone()),
+            EntryRole::User => (Role::USER, self.sent.clone()?),
             EntryRole::Assistant => {
                 let mut text = self.content.clone();
                 for call in &self.tool_calls {
@@ -308,9 +328,7 @@ mod tests {
     fn entries_are_appended_and_read_back_in_order() {
         let dir = tempfile::tempdir().unwrap();
         let mut session = Session::open(dir.path(), "work").unwrap();
-        session
-            .append(Entry::new(EntryRole::User, "hello"))
-            .unwrap();
+        session.append(Entry::user("hello", "hello")).unwrap();
         let mut reply = Entry::new(EntryRole::Assistant, "");
         reply.tool_calls.push(RecordedCall {
             id: "c1".into(),
@@ -378,7 +396,7 @@ mod tests {
         let mut session = Session::open(dir.path(), "h").unwrap();
         for i in 0..5 {
             session
-                .append(Entry::new(EntryRole::User, format!("m{i}")))
+                .append(Entry::user(format!("m{i}"), format!("m{i}")))
                 .unwrap();
         }
         session
@@ -387,5 +405,30 @@ mod tests {
         let history = session.history(3);
         let texts: Vec<&str> = history.iter().map(|m| &*m.text).collect();
         assert_eq!(texts, ["m3", "m4"]);
+    }
+
+    #[test]
+    fn a_user_message_is_replayed_as_it_was_sent_never_as_typed() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut session = Session::open(dir.path(), "s").unwrap();
+        session
+            .append(Entry::user(
+                "Met Ann at the harbour today",
+                "[REDACTED private] today",
+            ))
+            .unwrap();
+        // Written by an older foveal, or never sent: not replayed at all.
+        session
+            .append(Entry::new(EntryRole::User, "typed, never sent"))
+            .unwrap();
+        drop(session);
+        let session = Session::open(dir.path(), "s").unwrap();
+        let texts: Vec<String> = session
+            .history(10)
+            .iter()
+            .map(|m| m.text.to_string())
+            .collect();
+        assert_eq!(texts, ["[REDACTED private] today"]);
+        assert_eq!(session.entries()[0].content, "Met Ann at the harbour today");
     }
 }

@@ -152,12 +152,9 @@ pub fn run(config: &Config, options: &PromptOptions) -> anyhow::Result<Exit> {
         exact_counts: options.exact,
         ..PromptInput::default()
     };
-    let assembler = Assembler::new(settings);
-    let gated = assembler
-        .assemble(&skills, &snapshot, &input)
-        .and_then(|prompt| prompt.through_gate(&gate, &snapshot, &skills));
-    let (prompt, egress) = match gated {
-        Ok(gated) => gated,
+    let assembler = Assembler::with_gate(settings, Arc::new(gate));
+    let prompt = match assembler.assemble(&skills, &snapshot, &input) {
+        Ok(prompt) => prompt,
         Err(error @ PromptError::UnknownContextType(_)) => {
             eprintln!("error: {error}");
             return Ok(Exit::Usage);
@@ -180,10 +177,10 @@ pub fn run(config: &Config, options: &PromptOptions) -> anyhow::Result<Exit> {
     };
     let mut out = std::io::stdout().lock();
     if options.json {
-        serde_json::to_writer_pretty(&mut out, &report(&prompt, &egress, &execution))?;
+        serde_json::to_writer_pretty(&mut out, &report(&prompt, &prompt.egress, &execution))?;
         writeln!(out)?;
     } else {
-        write!(out, "{}", text(&prompt, &egress, &execution))?;
+        write!(out, "{}", text(&prompt, &prompt.egress, &execution))?;
     }
     Ok(Exit::Ok)
 }

@@ -113,7 +113,7 @@ pub mod economics;
 pub mod settings;
 
 use std::borrow::Cow;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
 use abi_stable::std_types::{RArc, RString};
@@ -122,6 +122,7 @@ use foveal_sdk::{Role, SignalKind};
 
 use crate::config::Config;
 use crate::context::{ContextCache, ContextRequest, Origin, Section};
+use crate::egress::Gate;
 use crate::memex::privacy::PrivacyTags;
 use crate::memex::snapshot::MemexSnapshot;
 use crate::registry::Snapshot;
@@ -370,6 +371,8 @@ pub struct Prompt {
     pub tools: Vec<String>,
     /// The model it was assembled for.
     pub model: String,
+    /// What the privacy gate removed from its sections.
+    pub egress: EgressSummary,
 }
 
 impl Prompt {
@@ -501,13 +504,29 @@ pub struct Assembler {
     /// The last log section: reused while the lines are the same, so its
     /// count and the privacy gate's verdict are too.
     last_logs: Mutex<Option<Arc<str>>>,
+    /// The privacy gate every section passes, before and after the
+    /// budget.
+    gate: Arc<Gate>,
+    /// What the gate made of the sections of earlier assemblies.
+    gate_memo: Mutex<GateMemo>,
 }
 
 impl Assembler {
-    /// An assembler with `settings`; nothing is cached yet. Sets the
+    /// An assembler with `settings`; nothing is cached yet. Its privacy
+    /// gate removes the text of objects tagged with the settings' privacy
+    /// tags and the built-in secret patterns; use
+    /// [`with_gate`](Self::with_gate) for configured patterns. Sets the
     /// process's token encoding to the model's ([`crate::tokens::configure`])
     /// unless something counted tokens before.
     pub fn new(settings: PromptSettings) -> Self {
+        let gate = Gate::new(PrivacyTags::new(&settings.privacy_tags), &[], true)
+            .expect("the built-in secret patterns compile");
+        Self::with_gate(settings, Arc::new(gate))
+    }
+
+    /// An assembler whose sections pass `gate` (built from the same
+    /// configuration).
+    pub fn with_gate(settings: PromptSettings, gate: Arc<Gate>) -> Self {
         let encoding = settings.prompt.model.encoding;
         if !crate::tokens::configure(encoding) && crate::tokens::global().encoding() != encoding {
             tracing::warn!(
@@ -525,7 +544,14 @@ impl Assembler {
             components: components::SkillComponents::default(),
             memo: Mutex::new(budget::Memo::default()),
             last_logs: Mutex::new(None),
+            gate,
+            gate_memo: Mutex::new(GateMemo::default()),
         }
+    }
+
+    /// The privacy gate the sections pass.
+    pub fn gate(&self) -> &Arc<Gate> {
+        &self.gate
     }
 
     /// The settings.
@@ -552,8 +578,17 @@ impl Assembler {
             context: CacheState::Off,
         };
 
-        // 0: the system prompt (contract 1).
+        let mut egress = EgressSummary::default();
+        let mut memo = self.gate_memo.lock().unwrap_or_else(|e| e.into_inner());
+        memo.start(memex, skills);
+
+        // 0: the system prompt (contract 1). The tool belt is skills' text:
+        // it passes the gate before the token-economics skill sees it.
         let (belt, tools) = components::tool_belt(input.tools, context_type.tool_filter.as_deref());
+        let belt = memo
+            .clean(&self.gate, &Text::Owned(belt), memex, skills, &mut egress)?
+            .unwrap_or_else(|| Text::Owned(String::new()));
+        let belt = belt.as_str();
         let identity = context_type
             .override_of("system_prompt")
             .unwrap_or(&config.identity.text);
@@ -562,7 +597,7 @@ impl Assembler {
             identity: identity.into(),
             feedback: config.identity.feedback.as_str().into(),
             mandates: self.mandates.as_str().into(),
-            tools: belt.as_str().into(),
+            tools: belt.into(),
         };
         if context_type.enables(ids::SYSTEM_PROMPT) {
             let (text, state) = economics.prefix(&prefix);
@@ -711,6 +746,16 @@ impl Assembler {
         // Stable: history messages keep their order.
         sections.sort_by_key(|s| s.id);
 
+        // The gate, before the budget: the token-economics skill and every
+        // trimming level see gated text only.
+        let mut gated: Vec<usize> = Vec::with_capacity(sections.len());
+        for section in &mut sections {
+            if let Some(text) = memo.clean(&self.gate, &section.text, memex, skills, &mut egress)? {
+                section.text = text;
+            }
+            gated.extend(section.text.address());
+        }
+
         // The budget (contract 3).
         let (budget_tokens, budget_from) = {
             let mut choice = match input.budget {
@@ -737,6 +782,7 @@ impl Assembler {
         let previous = std::mem::take(&mut *self.lock_memo());
         let mut counter = budget::Counter::new(previous);
         counter.exact = input.exact_counts;
+        let mut failure: Option<PromptError> = None;
         let mut rerender = |tokens: u32| -> Option<Text> {
             if !context_renderable {
                 return None;
@@ -759,7 +805,22 @@ impl Assembler {
             let section = self
                 .trimmed_context
                 .section(skills, memex, &self.privacy, &request);
-            matches!(section.origin, Origin::Skill { .. }).then_some(Text::Context(section))
+            if !matches!(section.origin, Origin::Skill { .. }) {
+                return None;
+            }
+            // Gated before the skill's next round sees it.
+            let text = Text::Context(section);
+            match memo.clean(&self.gate, &text, memex, skills, &mut egress) {
+                Ok(None) => Some(text),
+                Ok(Some(cleaned)) => {
+                    gated.extend(cleaned.address());
+                    Some(cleaned)
+                }
+                Err(error) => {
+                    failure = Some(error);
+                    None
+                }
+            }
         };
         let outcome = budget::enforce(
             &mut sections,
@@ -771,8 +832,52 @@ impl Assembler {
             context_renderable,
             &mut rerender,
         );
+        if let Some(error) = failure {
+            return Err(error);
+        }
+        let mut outcome = outcome?;
+
+        // The gate again, after the budget: what a trimming level made
+        // (a cut message, a rebuilt prefix) is checked like the rest; a
+        // section the gate changes is counted again, and the budget is
+        // checked again (a marker can be longer than what it replaced).
+        let mut changed = false;
+        for section in &mut sections {
+            if section.text.address().is_some_and(|a| gated.contains(&a)) {
+                continue;
+            }
+            if let Some(text) = memo.clean(&self.gate, &section.text, memex, skills, &mut egress)? {
+                section.text = text;
+                section.tokens = counter.count(&section.text);
+                changed = true;
+            }
+        }
+        drop(memo);
+        if changed {
+            if !outcome.exact {
+                counter.exact = true;
+                for section in &mut sections {
+                    section.tokens = counter.count(&section.text);
+                }
+                outcome.exact = true;
+            }
+            outcome.total =
+                u32::try_from(sections.iter().map(|s| u64::from(s.tokens)).sum::<u64>())
+                    .unwrap_or(u32::MAX);
+            if outcome.total > outcome.enforced.tokens {
+                *self.lock_memo() = counter.into_memo();
+                return Err(PromptError::OverBudget {
+                    total: outcome.total,
+                    budget: outcome.enforced.tokens,
+                    from: format!(
+                        "{}, after the privacy gate's markers",
+                        outcome.enforced.from
+                    ),
+                    levels: outcome.applied,
+                });
+            }
+        }
         *self.lock_memo() = counter.into_memo();
-        let outcome = outcome?;
 
         Ok(Prompt {
             context_type: context_type.name,
@@ -788,6 +893,7 @@ impl Assembler {
             economics_fallback: economics.fallback(),
             tools,
             model: config.model.name.clone(),
+            egress,
         })
     }
 
@@ -850,20 +956,102 @@ fn host_section(id: u32, text: Text) -> PromptSection {
     }
 }
 
-/// What the privacy gate made of shared sections, for one memex generation
-/// and one registry generation (see [`Prompt::through_gate_with`]). Each
-/// entry holds its section's text, so the allocation it is recognised by
-/// cannot be freed and reused while it is remembered.
+/// What the privacy gate made of sections, for one memex generation and one
+/// registry generation. A shared section (the context, the prefix, a
+/// history message) is recognised by its allocation, which each entry
+/// holds, so that it cannot be freed and reused while it is remembered;
+/// any other text by its content (hashed, then compared byte for byte: a
+/// text made to collide with a clean one is still checked).
 #[derive(Debug, Default)]
 pub struct GateMemo {
     generations: Option<(u64, u64)>,
     entries: Vec<MemoEntry>,
+    by_content: HashMap<u64, (Arc<str>, Option<Arc<str>>, MemoReport)>,
 }
 
 impl GateMemo {
-    /// Sections remembered at most (the least recently used is forgotten
-    /// first).
+    /// Sections remembered at most by allocation (the least recently used
+    /// is forgotten first).
     pub const CAPACITY: usize = 128;
+
+    /// Texts remembered at most by content.
+    const CONTENT_CAPACITY: usize = 64;
+
+    /// Starts an assembly on these snapshots: what was remembered for
+    /// other generations is forgotten.
+    pub(crate) fn start(&mut self, memex: &MemexSnapshot, skills: &Snapshot) {
+        let generations = (memex.generation(), skills.generation());
+        if self.generations != Some(generations) {
+            self.entries.clear();
+            self.by_content.clear();
+            self.generations = Some(generations);
+        }
+    }
+
+    /// `text` through `gate`: `None` when the gate left it as it is, else
+    /// the cleaned text. What was removed is added to `summary`.
+    pub(crate) fn clean(
+        &mut self,
+        gate: &Gate,
+        text: &Text,
+        memex: &MemexSnapshot,
+        skills: &Snapshot,
+        summary: &mut EgressSummary,
+    ) -> Result<Option<Text>, PromptError> {
+        let (cleaned, report) = if text.address().is_some() {
+            match self.recall(text) {
+                Some(entry) => (entry.cleaned.clone(), entry.report.clone()),
+                None => {
+                    let (cleaned, report) = Self::check(gate, text.as_str(), memex, skills)?;
+                    self.remember(MemoEntry {
+                        text: text.clone(),
+                        cleaned: cleaned.clone(),
+                        report: report.clone(),
+                    });
+                    (cleaned, report)
+                }
+            }
+        } else {
+            let hash = crate::memex::file::content_hash(text.as_str().as_bytes());
+            match self.by_content.get(&hash) {
+                Some((seen, cleaned, report)) if **seen == *text.as_str() => {
+                    (cleaned.clone(), report.clone())
+                }
+                _ => {
+                    let (cleaned, report) = Self::check(gate, text.as_str(), memex, skills)?;
+                    if self.by_content.len() >= Self::CONTENT_CAPACITY {
+                        self.by_content.clear();
+                    }
+                    self.by_content.insert(
+                        hash,
+                        (Arc::from(text.as_str()), cleaned.clone(), report.clone()),
+                    );
+                    (cleaned, report)
+                }
+            }
+        };
+        summary.add(&report);
+        Ok(cleaned.map(Text::Shared))
+    }
+
+    fn check(
+        gate: &Gate,
+        text: &str,
+        memex: &MemexSnapshot,
+        skills: &Snapshot,
+    ) -> Result<(Option<Arc<str>>, MemoReport), PromptError> {
+        let cleaned = gate.clean(text, memex, skills)?;
+        let report = MemoReport {
+            private: cleaned.report.private,
+            secrets: cleaned.report.secrets.clone(),
+            filter: cleaned.report.filter.to_string(),
+        };
+        let text = match cleaned.text {
+            Cow::Owned(text) => Some(Arc::<str>::from(text)),
+            Cow::Borrowed(_) => None,
+        };
+        Ok((text, report))
+    }
 
     /// The entry for the allocation `text` is, made the most recently used:
     /// a section seen every cycle (the context) is never pushed out by the
@@ -885,6 +1073,18 @@ impl GateMemo {
         }
         if self.entries.len() >= Self::CAPACITY {
             self.entries.remove(0);
+        }
+        // The cleaned text is a section of its own from now on: known too.
+        if let Some(cleaned) = &entry.cleaned {
+            self.entries.push(MemoEntry {
+                text: Text::Shared(Arc::clone(cleaned)),
+                cleaned: None,
+                report: MemoReport {
+                    private: 0,
+                    secrets: Vec::new(),
+                    filter: entry.report.filter.clone(),
+                },
+            });
         }
         self.entries.push(entry);
     }
@@ -917,6 +1117,16 @@ pub struct EgressSummary {
     pub filter: String,
 }
 
+impl EgressSummary {
+    fn add(&mut self, report: &MemoReport) {
+        self.private += report.private;
+        for (name, n) in &report.secrets {
+            *self.secrets.entry(name.clone()).or_default() += n;
+        }
+        self.filter.clone_from(&report.filter);
+    }
+}
+
 /// A request body, checked by the privacy gate, ready for a provider.
 #[derive(Debug, Clone)]
 pub struct RequestBody {
@@ -929,102 +1139,6 @@ pub struct RequestBody {
 }
 
 impl Prompt {
-    /// The prompt as it leaves the process: every section through the
-    /// privacy gate ([`crate::egress::Gate`]); a section the gate changed is
-    /// counted again, and the budget is checked again (a marker can be
-    /// longer than what it replaces).
-    pub fn through_gate(
-        self,
-        gate: &crate::egress::Gate,
-        memex: &MemexSnapshot,
-        skills: &Snapshot,
-    ) -> Result<(Prompt, EgressSummary), PromptError> {
-        self.through_gate_with(gate, memex, skills, &mut GateMemo::default())
-    }
-
-    /// [`through_gate`](Self::through_gate), remembering in `memo` what the
-    /// gate made of each shared section, so that a section unchanged since
-    /// the last cycle (the same allocation: the context, the prefix, a
-    /// history message) is not checked again while the memex generation
-    /// and the registry generation are the same.
-    pub fn through_gate_with(
-        mut self,
-        gate: &crate::egress::Gate,
-        memex: &MemexSnapshot,
-        skills: &Snapshot,
-        memo: &mut GateMemo,
-    ) -> Result<(Prompt, EgressSummary), PromptError> {
-        let mut summary = EgressSummary::default();
-        let mut changed = false;
-        let generations = (memex.generation(), skills.generation());
-        if memo.generations != Some(generations) {
-            memo.entries.clear();
-            memo.generations = Some(generations);
-        }
-        for section in &mut self.sections {
-            let (cleaned, report) = match memo.recall(&section.text) {
-                Some(entry) => (entry.cleaned.clone(), entry.report.clone()),
-                None => {
-                    let cleaned = gate.clean(section.text.as_str(), memex, skills)?;
-                    let text = match cleaned.text {
-                        Cow::Owned(text) => Some(Arc::<str>::from(text)),
-                        Cow::Borrowed(_) => None,
-                    };
-                    let report = MemoReport {
-                        private: cleaned.report.private,
-                        secrets: cleaned.report.secrets.clone(),
-                        filter: cleaned.report.filter.to_string(),
-                    };
-                    memo.remember(MemoEntry {
-                        text: section.text.clone(),
-                        cleaned: text.clone(),
-                        report: report.clone(),
-                    });
-                    (text, report)
-                }
-            };
-            summary.private += report.private;
-            for (name, n) in &report.secrets {
-                *summary.secrets.entry(name.clone()).or_default() += n;
-            }
-            summary.filter = report.filter;
-            if let Some(text) = cleaned {
-                section.text = Text::Shared(text);
-                section.tokens =
-                    u32::try_from(crate::tokens::global().count(section.text.as_str()))
-                        .unwrap_or(u32::MAX);
-                changed = true;
-            }
-        }
-        if changed {
-            // Counts are exact from here on: re-count what was bytes.
-            if !self.tokens_exact {
-                for section in &mut self.sections {
-                    section.tokens =
-                        u32::try_from(crate::tokens::global().count(section.text.as_str()))
-                            .unwrap_or(u32::MAX);
-                }
-                self.tokens_exact = true;
-            }
-            self.total_tokens = u32::try_from(
-                self.sections
-                    .iter()
-                    .map(|s| u64::from(s.tokens))
-                    .sum::<u64>(),
-            )
-            .unwrap_or(u32::MAX);
-            if self.total_tokens > self.budget {
-                return Err(PromptError::OverBudget {
-                    total: self.total_tokens,
-                    budget: self.budget,
-                    from: format!("{}, after the privacy gate's markers", self.budget_from),
-                    levels: self.trim_levels,
-                });
-            }
-        }
-        Ok((self, summary))
-    }
-
     /// The messages of a chat request: consecutive system sections become
     /// one system message, a tool result a user message `Tool result:\n…`,
     /// each other section a message of its role. The tool loop sends tool
@@ -1060,18 +1174,26 @@ impl Prompt {
     }
 
     /// The request body: the one place a prompt becomes bytes for a
-    /// provider. The sections go through the privacy gate
-    /// ([`through_gate`](Self::through_gate)) and become
-    /// [`chat_messages`](Self::chat_messages).
+    /// provider. The sections passed the privacy gate when the prompt was
+    /// assembled; the request as a whole passes it once more
+    /// ([`Gate::check_request`]) before it becomes
+    /// [`chat_messages`](Self::chat_messages) in JSON.
     pub fn into_request_body(
         self,
-        gate: &crate::egress::Gate,
+        gate: &Gate,
         memex: &MemexSnapshot,
         skills: &Snapshot,
     ) -> Result<RequestBody, PromptError> {
-        let (prompt, egress) = self.through_gate(gate, memex, skills)?;
-        let messages: Vec<serde_json::Value> = prompt
-            .chat_messages()
+        let mut request = crate::provider::ChatRequest::new(self.chat_messages());
+        request.model = Some(self.model.clone());
+        gate.check_request(
+            &mut request,
+            memex,
+            skills,
+            &mut crate::egress::RequestMemo::default(),
+        )?;
+        let messages: Vec<serde_json::Value> = request
+            .messages
             .iter()
             .map(|m| {
                 let content = match m {
@@ -1084,11 +1206,11 @@ impl Prompt {
                 serde_json::json!({"role": m.role().as_str(), "content": content})
             })
             .collect();
-        let json = serde_json::json!({"model": prompt.model, "messages": messages}).to_string();
+        let json = serde_json::json!({"model": request.model, "messages": messages}).to_string();
         Ok(RequestBody {
             json,
-            egress,
-            tokens: prompt.total_tokens,
+            egress: self.egress,
+            tokens: self.total_tokens,
         })
     }
 }
