@@ -585,9 +585,10 @@ impl Assembler {
         // 0: the system prompt (contract 1). The tool belt is skills' text:
         // it passes the gate before the token-economics skill sees it.
         let (belt, tools) = components::tool_belt(input.tools, context_type.tool_filter.as_deref());
+        let belt = Text::Owned(belt);
         let belt = memo
-            .clean(&self.gate, &Text::Owned(belt), memex, skills, &mut egress)?
-            .unwrap_or_else(|| Text::Owned(String::new()));
+            .clean(&self.gate, &belt, memex, skills, &mut egress)?
+            .unwrap_or(belt);
         let belt = belt.as_str();
         let identity = context_type
             .override_of("system_prompt")
