@@ -450,3 +450,83 @@ async fn a_focus_command_only_moves_the_focus() {
     assert_eq!(report.stop, StopReason::Error);
     assert_eq!(f.agent.focus(), Some("docs"), "a private focus was taken");
 }
+
+/// Writes (or, with `None`, removes) `name` in the fixture's memex folder
+/// and reloads it.
+fn put_file(f: &Fixture, name: &str, text: Option<&str>) {
+    let path = f.dir.path().join("memex").join(name);
+    match text {
+        Some(text) => std::fs::write(&path, text).unwrap(),
+        None => std::fs::remove_file(&path).unwrap(),
+    }
+    f.agent.memex().reload_file(&path);
+}
+
+const DIARY: &str = "#+FILETAGS: :@personal:
+* Sunday
+:PROPERTIES:
+:ID: sunday
+:END:
+Met Ann at the harbour on a windy morning, told her about the loan.
+";
+
+#[tokio::test]
+async fn a_file_private_by_its_file_tags_is_hidden_from_tools_and_requests() {
+    let mut f = fixture(vec![
+        call("read_object", r#"{"id": "sunday"}"#),
+        text("ok"),
+    ]);
+    put_file(&f, "diary.org", Some(DIARY));
+    let (_, out) = ask(&mut f, "What happened on Sunday? Met Ann at the harbour on a windy morning").await;
+    assert_eq!(
+        out.tools[0].1,
+        Err("no visible object has the id \"sunday\"".to_owned())
+    );
+    for body in f.model.bodies() {
+        assert!(!body.contains("harbour") && !body.contains("Sunday"), "{body}");
+    }
+}
+
+#[tokio::test]
+async fn an_old_message_stays_redacted_after_the_private_file_it_quoted_leaves() {
+    let mut f = fixture(vec![text("Noted."), text("You told me something private.")]);
+    put_file(&f, "diary.org", Some(DIARY));
+    ask(&mut f, "Remember: met ann at the HARBOUR on a windy\nmorning, ok?").await;
+    // The diary leaves the memex (moved away, renamed, untagged…).
+    put_file(&f, "diary.org", None);
+    ask(&mut f, "What did I tell you?").await;
+    let bodies = f.model.bodies();
+    assert_eq!(bodies.len(), 2);
+    for body in &bodies {
+        assert!(!body.to_lowercase().contains("harbour"), "{body}");
+    }
+    assert!(bodies[1].contains("[REDACTED private]"), "{}", bodies[1]);
+    // On disk: the message as typed, for the user's eyes, beside what was
+    // sent; the replay reads only the latter.
+    let file = std::fs::read_to_string(f.agent.session().path()).unwrap();
+    let first: session::Entry = serde_json::from_str(file.lines().next().unwrap()).unwrap();
+    assert!(first.content.contains("HARBOUR"));
+    assert_eq!(first.sent.as_deref(), Some("Remember: [REDACTED private], ok?"));
+}
+
+#[tokio::test]
+async fn a_tool_result_is_recorded_and_fed_back_as_it_passed_the_gate() {
+    let mut f = fixture(vec![call("read_object", r#"{"id": "keys"}"#), text("ok")]);
+    put_file(
+        &f,
+        "keys.org",
+        Some(
+            "* Keys\n:PROPERTIES:\n:ID: keys\n:END:\nAWS AKIAIOSFODNN7EXAMPLE and password: \"hunter2hunter2\"\n",
+        ),
+    );
+    let (_, out) = ask(&mut f, "Read my keys").await;
+    // The user's own terminal shows what the tool read…
+    assert!(matches!(&out.tools[0].1, Ok(t) if t.contains("AKIAIOSFODNN7EXAMPLE")));
+    // …the model and the session file never do.
+    for body in f.model.bodies() {
+        assert!(!body.contains("AKIAIOSFODNN7EXAMPLE") && !body.contains("hunter2"), "{body}");
+    }
+    let file = std::fs::read_to_string(f.agent.session().path()).unwrap();
+    assert!(!file.contains("AKIAIOSFODNN7EXAMPLE") && !file.contains("hunter2"), "{file}");
+    assert!(file.contains("[REDACTED aws-access-key-id]"), "{file}");
+}
