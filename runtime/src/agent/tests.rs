@@ -472,18 +472,22 @@ Met Ann at the harbour on a windy morning, told her about the loan.
 
 #[tokio::test]
 async fn a_file_private_by_its_file_tags_is_hidden_from_tools_and_requests() {
-    let mut f = fixture(vec![
-        call("read_object", r#"{"id": "sunday"}"#),
-        text("ok"),
-    ]);
+    let mut f = fixture(vec![call("read_object", r#"{"id": "sunday"}"#), text("ok")]);
     put_file(&f, "diary.org", Some(DIARY));
-    let (_, out) = ask(&mut f, "What happened on Sunday? Met Ann at the harbour on a windy morning").await;
+    let (_, out) = ask(
+        &mut f,
+        "What happened on Sunday? Met Ann at the harbour on a windy morning",
+    )
+    .await;
     assert_eq!(
         out.tools[0].1,
         Err("no visible object has the id \"sunday\"".to_owned())
     );
     for body in f.model.bodies() {
-        assert!(!body.contains("harbour") && !body.contains("Sunday"), "{body}");
+        assert!(
+            !body.contains("harbour") && !body.contains("Sunday"),
+            "{body}"
+        );
     }
 }
 
@@ -491,7 +495,11 @@ async fn a_file_private_by_its_file_tags_is_hidden_from_tools_and_requests() {
 async fn an_old_message_stays_redacted_after_the_private_file_it_quoted_leaves() {
     let mut f = fixture(vec![text("Noted."), text("You told me something private.")]);
     put_file(&f, "diary.org", Some(DIARY));
-    ask(&mut f, "Remember: met ann at the HARBOUR on a windy\nmorning, ok?").await;
+    ask(
+        &mut f,
+        "Remember: met ann at the HARBOUR on a windy\nmorning, ok?",
+    )
+    .await;
     // The diary leaves the memex (moved away, renamed, untagged…).
     put_file(&f, "diary.org", None);
     ask(&mut f, "What did I tell you?").await;
@@ -506,7 +514,10 @@ async fn an_old_message_stays_redacted_after_the_private_file_it_quoted_leaves()
     let file = std::fs::read_to_string(f.agent.session().path()).unwrap();
     let first: session::Entry = serde_json::from_str(file.lines().next().unwrap()).unwrap();
     assert!(first.content.contains("HARBOUR"));
-    assert_eq!(first.sent.as_deref(), Some("Remember: [REDACTED private], ok?"));
+    assert_eq!(
+        first.sent.as_deref(),
+        Some("Remember: [REDACTED private], ok?")
+    );
 }
 
 #[tokio::test]
@@ -524,9 +535,15 @@ async fn a_tool_result_is_recorded_and_fed_back_as_it_passed_the_gate() {
     assert!(matches!(&out.tools[0].1, Ok(t) if t.contains("AKIAIOSFODNN7EXAMPLE")));
     // …the model and the session file never do.
     for body in f.model.bodies() {
-        assert!(!body.contains("AKIAIOSFODNN7EXAMPLE") && !body.contains("hunter2"), "{body}");
+        assert!(
+            !body.contains("AKIAIOSFODNN7EXAMPLE") && !body.contains("hunter2"),
+            "{body}"
+        );
     }
     let file = std::fs::read_to_string(f.agent.session().path()).unwrap();
-    assert!(!file.contains("AKIAIOSFODNN7EXAMPLE") && !file.contains("hunter2"), "{file}");
+    assert!(
+        !file.contains("AKIAIOSFODNN7EXAMPLE") && !file.contains("hunter2"),
+        "{file}"
+    );
     assert!(file.contains("[REDACTED aws-access-key-id]"), "{file}");
 }

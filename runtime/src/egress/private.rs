@@ -19,8 +19,9 @@
 //! `Plan` must not redact a visible `Plan` from the outline.
 //!
 //! A body is then cleaned by cutting it into words the same way and
-//! looking up the key of the run of 1 to 5 words at each word; each run
-//! found is a private span. Two sets of keys answer: the runs of five
+//! looking up the key of the run of 1 to 5 words at each word (no run
+//! continues into an Org headline line); each run found is a private
+//! span. Two sets of keys answer: the runs of five
 //! and the shorter lines, each behind a Bloom filter that fits the
 //! processor's cache, so a clean text costs about one cache hit per word.
 //!
@@ -178,7 +179,9 @@ fn unit_keys(
         words.clear();
         splitter.split(text, escapes, words);
         for run in words.windows(SHINGLE) {
-            shingles.push(super::words::run_key(run));
+            if !run[1..].iter().any(|w| w.headline) {
+                shingles.push(super::words::run_key(run));
+            }
         }
         let mut start = 0;
         while start < words.len() {
@@ -282,6 +285,9 @@ impl Matcher {
             let mut keys = RunKeys::new();
             let last = (i + SHINGLE).min(words.len());
             for (j, word) in words[i..last].iter().enumerate() {
+                if j > 0 && word.headline {
+                    break;
+                }
                 keys.push(word.hash);
                 let key = keys.key();
                 let hit = if j + 1 == SHINGLE {

@@ -10,6 +10,8 @@
 //!
 //! - each word is folded: Unicode NFKC, then lower case (`ß` as `ss`, a
 //!   final `ς` as `σ`), so `Café`, `CAFE\u{301}` and `ｃａｆé` are one word;
+//! - a run of words never continues into an Org headline line (`** x`):
+//!   no quote does, and an outline puts a headline after every body;
 //! - a Han, Hiragana or Katakana character is a word by itself (those
 //!   scripts put no spaces between words);
 //! - list counters at the start of a line (`1.`, `12)`, `a.`), checkboxes
@@ -37,6 +39,10 @@ pub(crate) struct Word {
     pub hash: u64,
     /// Whether it is the first word of its line.
     pub line_start: bool,
+    /// Whether it is the first word of an Org headline (a line of `*`s
+    /// and a space): a run of words never continues into a headline, as
+    /// no quote does; a rendered outline puts one after each body.
+    pub headline: bool,
 }
 
 /// One step of the hashes here: multiply and fold.
@@ -224,7 +230,29 @@ pub(crate) struct Splitter {
     word: String,
     ascii: bool,
     start: usize,
+    /// What the current word opens (a line, a headline).
+    mark: Mark,
+    /// What the next word to start will open.
+    pending: Mark,
     folded: String,
+}
+
+/// What a word opens.
+#[derive(Debug, Default, Clone, Copy)]
+struct Mark {
+    line: bool,
+    headline: bool,
+}
+
+/// The length of an Org headline's stars and the space after them at the
+/// start of `rest`, or 0.
+fn stars_len(rest: &[u8]) -> usize {
+    let stars = rest.iter().take_while(|&&b| b == b'*').count();
+    if stars > 0 && matches!(rest.get(stars), Some(b' ' | b'\t')) {
+        stars + 1
+    } else {
+        0
+    }
 }
 
 impl Splitter {
@@ -244,126 +272,88 @@ impl Splitter {
         out: &mut Vec<Word>,
     ) {
         let bytes = text.as_bytes();
-        // A list counter may open the first line too.
-        let lead = bytes
-            .iter()
-            .take_while(|b| matches!(b, b' ' | b'\t'))
-            .count();
-        let mut i = lead + counter_len(&bytes[lead..]);
-        let mut line_start = true;
-        let mut next_line_start = true;
         self.word.clear();
+        let mut i = self.new_line(bytes, 0);
         while i < bytes.len() {
             let b = bytes[i];
             if b.is_ascii_alphanumeric() {
                 if self.word.is_empty() {
-                    self.start = i;
-                    self.ascii = true;
-                    line_start = next_line_start;
+                    self.begin(i, true);
                 }
                 self.word.push(b.to_ascii_lowercase() as char);
-                next_line_start = false;
                 i += 1;
                 continue;
             }
-            if b < 0x80 {
-                match b {
-                    b'\n' => {
-                        self.finish(offset, i, line_start, out);
-                        next_line_start = true;
-                        i += 1;
-                        // A list counter opens the line.
-                        let mut j = i;
-                        while j < bytes.len() && matches!(bytes[j], b' ' | b'\t') {
-                            j += 1;
-                        }
-                        i = j + counter_len(&bytes[j..]);
-                        continue;
-                    }
-                    b'[' if bytes.get(i + 1) == Some(&b'[') => {
-                        self.finish(offset, i, line_start, out);
-                        let skip = link_target_len(&bytes[i..]);
-                        i += skip.max(2);
-                        continue;
-                    }
-                    b'[' => {
-                        self.finish(offset, i, line_start, out);
-                        i += cookie_len(&bytes[i..]).max(1);
-                        continue;
-                    }
-                    b'\\' if escapes => {
-                        if let Some((c, len)) = unicode_escape(&bytes[i..]) {
-                            self.char(
-                                c,
-                                offset,
-                                i,
-                                i + len,
-                                &mut line_start,
-                                &mut next_line_start,
-                                out,
-                            );
-                            i += len;
-                            continue;
-                        }
-                        self.finish(offset, i, line_start, out);
-                        i += match bytes.get(i + 1) {
-                            Some(b'n' | b't' | b'r' | b'b' | b'f' | b'"' | b'\\' | b'/') => 2,
-                            _ => 1,
-                        };
-                        continue;
-                    }
-                    _ => {
-                        self.finish(offset, i, line_start, out);
-                        i += 1;
-                        continue;
-                    }
-                }
+            if b >= 0x80 {
+                // Not ASCII: a whole character.
+                let c = text[i..].chars().next().unwrap_or('\u{FFFD}');
+                let len = c.len_utf8();
+                self.char(c, offset, i, i + len, out);
+                i += len;
+                continue;
             }
-            // Not ASCII: a whole character.
-            let c = text[i..].chars().next().unwrap_or('\u{FFFD}');
-            let len = c.len_utf8();
-            self.char(
-                c,
-                offset,
-                i,
-                i + len,
-                &mut line_start,
-                &mut next_line_start,
-                out,
-            );
-            i += len;
+            if b == b'\\'
+                && escapes
+                && let Some((c, len)) = unicode_escape(&bytes[i..])
+            {
+                // An escaped character may go on a word.
+                self.char(c, offset, i, i + len, out);
+                i += len;
+                continue;
+            }
+            self.finish(offset, i, out);
+            i = match b {
+                b'\n' => self.new_line(bytes, i + 1),
+                b'[' if bytes.get(i + 1) == Some(&b'[') => i + link_target_len(&bytes[i..]).max(2),
+                b'[' => i + cookie_len(&bytes[i..]).max(1),
+                b'\\' if escapes => match bytes.get(i + 1) {
+                    Some(b'n') => self.new_line(bytes, i + 2),
+                    Some(b't' | b'r' | b'b' | b'f' | b'"' | b'\\' | b'/') => i + 2,
+                    _ => i + 1,
+                },
+                _ => i + 1,
+            };
         }
-        self.finish(offset, bytes.len(), line_start, out);
+        self.finish(offset, bytes.len(), out);
+    }
+
+    /// A line starts at `at`: the next word opens it, a list counter is
+    /// skipped, and an Org headline's stars make it open a headline too.
+    fn new_line(&mut self, bytes: &[u8], at: usize) -> usize {
+        let stars = stars_len(&bytes[at..]);
+        self.pending = Mark {
+            line: true,
+            headline: stars > 0,
+        };
+        if stars > 0 {
+            return at + stars;
+        }
+        let mut j = at;
+        while j < bytes.len() && matches!(bytes[j], b' ' | b'\t') {
+            j += 1;
+        }
+        j + counter_len(&bytes[j..])
+    }
+
+    /// A word starts at `start`.
+    #[inline]
+    fn begin(&mut self, start: usize, ascii: bool) {
+        self.start = start;
+        self.ascii = ascii;
+        self.mark = std::mem::take(&mut self.pending);
     }
 
     /// One non-ASCII (or escaped) character at `start..end`.
-    #[allow(clippy::too_many_arguments)]
     #[inline]
-    fn char(
-        &mut self,
-        c: char,
-        offset: usize,
-        start: usize,
-        end: usize,
-        line_start: &mut bool,
-        next_line_start: &mut bool,
-        out: &mut Vec<Word>,
-    ) {
+    fn char(&mut self, c: char, offset: usize, start: usize, end: usize, out: &mut Vec<Word>) {
         if is_unspaced(c) {
-            self.finish(offset, start, *line_start, out);
+            self.finish(offset, start, out);
+            self.begin(start, false);
             self.word.push(c);
-            self.ascii = false;
-            self.start = start;
-            *line_start = *next_line_start;
-            *next_line_start = false;
-            self.finish(offset, end, *line_start, out);
-            return;
-        }
-        if is_word_char(c) {
+            self.finish(offset, end, out);
+        } else if is_word_char(c) {
             if self.word.is_empty() {
-                self.start = start;
-                self.ascii = c.is_ascii();
-                *line_start = *next_line_start;
+                self.begin(start, c.is_ascii());
             }
             if c.is_ascii() {
                 self.word.push(c.to_ascii_lowercase());
@@ -371,15 +361,14 @@ impl Splitter {
                 self.ascii = false;
                 self.word.push(c);
             }
-            *next_line_start = false;
         } else {
-            self.finish(offset, start, *line_start, out);
+            self.finish(offset, start, out);
         }
     }
 
     /// Ends the current word at `end`, if there is one.
     #[inline]
-    fn finish(&mut self, offset: usize, end: usize, line_start: bool, out: &mut Vec<Word>) {
+    fn finish(&mut self, offset: usize, end: usize, out: &mut Vec<Word>) {
         if self.word.is_empty() {
             return;
         }
@@ -406,7 +395,8 @@ impl Splitter {
             start: (offset + self.start) as u32,
             end: (offset + end) as u32,
             hash,
-            line_start,
+            line_start: self.mark.line,
+            headline: self.mark.headline,
         });
         self.word.clear();
     }
@@ -482,12 +472,20 @@ mod tests {
     }
 
     #[test]
-    fn line_starts_are_marked() {
-        let starts: Vec<bool> = words("a b\n  c\n\n- d e")
-            .iter()
-            .map(|w| w.line_start)
-            .collect();
-        assert_eq!(starts, [true, false, true, true, false]);
+    fn line_starts_and_headlines_are_marked() {
+        let w = words("a b\n  c\n\n- d e\n** f g\n*bold* h");
+        let starts: Vec<bool> = w.iter().map(|w| w.line_start).collect();
+        assert_eq!(
+            starts,
+            [true, false, true, true, false, true, false, true, false]
+        );
+        let headlines: Vec<bool> = w.iter().map(|w| w.headline).collect();
+        assert_eq!(
+            headlines,
+            [false, false, false, false, false, true, false, false, false]
+        );
+        let escaped = words("x\\n* y");
+        assert!(escaped[1].headline && escaped[1].line_start);
     }
 
     #[test]
