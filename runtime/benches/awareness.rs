@@ -2,8 +2,9 @@
 //! library and the registry, the focus from the generator's `focus.txt` and
 //! `@personal` private: uncached (the full semantic scan, no reuse), cached
 //! (the host's cache), and after a one-headline edit (the skill reuses its
-//! scan and unchanged text). `foveal bench awareness` measures the same on
-//! any memex.
+//! scan and unchanged text). Also what a skill is lent of the 100k file,
+//! built once per version: its visible text, and the text with the index.
+//! `foveal bench awareness` measures the same on any memex.
 //!
 //! ```sh
 //! cargo build --release --workspace && cargo bench -p foveal --bench awareness
@@ -83,6 +84,21 @@ fn awareness(c: &mut Criterion) {
                 &privacy,
                 &request,
             ))
+        })
+    });
+    // Once per file version: the visible text alone, and with the index.
+    let file = snapshot.files().next().unwrap();
+    group.bench_function("visible_text", |b| {
+        b.iter(|| black_box(foveal::memex::view::visible_text(file, &privacy).map(|t| t.len())))
+    });
+    group.bench_function("prepare_visible_text_and_index", |b| {
+        b.iter(|| {
+            black_box(
+                foveal::memex::view::prepare(file, &privacy)
+                    .index
+                    .objects
+                    .len(),
+            )
         })
     });
     group.bench_function("prepare_view_cached_indexes", |b| {

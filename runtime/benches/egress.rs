@@ -12,8 +12,10 @@
 //!   text, full of private text (matcher cached).
 //!
 //! Before timing, it prints how many passages the gate removes from the
-//! awareness output: every one would be a false positive, since the skill
-//! sees only visible objects.
+//! awareness output — every one would be a false positive, since the skill
+//! sees only visible objects — and how many words of the five seed
+//! documents, sent as user messages, it removes (over-redaction: they
+//! quote nothing of the memex).
 //!
 //! ```sh
 //! cargo build --release --workspace && cargo bench -p foveal --bench egress
@@ -70,6 +72,34 @@ fn egress(c: &mut Criterion) {
             .map_or(cleaned.text.len(), |i| at + i);
         eprintln!("  false positive: {}", &cleaned.text[from..to]);
     }
+    // Over-redaction of what users type: the five seed documents sent as
+    // user messages. They quote nothing of the memex, so every word the
+    // gate takes from them is a word no private object holds as a run.
+    let words = |text: &str| {
+        text.split(|c: char| !c.is_alphanumeric())
+            .filter(|w| !w.is_empty())
+            .count()
+    };
+    let (mut total, mut redacted) = (0usize, 0usize);
+    let seeds = common::workspace().join("../shared/seeds");
+    let mut names: Vec<_> = std::fs::read_dir(&seeds)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "txt"))
+        .collect();
+    names.sort();
+    for path in names {
+        let text = std::fs::read_to_string(&path).unwrap();
+        let cleaned = gate().clean(&text, &snapshot, &no_skills).unwrap();
+        let kept = cleaned.text.replace(foveal::egress::PRIVATE_MARKER, " ");
+        total += words(&text);
+        redacted += words(&text).saturating_sub(words(&kept));
+    }
+    eprintln!(
+        "seed documents as user messages: {redacted} of {total} words redacted ({:.3} %)",
+        100.0 * redacted as f64 / total.max(1) as f64
+    );
     let text = std::fs::read_to_string(&big).unwrap();
     let mut end = 200_000;
     while !text.is_char_boundary(end) {

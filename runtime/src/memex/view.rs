@@ -166,6 +166,23 @@ impl Shift<'_> {
     }
 }
 
+/// The visible text of `file`: none when the file is private as a whole,
+/// the file's own text when nothing is cut from it.
+pub fn visible_text<'f>(
+    file: &'f MemexFile,
+    privacy: &PrivacyTags,
+) -> Option<std::borrow::Cow<'f, str>> {
+    if privacy.file_is_private(file) {
+        return None;
+    }
+    let cuts = cuts(file, &privacy.private_mask(file));
+    Some(if cuts.is_empty() {
+        std::borrow::Cow::Borrowed(file.text.as_str())
+    } else {
+        std::borrow::Cow::Owned(cut_text(&file.text, &cuts).into_string())
+    })
+}
+
 /// Prepares what a skill may be lent of `file`: the visible text and the
 /// index into it, without a byte of its private objects.
 pub fn prepare(file: &MemexFile, privacy: &PrivacyTags) -> Prepared {
