@@ -8,6 +8,8 @@
 //!   a small file beside the 100k one: only that file's work is redone.
 //! - `gate_100k/clean_awareness_output`: checking the context section the
 //!   awareness skill renders for the generator's focus (matcher cached).
+//! - `gate_100k/clean_awareness_output_memoised`: the same section again,
+//!   as each cycle sees it (`prompt::GateMemo`, by allocation).
 //! - `gate_100k/clean_200kB_of_the_memex`: checking 200 kB of the memex's own
 //!   text, full of private text (matcher cached).
 //!
@@ -141,6 +143,24 @@ fn egress(c: &mut Criterion) {
     shared.clean("x", &snapshot, &no_skills).unwrap();
     group.bench_function("clean_awareness_output", |b| {
         b.iter(|| black_box(shared.clean(&output, &snapshot, &no_skills).unwrap().report))
+    });
+    // The same section again on the same generations: what each cycle
+    // pays for the context once it was checked (the memo knows it by its
+    // allocation).
+    let section = foveal::prompt::Text::Shared(std::sync::Arc::from(output.as_str()));
+    let mut memo = foveal::prompt::GateMemo::default();
+    let mut summary = foveal::prompt::EgressSummary::default();
+    memo.start(&snapshot, &no_skills);
+    memo.clean(&shared, &section, &snapshot, &no_skills, &mut summary)
+        .unwrap();
+    group.bench_function("clean_awareness_output_memoised", |b| {
+        b.iter(|| {
+            black_box(
+                memo.clean(&shared, &section, &snapshot, &no_skills, &mut summary)
+                    .unwrap()
+                    .is_none(),
+            )
+        })
     });
     group.bench_function("clean_200kB_of_the_memex", |b| {
         b.iter(|| {

@@ -980,7 +980,7 @@ impl GateMemo {
 
     /// Starts an assembly on these snapshots: what was remembered for
     /// other generations is forgotten.
-    pub(crate) fn start(&mut self, memex: &MemexSnapshot, skills: &Snapshot) {
+    pub fn start(&mut self, memex: &MemexSnapshot, skills: &Snapshot) {
         let generations = (memex.generation(), skills.generation());
         if self.generations != Some(generations) {
             self.entries.clear();
@@ -991,7 +991,7 @@ impl GateMemo {
 
     /// `text` through `gate`: `None` when the gate left it as it is, else
     /// the cleaned text. What was removed is added to `summary`.
-    pub(crate) fn clean(
+    pub fn clean(
         &mut self,
         gate: &Gate,
         text: &Text,
