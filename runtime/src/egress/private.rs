@@ -169,15 +169,11 @@ fn unit_keys(
     shingles: &mut Vec<u64>,
     shorts: &mut Vec<u64>,
 ) {
-    // Read as the gate reads bodies (JSON escapes meaning what they
-    // stand for) and, when there is a backslash to read otherwise, also
-    // literally: a quote of `C:\new` inside JSON reads `C:\\new`.
-    for escapes in [true, false] {
-        if !escapes && !text.contains('\\') {
-            break;
-        }
+    // Read as the gate reads bodies: JSON escapes mean what they stand
+    // for, at any depth, so the text and its JSON forms are the same words.
+    {
         words.clear();
-        splitter.split(text, escapes, words);
+        splitter.split(text, true, words);
         for run in words.windows(SHINGLE) {
             if !run[1..].iter().any(|w| w.headline) {
                 shingles.push(super::words::run_key(run));

@@ -19,8 +19,10 @@
 //!   dropped, and a link `[[target][description]]` counts as its
 //!   description only;
 //! - JSON string escapes read as what they stand for (`\n`, `\"` separate
-//!   words, `\u00e9` is `é`), so text quoted inside a JSON document — a
-//!   tool's output, say — is the same words as the text itself.
+//!   words, `\u00e9` is `é`), at any depth of nesting (`\\n` is JSON
+//!   quoted in JSON, as tool arguments are), so text quoted inside a JSON
+//!   document — a tool's output, say — is the same words as the text
+//!   itself. Any other backslash separates words.
 //!
 //! Each word becomes a 64-bit hash of its folded form; a run of `k` words
 //! becomes one 64-bit key ([`RunKeys`]). The gate compares keys, never
@@ -210,11 +212,13 @@ fn unicode_escape(rest: &[u8]) -> Option<(char, usize)> {
     }
     let unit = hex4(&rest[2..])?;
     if (0xD800..0xDC00).contains(&unit) {
-        if rest.get(6) == Some(&b'\\') && rest.get(7) == Some(&b'u') {
-            let low = hex4(&rest[8..])?;
+        // The low half, after as many backslashes as the high one.
+        let slashes = rest[6..].iter().take_while(|&&b| b == b'\\').count();
+        if slashes > 0 && rest.get(6 + slashes) == Some(&b'u') {
+            let low = hex4(&rest[7 + slashes..])?;
             if (0xDC00..0xE000).contains(&low) {
                 let c = 0x10000 + ((unit - 0xD800) << 10) + (low - 0xDC00);
-                return char::from_u32(c).map(|c| (c, 12));
+                return char::from_u32(c).map(|c| (c, 11 + slashes));
             }
         }
         return None;
@@ -292,13 +296,19 @@ impl Splitter {
                 i += len;
                 continue;
             }
-            if b == b'\\'
-                && escapes
-                && let Some((c, len)) = unicode_escape(&bytes[i..])
+            // A JSON escape, at any depth of nesting (`\n`, `\\n`, …: JSON
+            // quoted inside JSON, as tool arguments are) reads as what it
+            // stands for. An escaped character may go on a word.
+            let backslashes = if escapes && b == b'\\' {
+                bytes[i..].iter().take_while(|&&b| b == b'\\').count()
+            } else {
+                0
+            };
+            if backslashes > 0
+                && let Some((c, len)) = unicode_escape(&bytes[i + backslashes - 1..])
             {
-                // An escaped character may go on a word.
-                self.char(c, offset, i, i + len, out);
-                i += len;
+                self.char(c, offset, i, i + backslashes - 1 + len, out);
+                i += backslashes - 1 + len;
                 continue;
             }
             self.finish(offset, i, out);
@@ -306,11 +316,14 @@ impl Splitter {
                 b'\n' => self.new_line(bytes, i + 1),
                 b'[' if bytes.get(i + 1) == Some(&b'[') => i + link_target_len(&bytes[i..]).max(2),
                 b'[' => i + cookie_len(&bytes[i..]).max(1),
-                b'\\' if escapes => match bytes.get(i + 1) {
-                    Some(b'n') => self.new_line(bytes, i + 2),
-                    Some(b't' | b'r' | b'b' | b'f' | b'"' | b'\\' | b'/') => i + 2,
-                    _ => i + 1,
-                },
+                b'\\' if escapes => {
+                    let after = i + backslashes;
+                    match bytes.get(after) {
+                        Some(b'n') => self.new_line(bytes, after + 1),
+                        Some(b't' | b'r' | b'b' | b'f' | b'"' | b'/') => after + 1,
+                        _ => after,
+                    }
+                }
                 _ => i + 1,
             };
         }
@@ -501,11 +514,20 @@ mod tests {
     }
 
     #[test]
-    fn escapes_are_read_only_when_asked() {
+    fn escapes_are_read_at_any_depth_and_only_when_asked() {
         let mut out = Vec::new();
         Splitter::default().split("C:\\new", false, &mut out);
         assert_eq!(out.len(), 2);
         assert_eq!(out[1].hash, words("new")[0].hash);
-        assert_eq!(words("C:\\new")[1].hash, words("ew")[0].hash);
+        // A text, as JSON, as JSON in JSON: the same words.
+        let text = "C:\\new \"café\"\tok 😀 \\alpha";
+        let once = serde_json::to_string(text).unwrap();
+        let twice = serde_json::to_string(&once).unwrap();
+        let ascii = "C:\\\\new \\\"caf\\u00e9\\\"\\tok \\ud83d\\ude00 \\\\alpha";
+        for form in [once.as_str(), twice.as_str(), ascii] {
+            assert_eq!(hashes(form), hashes(text), "{form}");
+        }
+        // `\\n` reads as a line break in every form, the raw text too.
+        assert_eq!(spans(text), ["C", "ew", "café", "ok", "alpha"]);
     }
 }

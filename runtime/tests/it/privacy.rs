@@ -15,7 +15,7 @@ use foveal::registry::{Change, Registry};
 use foveal_redact::Pattern;
 use tracing_subscriber::layer::SubscriberExt as _;
 
-use crate::support::{Sandbox, components_for, library};
+use crate::support::{Sandbox, library};
 
 const MEMEX: &str = "* Launch :project:
 :PROPERTIES:
@@ -332,10 +332,17 @@ fn a_privacy_skill_that_fails_or_panics_falls_back_to_the_host_and_is_quarantine
     }
 }
 
-/// Random memexes with canaries in private objects only: none reaches the
-/// outline a skill renders, the body after the gate, the log or an error.
+/// Random memexes with canaries in private objects only — tagged subtrees
+/// and files private through `#+FILETAGS` — and quotes of their lines in
+/// the forms a person would write them. No canary reaches what a skill is
+/// lent (its whole request, as `{:#?}` prints it), the outline a skill
+/// renders, a body after the gate, any string of a request (tool
+/// definitions included), a replayed history after the private file left,
+/// the log or an error.
 mod canaries {
     use super::*;
+    use foveal::agent::session::{Entry, Session};
+    use foveal::provider::{ChatRequest, Message, ToolDefinition};
     use proptest::prelude::*;
     use proptest::test_runner::{Config, TestCaseError, TestRunner};
 
@@ -356,8 +363,11 @@ mod canaries {
         "x",
         "to-do",
         "task-1234",
+        "café",
+        "naïve",
+        "Zürich",
     ];
-    const BULLETS: &[&str] = &["", "", "- ", "+ ", "  * ", "1. ", "\t"];
+    const BULLETS: &[&str] = &["", "", "- ", "+ ", "  * ", "1. ", "\t", "- [ ] ", "- [X] "];
     const TAG_SPELLINGS: &[&str] = &["@personal", "@Personal", "@PERSONAL"];
     const CONFIG_SPELLINGS: &[&str] = &["@personal", ":@personal:", "@Personal", ":@PERSONAL"];
 
@@ -381,7 +391,7 @@ mod canaries {
             prop::collection::vec(
                 (
                     0..BULLETS.len(),
-                    prop::collection::vec(0..WORDS.len(), 0..5),
+                    prop::collection::vec(0..WORDS.len(), 0..7),
                     any::<bool>(),
                 ),
                 0..4,
@@ -405,18 +415,33 @@ mod canaries {
             .join(" ")
     }
 
-    /// The Org text, the ids of public objects, and how many canaries.
-    /// Each canary is unique (`CANARY-`, the case's random salt, a counter)
-    /// and goes into private titles and lines only; no word of [`WORDS`]
-    /// holds one. So no visible text holds a canary, and the gate, which
-    /// spares private text that visible objects hold too, must remove each.
-    fn org(nodes: &[Node], salt: u32) -> (String, Vec<String>, usize) {
+    /// A memex file made of `nodes`.
+    struct Org {
+        text: String,
+        /// Ids of the visible objects.
+        public_ids: Vec<String>,
+        /// The private lines that hold a canary, without their bullets.
+        private_lines: Vec<String>,
+    }
+
+    /// The Org text of `nodes`. Each canary is unique (`CANARY-`, the
+    /// case's random salt, a counter) and goes into private titles and
+    /// lines only; no word of [`WORDS`] holds one. So no visible text
+    /// holds a canary, and the gate, which spares private text that
+    /// visible objects hold too, must remove each. With `file_private`,
+    /// the whole file is private through `#+FILETAGS`, and every title and
+    /// line gets a canary.
+    fn org(nodes: &[Node], salt: u32, file: u32, file_private: bool) -> Org {
         let mut text = String::new();
+        if file_private {
+            text.push_str("#+TITLE: Diary\n#+FILETAGS: :journal:@personal:\n");
+        }
         let mut public_ids = Vec::new();
+        let mut private_lines = Vec::new();
         let mut canaries = 0usize;
         let mut canary = || {
             canaries += 1;
-            format!("CANARY-{salt:08x}{canaries:04x}")
+            format!("CANARY-{salt:08x}{file:02x}{canaries:04x}")
         };
         // (level, private) of the open ancestors.
         let mut stack: Vec<(u8, bool)> = Vec::new();
@@ -426,12 +451,14 @@ mod canaries {
             while stack.last().is_some_and(|(l, _)| *l >= level) {
                 stack.pop();
             }
-            let private = n.private_tag.is_some() || stack.last().is_some_and(|(_, p)| *p);
+            let private =
+                file_private || n.private_tag.is_some() || stack.last().is_some_and(|(_, p)| *p);
             stack.push((level, private));
 
             let mut title = words(&n.title);
             if private {
                 title = format!("{title} {}", canary()).trim().to_owned();
+                private_lines.push(title.clone());
             }
             let mut tags = Vec::new();
             if n.project && level == 1 {
@@ -448,25 +475,108 @@ mod canaries {
             }
             text.push('\n');
             if n.id {
-                text.push_str(&format!(":PROPERTIES:\n:ID: id-{i}\n:END:\n"));
+                text.push_str(&format!(":PROPERTIES:\n:ID: id-{file}-{i}\n:END:\n"));
                 if !private {
-                    public_ids.push(format!("id-{i}"));
+                    public_ids.push(format!("id-{file}-{i}"));
                 }
             }
             for (bullet, line, with_canary) in &n.body {
-                let mut line = format!("{}{}", BULLETS[*bullet], words(line));
-                if private && *with_canary {
-                    line = format!("{line} {} end", canary());
+                let mut line = words(line);
+                if private && (*with_canary || file_private) {
+                    line = format!("{line} {} end", canary()).trim().to_owned();
+                    private_lines.push(line.clone());
                 }
+                text.push_str(BULLETS[*bullet]);
                 text.push_str(&line);
                 text.push('\n');
             }
         }
-        (text, public_ids, canaries)
+        Org {
+            text,
+            public_ids,
+            private_lines,
+        }
+    }
+
+    /// How a quote of a private line is written.
+    #[derive(Debug, Clone, Copy)]
+    struct Variant {
+        case: u8,
+        spacing: u8,
+        bullet: usize,
+        nfd: bool,
+        partial: bool,
+        json: bool,
+    }
+
+    fn variant() -> impl Strategy<Value = Variant> {
+        (
+            0u8..3,
+            0u8..4,
+            0..BULLETS.len(),
+            any::<bool>(),
+            any::<bool>(),
+            any::<bool>(),
+        )
+            .prop_map(|(case, spacing, bullet, nfd, partial, json)| Variant {
+                case,
+                spacing,
+                bullet,
+                nfd,
+                partial,
+                json,
+            })
+    }
+
+    /// `line` quoted as `v` says: in another case, with other spacing or
+    /// wrapped, with another bullet, in NFD, in part (five words or more
+    /// around the canary), as a JSON string.
+    fn quote(line: &str, v: Variant) -> String {
+        let tokens: Vec<&str> = line.split_whitespace().collect();
+        let at = tokens
+            .iter()
+            .position(|t| t.starts_with("CANARY"))
+            .unwrap_or(0);
+        let tokens: &[&str] = if v.partial && tokens.len() > 5 {
+            // The canary and the words after it, then as many before as
+            // make five words at least.
+            let end = tokens.len();
+            let start = at.min(end.saturating_sub(5));
+            &tokens[start..end]
+        } else {
+            &tokens
+        };
+        let sep = match v.spacing {
+            0 => " ",
+            1 => "   ",
+            2 => " \t",
+            _ => "\n",
+        };
+        let mut text = format!("{}{}", BULLETS[v.bullet], tokens.join(sep));
+        text = match v.case {
+            0 => text,
+            1 => text.to_uppercase(),
+            _ => text.to_lowercase(),
+        };
+        if v.nfd {
+            text = text
+                .replace('é', "e\u{301}")
+                .replace('ï', "i\u{308}")
+                .replace('ü', "u\u{308}")
+                .replace('É', "E\u{301}")
+                .replace('Ü', "U\u{308}");
+        }
+        if v.json {
+            text = serde_json::to_string(&text).unwrap();
+        }
+        format!("As I wrote: {text} — right?")
     }
 
     fn check(text: &str, what: &str) -> Result<(), TestCaseError> {
-        prop_assert!(!text.contains("CANARY"), "a canary in {what}: {text}");
+        prop_assert!(
+            !text.to_lowercase().contains("canary"),
+            "a canary in {what}: {text}"
+        );
         Ok(())
     }
 
@@ -474,11 +584,11 @@ mod canaries {
         std::env::var("PROPTEST_CASES")
             .ok()
             .and_then(|v| v.parse().ok())
-            .unwrap_or(64)
+            .unwrap_or(48)
     }
 
     #[test]
-    fn no_private_text_leaves_through_the_outline_the_gate_the_log_or_an_error() {
+    fn no_private_byte_leaves_through_any_channel() {
         let sandbox = Sandbox::new();
         let with_skill = Sandbox::new();
         with_skill.install("skill:privacy", "privacy");
@@ -487,13 +597,16 @@ mod canaries {
         let skilled = with_skill.registry();
         skilled.scan();
         let awareness = library("skill:awareness");
+        let reader = library("memex-reader");
 
         let strategy = (
             prop::collection::vec(node(), 1..24),
+            prop::collection::vec(node(), 0..6),
             any::<u32>(),
             0..CONFIG_SPELLINGS.len(),
             any::<bool>(),
             any::<prop::sample::Index>(),
+            prop::collection::vec(variant(), 4),
         );
         let mut runner = TestRunner::new(Config {
             cases: cases(),
@@ -502,67 +615,166 @@ mod canaries {
         });
         let case = std::sync::atomic::AtomicUsize::new(0);
         runner
-            .run(&strategy, |(nodes, salt, spelling, use_skill, focus)| {
-                let case = case.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let (org, public_ids, canaries) = org(&nodes, salt);
-                let dir = sandbox.root.path().join(format!("memex-{case}"));
-                let memex = open_memex(&dir, &org);
-                let focus = (!public_ids.is_empty()).then(|| focus.get(&public_ids).clone());
-                let privacy = PrivacyTags::new([CONFIG_SPELLINGS[spelling]]);
-                // The gate spares private text that visible objects hold
-                // too; the canaries are unique strings that none holds.
-                let snapshot = memex.snapshot();
-                let view = SnapshotView::new(&snapshot, &privacy);
-                for file in &view.view().files {
-                    for i in 0..file.len() as u32 {
-                        check(file.title(i), "a visible title")?;
-                        check(file.body(i), "a visible body")?;
-                    }
-                }
-                let gate = Gate::new(privacy, &[], true)
-                    .map_err(|e| TestCaseError::fail(e.to_string()))?;
-                let registry = if use_skill { &skilled } else { &bare };
+            .run(
+                &strategy,
+                |(nodes, diary, salt, spelling, use_skill, focus, variants)| {
+                    let case = case.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let main = org(&nodes, salt, 0, false);
+                    let diary = org(&diary, salt, 1, true);
+                    let dir = sandbox.root.path().join(format!("memex-{case}"));
+                    std::fs::create_dir_all(&dir).unwrap();
+                    std::fs::write(dir.join("main.org"), &main.text).unwrap();
+                    std::fs::write(dir.join("diary.org"), &diary.text).unwrap();
+                    let memex = Memex::open(&[dir.clone()]).unwrap();
+                    let focus =
+                        (!main.public_ids.is_empty()).then(|| focus.get(&main.public_ids).clone());
+                    let privacy = PrivacyTags::new([CONFIG_SPELLINGS[spelling]]);
+                    let private_lines: Vec<&String> =
+                        main.private_lines.iter().chain(&diary.private_lines).collect();
 
-                let (result, lines) = logged(|| -> Result<(), TestCaseError> {
-                    let (component, _) =
-                        components_for(&awareness, "awareness", &org, focus.as_deref(), "{}");
-                    let outline = component.content.to_string();
-                    check(&outline, "the awareness outline")?;
-                    // What could carry private text into a request: the
-                    // outline, a user quoting the file, a tool that read it.
-                    let plain = format!("{outline}\n---\n{org}");
-                    let json = serde_json::json!({
-                        "system": outline,
-                        "messages": [
-                            { "role": "user", "content": org },
-                            { "role": "tool", "content": format!("cat main.org\n{org}") },
-                        ],
-                    })
-                    .to_string();
-                    for body in [plain, json] {
-                        let cleaned = gate
-                            .clean(&body, &memex.snapshot(), &registry.snapshot())
-                            .map_err(|e| TestCaseError::fail(e.to_string()))?;
-                        check(&cleaned.text, "the cleaned body")?;
-                        check(&format!("{:?}", cleaned.report), "the report")?;
-                        prop_assert_eq!(
-                            matches!(cleaned.report.filter, SecretFilter::Skill),
-                            use_skill
-                        );
-                        if canaries > 0 {
-                            prop_assert!(cleaned.report.private > 0);
+                    // What a skill is lent: every accessor, and the whole
+                    // request as an adversarial skill would print it.
+                    let snapshot = memex.snapshot();
+                    let view = SnapshotView::new(&snapshot, &privacy);
+                    for file in &view.view().files {
+                        check(file.text.as_str(), "a lent text")?;
+                        for i in 0..file.len() as u32 {
+                            check(file.title(i), "a visible title")?;
+                            check(file.body(i), "a visible body")?;
                         }
                     }
-                    for error in memex.snapshot().failed().values() {
-                        check(&error.to_string(), "a memex error")?;
+                    let files: Vec<(&str, &str)> =
+                        vec![("main.org", &main.text), ("diary.org", &diary.text)];
+                    let (lent, _) = crate::support::components_for_files(
+                        &reader,
+                        "memex-reader",
+                        &files,
+                        focus.as_deref(),
+                        "{}",
+                    );
+                    for component in &lent {
+                        check(component.content.as_str(), "what memex-reader was lent")?;
                     }
-                    Ok(())
-                });
-                for line in &lines {
-                    check(line, "the log")?;
-                }
-                result
-            })
+                    let gate = Gate::new(privacy, &[], true)
+                        .map_err(|e| TestCaseError::fail(e.to_string()))?;
+                    let registry = if use_skill { &skilled } else { &bare };
+
+                    let (result, lines) = logged(|| -> Result<(), TestCaseError> {
+                        let (component, _) = crate::support::components_for_files(
+                            &awareness,
+                            "awareness",
+                            &files,
+                            focus.as_deref(),
+                            "{}",
+                        );
+                        let outline = component[0].content.to_string();
+                        check(&outline, "the awareness outline")?;
+                        // What could carry private text into a request: the
+                        // outline, a user quoting the files whole or in
+                        // part and in any form, a tool that read them.
+                        let mut quotes: Vec<String> = Vec::new();
+                        for (i, line) in private_lines.iter().enumerate() {
+                            quotes.push(quote(line, variants[i % variants.len()]));
+                        }
+                        let all = format!(
+                            "{outline}\n---\n{}\n---\n{}\n{}",
+                            main.text,
+                            diary.text,
+                            quotes.join("\n")
+                        );
+                        let json = serde_json::json!({
+                            "system": outline,
+                            "messages": [
+                                { "role": "user", "content": main.text },
+                                { "role": "user", "content": diary.text },
+                                { "role": "tool", "content": format!("cat main.org\n{}", main.text) },
+                            ],
+                        })
+                        .to_string();
+                        let skills = registry.snapshot();
+                        let mut bodies = vec![all, json];
+                        bodies.extend(quotes.iter().cloned());
+                        for body in &bodies {
+                            let cleaned = gate
+                                .clean(body, &memex.snapshot(), &skills)
+                                .map_err(|e| TestCaseError::fail(e.to_string()))?;
+                            check(&cleaned.text, "the cleaned body")?;
+                            check(&format!("{:?}", cleaned.report), "the report")?;
+                            prop_assert_eq!(
+                                matches!(cleaned.report.filter, SecretFilter::Skill),
+                                use_skill
+                            );
+                        }
+
+                        // Every string of a request: tool definitions a
+                        // skill declares, tool calls, results.
+                        let quoted = quotes.join(" / ");
+                        let mut request = ChatRequest::new(vec![
+                            Message::system(outline.clone()),
+                            Message::user(quoted.clone()),
+                            Message::Assistant {
+                                content: quoted.clone(),
+                                tool_calls: vec![foveal::provider::AssistantToolCall {
+                                    id: "call_1".into(),
+                                    name: "read".into(),
+                                    arguments: serde_json::json!({ "q": quoted }).to_string(),
+                                }],
+                            },
+                            Message::Tool {
+                                tool_call_id: "call_1".into(),
+                                content: diary.text.clone(),
+                            },
+                        ]);
+                        request.tools = vec![ToolDefinition {
+                            name: "read".into(),
+                            description: quoted.clone(),
+                            parameters: serde_json::json!({
+                                "type": "object",
+                                "properties": { quoted.clone(): { "description": quoted } },
+                            }),
+                        }];
+                        gate.check_request(
+                            &mut request,
+                            &memex.snapshot(),
+                            &skills,
+                            &mut foveal::egress::RequestMemo::default(),
+                        )
+                        .map_err(|e| TestCaseError::fail(e.to_string()))?;
+                        let sent = foveal::provider::request_body(&request, Some("m"))
+                            .map_err(|e| TestCaseError::fail(e.to_string()))?;
+                        check(&sent.into_string(), "a request")?;
+
+                        // History: recorded as sent, replayed as sent after
+                        // the private file left the memex.
+                        let data = dir.join("data");
+                        let mut session = Session::open(&data, "s").unwrap();
+                        for q in &quotes {
+                            let sent = gate
+                                .clean(q, &memex.snapshot(), &skills)
+                                .map_err(|e| TestCaseError::fail(e.to_string()))?;
+                            session.append(Entry::user(q.as_str(), sent.text)).unwrap();
+                        }
+                        drop(session);
+                        std::fs::remove_file(dir.join("diary.org")).unwrap();
+                        std::fs::write(dir.join("main.org"), "* Nothing private now\n").unwrap();
+                        memex.reload_file(&dir.join("diary.org"));
+                        memex.reload_file(&dir.join("main.org"));
+                        let session = Session::open(&data, "s").unwrap();
+                        for message in session.history(usize::MAX) {
+                            check(&message.text, "a replayed message")?;
+                        }
+
+                        for error in memex.snapshot().failed().values() {
+                            check(&error.to_string(), "a memex error")?;
+                        }
+                        Ok(())
+                    });
+                    for line in &lines {
+                        check(line, "the log")?;
+                    }
+                    result
+                },
+            )
             .unwrap();
     }
 }
