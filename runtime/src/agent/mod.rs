@@ -864,16 +864,20 @@ impl Agent {
         summary.completion_tokens = reply.usage.map(|u| u.completion_tokens);
         self.costs.add(usage);
 
-        // Act.
-        let mut entry = Entry::new(EntryRole::Assistant, reply.text.clone());
+        // Act. The reply is recorded (and so replayed) as it passed the
+        // gate: a model may echo what it should not have had.
+        let mut entry = Entry::new(
+            EntryRole::Assistant,
+            self.gated_with(&reply.text, &snapshot, &skills),
+        );
         entry.cycle = Some(id);
         entry.tool_calls = reply
             .tool_calls
             .iter()
             .map(|c| RecordedCall {
-                id: c.id.clone(),
-                name: c.name.clone(),
-                arguments: c.raw_arguments.clone(),
+                id: self.gated_with(&c.id, &snapshot, &skills),
+                name: self.gated_with(&c.name, &snapshot, &skills),
+                arguments: self.gated_with(&c.raw_arguments, &snapshot, &skills),
             })
             .collect();
         self.record(entry);
@@ -906,17 +910,17 @@ impl Agent {
             if result.is_err() {
                 failures += 1;
             }
+            // A tool's output is memex text or a skill's: it is shown,
+            // recorded, replayed and fed to the next cycle only as gated.
+            let result = match result {
+                Ok(text) => Ok(self.gated_with(&text, &snapshot, &skills)),
+                Err(error) => Err(self.gated_with(&error, &snapshot, &skills)),
+            };
             out.tool(&call.name, &result);
-            // A tool's output is memex text or a skill's: it is recorded,
-            // replayed and fed to the next cycle only as gated.
-            let content = self.gated_with(
-                &match &result {
-                    Ok(text) => text.clone(),
-                    Err(error) => format!("error: {error}"),
-                },
-                &snapshot,
-                &skills,
-            );
+            let content = match &result {
+                Ok(text) => text.clone(),
+                Err(error) => format!("error: {error}"),
+            };
             if !tool_output.is_empty() {
                 tool_output.push('\n');
             }

@@ -531,9 +531,13 @@ async fn a_tool_result_is_recorded_and_fed_back_as_it_passed_the_gate() {
         ),
     );
     let (_, out) = ask(&mut f, "Read my keys").await;
-    // The user's own terminal shows what the tool read…
-    assert!(matches!(&out.tools[0].1, Ok(t) if t.contains("AKIAIOSFODNN7EXAMPLE")));
-    // …the model and the session file never do.
+    // What is shown is what the model gets; neither it nor the session
+    // file ever holds the secrets.
+    assert!(
+        matches!(&out.tools[0].1, Ok(t) if t.contains("[REDACTED aws-access-key-id]")),
+        "{:?}",
+        out.tools
+    );
     for body in f.model.bodies() {
         assert!(
             !body.contains("AKIAIOSFODNN7EXAMPLE") && !body.contains("hunter2"),

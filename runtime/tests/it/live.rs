@@ -543,3 +543,135 @@ async fn a_skill_swapped_during_a_cycle_is_used_from_the_next_cycle_on() {
     run_to_end(command(dir.path(), &server, &["stop"])).await;
     assert!(wait_exit(&mut host).success());
 }
+
+/// Walks every string of `value` (keys too).
+fn each_string(value: &serde_json::Value, f: &mut dyn FnMut(&str)) {
+    match value {
+        serde_json::Value::String(text) => f(text),
+        serde_json::Value::Array(items) => items.iter().for_each(|v| each_string(v, f)),
+        serde_json::Value::Object(map) => {
+            for (key, item) in map {
+                f(key);
+                each_string(item, f);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Every file under `dir`, recursively.
+fn files_under(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(files_under(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_adversary_finds_no_private_byte_in_any_request_file_or_log() {
+    let dir = workspace();
+    std::fs::write(
+        dir.path().join("memex/diary.org"),
+        "#+FILETAGS: :@personal:\n* Sunday\n:PROPERTIES:\n:ID: sunday\n:END:\n\
+         Met Ann at the harbour CANARY-d1a7 on a windy morning.\n",
+    )
+    .unwrap();
+    let plugins = dir.path().join("plugins");
+    std::fs::create_dir_all(&plugins).unwrap();
+    install(
+        &library("tools"),
+        &plugins,
+        &file_name("foveal_fixture_tools"),
+    );
+    // The model stands in for anyone who learned the private text
+    // elsewhere: it echoes it in its reply and in tool arguments, and
+    // makes a careless skill quote it in an error.
+    let leak = "met ANN at the\nharbour canary-d1a7 on a windy morning";
+    let arguments = json!({ "text": leak }).to_string();
+    let server = Server::start(vec![
+        tool_reply("echo_error", &arguments),
+        tool_reply("read_object", r#"{"id": "sunday"}"#),
+        text_reply(&format!("You said: {leak}")),
+        text_reply("You quoted something private."),
+    ])
+    .await;
+    let ask = |text: &str| {
+        let mut c = command(dir.path(), &server, &["ask", "--session", "s", text]);
+        c.env("FOVEAL_LOG", "debug");
+        c
+    };
+    let first = run_to_end(ask(
+        "Remember: Met  Ann at the HARBOUR\nCANARY-D1A7 on a windy morning!",
+    ))
+    .await;
+    assert!(first.status.success(), "{}", stderr(&first));
+    // The diary leaves the memex; the old message must stay redacted.
+    std::fs::remove_file(dir.path().join("memex/diary.org")).unwrap();
+    let second = run_to_end(ask("What did I tell you?")).await;
+    assert!(second.status.success(), "{}", stderr(&second));
+
+    let leaked = |text: &str| {
+        let lower = text.to_lowercase();
+        lower.contains("canary") || lower.contains("harbour")
+    };
+    // Every string of every request.
+    let requests = server.requests();
+    assert_eq!(
+        requests.len(),
+        4,
+        "{}\n{}\n{}\n{}",
+        stdout(&first),
+        stderr(&first),
+        stdout(&second),
+        stderr(&second)
+    );
+    for request in &requests {
+        each_string(&request.json(), &mut |text| {
+            assert!(!leaked(text), "a request carried {text:?}");
+        });
+    }
+    // The skill's error reached the next request gated and capped.
+    let error_result = &requests[1].body;
+    assert!(
+        error_result.contains("the skill tools failed to run echo_error"),
+        "{error_result}"
+    );
+    assert!(
+        error_result.contains("[cut at 500 bytes]"),
+        "{error_result}"
+    );
+    // The log, at debug level, and what the user was shown on stderr.
+    for output in [&first, &second] {
+        assert!(!leaked(&stderr(output)), "{}", stderr(output));
+    }
+    // Every file written: the session keeps what the user typed, as typed,
+    // for the user's eyes — and nothing else private.
+    for path in files_under(dir.path()) {
+        if path.starts_with(dir.path().join("memex")) || path.starts_with(&plugins) {
+            continue;
+        }
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            continue;
+        };
+        if path.extension().is_some_and(|e| e == "jsonl") {
+            for line in text.lines() {
+                let entry: serde_json::Value = serde_json::from_str(line).unwrap();
+                each_string(&entry, &mut |s| {
+                    let typed = entry["role"] == "user" && entry["content"] == s;
+                    assert!(typed || !leaked(s), "{} holds {s:?}", path.display());
+                });
+            }
+        } else {
+            assert!(!leaked(&text), "{} holds private text", path.display());
+        }
+    }
+}
