@@ -967,8 +967,12 @@ fn host_section(id: u32, text: Text) -> PromptSection {
 pub struct GateMemo {
     generations: Option<(u64, u64)>,
     entries: Vec<MemoEntry>,
-    by_content: HashMap<u64, (Arc<str>, Option<Arc<str>>, MemoReport)>,
+    by_content: HashMap<u64, ContentEntry>,
 }
+
+/// A text remembered by content: the text, the gate's text when it
+/// changed it, what was removed.
+type ContentEntry = (Arc<str>, Option<Arc<str>>, MemoReport);
 
 impl GateMemo {
     /// Sections remembered at most by allocation (the least recently used

@@ -625,7 +625,7 @@ mod canaries {
                     std::fs::create_dir_all(&dir).unwrap();
                     std::fs::write(dir.join("main.org"), &main.text).unwrap();
                     std::fs::write(dir.join("diary.org"), &diary.text).unwrap();
-                    let memex = Memex::open(&[dir.clone()]).unwrap();
+                    let memex = Memex::open(std::slice::from_ref(&dir)).unwrap();
                     let focus =
                         (!main.public_ids.is_empty()).then(|| focus.get(&main.public_ids).clone());
                     let privacy = PrivacyTags::new([CONFIG_SPELLINGS[spelling]]);
