@@ -262,6 +262,16 @@ fn prompt(c: &mut Criterion) {
             BatchSize::LargeInput,
         )
     });
+    // A 10 MB word (one letter), cold: counted as an upper bound, never
+    // handed whole to the tokenizer.
+    let word = "a".repeat(10 << 20);
+    group.bench_function("count_cold_10MB_word", |b| {
+        b.iter(|| {
+            black_box(
+                foveal::tokens::TokenCounter::new(foveal::tokens::Encoding::O200kBase).count(&word),
+            )
+        })
+    });
     group.finish();
 }
 

@@ -136,7 +136,7 @@ impl TokenCounter {
             return 0;
         }
         if text.len() < CACHE_MIN_BYTES {
-            return self.encoding.tables().encode_ordinary(text).len();
+            return encode_len(self.encoding.tables(), text);
         }
         if text.len() >= CHUNKED_FROM {
             return self.count_chunked(text);
@@ -145,7 +145,7 @@ impl TokenCounter {
         if let Some(&n) = self.lock().get(&key) {
             return n;
         }
-        let n = self.encoding.tables().encode_ordinary(text).len();
+        let n = encode_len(self.encoding.tables(), text);
         let mut cache = self.lock();
         if cache.len() >= CACHE_CAPACITY {
             cache.clear();
@@ -190,7 +190,7 @@ impl TokenCounter {
         let tables = self.encoding.tables();
         let counted: Vec<((u64, usize), usize)> = missing
             .into_iter()
-            .map(|(chunk, key)| (key, tables.encode_ordinary(chunk).len()))
+            .map(|(chunk, key)| (key, encode_len(tables, chunk)))
             .collect();
         let mut cache = self.lock();
         if cache.len() + counted.len() > CACHE_CAPACITY {
@@ -214,6 +214,83 @@ impl TokenCounter {
         // inconsistent, so a poisoned lock is still usable.
         self.cache.lock().unwrap_or_else(|e| e.into_inner())
     }
+}
+
+/// Runs of more than this many bytes without whitespace are not handed to
+/// the tokenizer: its pre-tokenizer's regex overflows its stack on a run
+/// of about a megabyte (a panic), and its merges take quadratic time in a
+/// piece's length (a 100 kB word took seconds). Such a run counts as its
+/// length in bytes, an upper bound of its tokens; natural text has no
+/// such runs, so its counts stay exact.
+const MAX_RUN: usize = 256;
+
+/// The tokens of `text`: exact for text without runs longer than
+/// [`MAX_RUN`], an upper bound otherwise; the byte length (an upper bound
+/// too) if the tokenizer fails.
+fn encode_len(tables: &CoreBPE, text: &str) -> usize {
+    let bytes = text.as_bytes();
+    let is_space = |b: u8| matches!(b, b' ' | b'\t' | b'\n' | b'\r' | 0x0B | 0x0C);
+    let mut total = 0;
+    let mut start = 0;
+    let mut run = 0;
+    let mut i = 0;
+    while i < bytes.len() {
+        if is_space(bytes[i]) {
+            run = 0;
+            i += 1;
+            continue;
+        }
+        run += 1;
+        if run <= MAX_RUN {
+            i += 1;
+            continue;
+        }
+        // A long run: everything before it, then the run (with the space
+        // before it, which the tokenizer would give to its first piece)
+        // as bytes.
+        let mut run_start = i + 1 - run;
+        if run_start > start && is_space(bytes[run_start - 1]) {
+            run_start -= 1;
+        }
+        let mut end = i;
+        while end < bytes.len() && !is_space(bytes[end]) {
+            end += 1;
+        }
+        let before = floor_char_boundary(text, run_start.max(start));
+        total += guarded(tables, &text[start..before]);
+        total += end - before;
+        start = end;
+        run = 0;
+        i = end;
+    }
+    total + guarded(tables, &text[start..])
+}
+
+/// The largest char boundary of `text` at or before `at`.
+fn floor_char_boundary(text: &str, mut at: usize) -> usize {
+    while !text.is_char_boundary(at) {
+        at -= 1;
+    }
+    at
+}
+
+/// The tokenizer's count of `text`, or its byte length if the tokenizer
+/// panics: a count is never worth a crash.
+fn guarded(tables: &CoreBPE, text: &str) -> usize {
+    if text.is_empty() {
+        return 0;
+    }
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        tables.encode_ordinary(text).len()
+    }))
+    .unwrap_or_else(|_| {
+        tracing::warn!(
+            target: "foveal::tokens",
+            bytes = text.len(),
+            "the tokenizer failed on a text; its length in bytes is counted instead"
+        );
+        text.len()
+    })
 }
 
 /// Cuts `text` into pieces whose token counts add up to the count of the
@@ -464,6 +541,32 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn a_word_of_megabytes_counts_fast_as_an_upper_bound_and_never_panics() {
+        let counter = TokenCounter::new(Encoding::O200kBase);
+        for text in [
+            "a".repeat(10 << 20),
+            format!("hello {} world", "!".repeat(2 << 20)),
+            format!("é{}", "ü".repeat(1 << 20)),
+        ] {
+            let started = std::time::Instant::now();
+            let n = counter.count(&text);
+            assert!(n > 0 && n <= text.len(), "{n} of {}", text.len());
+            assert!(started.elapsed() < std::time::Duration::from_secs(20));
+        }
+        // Around a long run, the rest counts as it would alone.
+        let long = "x".repeat(MAX_RUN + 1);
+        let text = format!("hello world {long} and more");
+        let tables = Encoding::O200kBase.tables();
+        let expected = tables.encode_ordinary("hello world").len()
+            + (long.len() + 1)
+            + tables.encode_ordinary(" and more").len();
+        assert_eq!(counter.count(&text), expected);
+        // Without long runs, exact.
+        let text = "word ".repeat(1000);
+        assert_eq!(counter.count(&text), tables.encode_ordinary(&text).len());
     }
 
     #[test]
