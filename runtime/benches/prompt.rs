@@ -89,24 +89,27 @@ fn prompt(c: &mut Criterion) {
         .map(|i| format!("INFO foveal::cycle: cycle {i} done generation=12 tokens=15873 ms=812"))
         .collect();
     let history: Vec<Message> = (0..24)
-        .map(|i| Message {
-            role: if i % 2 == 0 {
-                Role::USER
-            } else {
-                Role::ASSISTANT
-            },
-            text: paragraph(i, 150).into(),
+        .map(|i| {
+            Message::new(
+                if i % 2 == 0 {
+                    Role::USER
+                } else {
+                    Role::ASSISTANT
+                },
+                paragraph(i, 150),
+            )
         })
         .collect();
     let tool_result: String = (0..200)
         .map(|i| format!("{i:>4}: {}\n", paragraph(i, 15)))
         .collect();
     let message: Arc<str> = paragraph(99, 300).into();
+    let results = [Message::tool_result("call_1", tool_result.as_str())];
     let input = PromptInput {
         focus: Some("p3-s2"),
         message: Some(Arc::clone(&message)),
         history: &history,
-        tool_result: Some(tool_result.as_str().into()),
+        tool_results: &results,
         tools: &tools,
         logs: &logs,
         ..PromptInput::default()
@@ -183,12 +186,15 @@ fn prompt(c: &mut Criterion) {
             || {
                 n += 1;
                 let result = tool_result.replacen("   7: ", &format!("   7 (run {n}): "), 1);
-                PromptInput {
-                    tool_result: Some(result.into()),
-                    ..input.clone()
-                }
+                [Message::tool_result("call_1", result)]
             },
-            |changed| black_box(assembler.assemble(&skills, &snapshot, &changed).unwrap()),
+            |changed| {
+                let changed = PromptInput {
+                    tool_results: &changed,
+                    ..input.clone()
+                };
+                black_box(assembler.assemble(&skills, &snapshot, &changed).unwrap())
+            },
             BatchSize::SmallInput,
         )
     });

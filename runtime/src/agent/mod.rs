@@ -25,8 +25,11 @@
 //!    each phase).
 //!
 //! Tool output is fed back as a new signal (`tool_output`): the next
-//! cycle of the turn sees it as the prompt's tool result (component 7000),
-//! under the pattern of a tool-output signal. A turn ends when the model
+//! cycle of the turn sees each result as a tool result (component 7000),
+//! sent as a `tool` message answering its call's id right after the
+//! assistant message that made the call (the protocol's own roles: memex
+//! text and tool output never speak as the user), under the pattern of a
+//! tool-output signal. A turn ends when the model
 //! replies without calling a tool, when it calls a terminal tool (with
 //! `terminal_ends_loop`), or when the tool-output cycles reach their
 //! pattern's `max_iterations`. In a cycle whose pattern does not allow
@@ -580,7 +583,8 @@ impl Agent {
             None => None,
         };
         let mut source = signal.source;
-        let mut tool_result: Option<Arc<str>> = None;
+        // The session entries holding the last cycle's tool results.
+        let mut results: Option<(usize, usize)> = None;
         let mut continuations = 0;
         let mut limit = TURN_CAP;
         loop {
@@ -590,7 +594,7 @@ impl Agent {
                     source,
                     if first { message.clone() } else { None },
                     history_end,
-                    tool_result.take(),
+                    results.take(),
                     out,
                 )
                 .await;
@@ -626,7 +630,7 @@ impl Agent {
             }
             // The tool output is the next signal.
             source = SignalSource::ToolOutput;
-            tool_result = Some(Arc::from(outcome.tool_output.as_str()));
+            results = Some((outcome.history_end, self.session.entries().len()));
             history_end = outcome.history_end;
         }
         self.persist_in_background();
@@ -691,7 +695,7 @@ impl Agent {
         source: SignalSource,
         message: Option<Arc<str>>,
         history_end: usize,
-        tool_result: Option<Arc<str>>,
+        results: Option<(usize, usize)>,
         out: &mut dyn Output,
     ) -> CycleOutcome {
         let id = self.next_cycle;
@@ -725,6 +729,10 @@ impl Agent {
         let history = self
             .session
             .history_before(history_end, self.config.agent.history_messages);
+        let tool_results = match results {
+            Some((start, end)) => self.session.messages(start, end),
+            None => Vec::new(),
+        };
         let mut logs = crate::logs::global().recent(self.config.context.log_limit);
         logs.reverse();
         let mut summary = CycleSummary {
@@ -756,10 +764,16 @@ impl Agent {
         };
         // The definitions travel beside the messages: their bytes (an upper
         // bound of their tokens) come out of the budget.
+        // So do the tool calls of the history and the ids of the results.
         let definitions_bytes = definitions
             .iter()
             .map(|d| d.name.len() + d.description.len() + d.parameters.to_string().len() + 64)
-            .sum::<usize>();
+            .sum::<usize>()
+            + history
+                .iter()
+                .chain(&tool_results)
+                .map(crate::prompt::Message::call_bytes)
+                .sum::<usize>();
         let budget = self
             .config
             .context
@@ -773,7 +787,7 @@ impl Agent {
             focus: focus.as_deref(),
             message,
             history: &history,
-            tool_result,
+            tool_results: &tool_results,
             tools: &specs,
             logs: &logs,
             budget: Some(budget),
@@ -882,7 +896,6 @@ impl Agent {
             .collect();
         self.record(entry);
         let history_end = self.session.entries().len();
-        let mut tool_output = String::new();
         let mut terminal = false;
         let mut failures = 0;
         for (n, call) in reply.tool_calls.iter().enumerate() {
@@ -921,10 +934,6 @@ impl Agent {
                 Ok(text) => text.clone(),
                 Err(error) => format!("error: {error}"),
             };
-            if !tool_output.is_empty() {
-                tool_output.push('\n');
-            }
-            tool_output.push_str(&format!("{}: {content}", call.name));
             let mut entry = Entry::new(EntryRole::Tool, content);
             entry.tool_call_id = Some(call.id.clone());
             entry.tool = Some(call.name.clone());
@@ -943,7 +952,6 @@ impl Agent {
         CycleOutcome {
             text,
             summary,
-            tool_output,
             terminal,
             history_end,
         }
@@ -1025,7 +1033,6 @@ impl Agent {
             text: shown,
             history_end: self.session.entries().len(),
             summary,
-            tool_output: String::new(),
             terminal: false,
         }
     }
@@ -1106,7 +1113,6 @@ impl Agent {
 struct CycleOutcome {
     text: String,
     summary: CycleSummary,
-    tool_output: String,
     terminal: bool,
     /// The session entries before this cycle's tool results.
     history_end: usize,

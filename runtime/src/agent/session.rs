@@ -14,7 +14,6 @@
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead as _, BufReader, Read as _, Seek as _, SeekFrom, Write as _};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use foveal_sdk::Role;
 use serde::{Deserialize, Serialize};
@@ -104,34 +103,34 @@ impl Entry {
     }
 
     /// The entry as one message of the prompt's conversation history, or
-    /// none: errors are not replayed to the model, and a user's message
-    /// only as it was sent.
+    /// none: errors are not replayed to the model, a user's message only as
+    /// it was sent, and a tool result only with the id of its call. An
+    /// assistant entry's tool calls and a tool entry's call id travel in
+    /// the message's own fields, not as text.
     pub fn to_message(&self) -> Option<crate::prompt::Message> {
-        let (role, text) = match self.role {
-            EntryRole::User => (Role::USER, self.sent.clone()?),
+        use crate::prompt::{CallPart, Message, ToolCallRecord};
+        Some(match self.role {
+            EntryRole::User => Message::new(Role::USER, self.sent.as_deref()?),
             EntryRole::Assistant => {
-                let mut text = self.content.clone();
-                for call in &self.tool_calls {
-                    if !text.is_empty() {
-                        text.push('\n');
-                    }
-                    text.push_str(&format!("[called {}({})]", call.name, call.arguments));
+                let mut message = Message::new(Role::ASSISTANT, self.content.as_str());
+                if !self.tool_calls.is_empty() {
+                    message.call = Some(CallPart::Calls(
+                        self.tool_calls
+                            .iter()
+                            .map(|c| ToolCallRecord {
+                                id: c.id.clone(),
+                                name: c.name.clone(),
+                                arguments: c.arguments.clone(),
+                            })
+                            .collect(),
+                    ));
                 }
-                (Role::ASSISTANT, text)
+                message
             }
-            EntryRole::Tool => (
-                Role::TOOL,
-                format!(
-                    "{}: {}",
-                    self.tool.as_deref().unwrap_or("tool"),
-                    self.content
-                ),
-            ),
+            EntryRole::Tool => {
+                Message::tool_result(self.tool_call_id.as_deref()?, self.content.as_str())
+            }
             EntryRole::Error => return None,
-        };
-        Some(crate::prompt::Message {
-            role,
-            text: Arc::from(text),
         })
     }
 }
@@ -295,6 +294,16 @@ impl Session {
         })
     }
 
+    /// The entries `start..end` as prompt messages (those replayed).
+    pub fn messages(&self, start: usize, end: usize) -> Vec<crate::prompt::Message> {
+        let end = end.min(self.messages.len());
+        self.messages[start.min(end)..end]
+            .iter()
+            .flatten()
+            .cloned()
+            .collect()
+    }
+
     /// The last `limit` entries as prompt history, oldest first.
     pub fn history(&self, limit: usize) -> Vec<crate::prompt::Message> {
         self.history_before(self.entries.len(), limit)
@@ -342,7 +351,11 @@ mod tests {
         assert_eq!(session.entries().len(), 2);
         assert_eq!(session.entries()[1], reply);
         let history = session.history(10);
-        assert_eq!(&*history[1].text, "[called noop({})]");
+        assert_eq!(&*history[1].text, "");
+        assert!(matches!(
+            &history[1].call,
+            Some(crate::prompt::CallPart::Calls(calls)) if calls[0].name == "noop"
+        ));
         use std::os::unix::fs::PermissionsExt as _;
         let mode = std::fs::metadata(session.path())
             .unwrap()

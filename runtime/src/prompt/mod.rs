@@ -198,6 +198,30 @@ pub struct PromptSection {
     pub text: Text,
     /// Its tokens (see [`Prompt::tokens_exact`]).
     pub tokens: u32,
+    /// The tool calls an assistant message made, or the call a tool
+    /// result answers: sent in the request's own fields (`tool_calls`,
+    /// `tool_call_id`), never as text.
+    pub call: Option<CallPart>,
+}
+
+/// The tool-call part of a section.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CallPart {
+    /// The calls an assistant message made.
+    Calls(Arc<[ToolCallRecord]>),
+    /// The id of the call a tool result answers.
+    Result(Arc<str>),
+}
+
+/// A tool call the model made, as the history replays it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolCallRecord {
+    /// The call's id.
+    pub id: String,
+    /// The tool.
+    pub name: String,
+    /// Its arguments, as JSON text.
+    pub arguments: String,
 }
 
 impl PromptSection {
@@ -244,13 +268,49 @@ pub struct CacheReport {
     pub context: CacheState,
 }
 
-/// One message of the conversation history.
+/// One message of the conversation history, or a tool's result.
 #[derive(Debug, Clone)]
 pub struct Message {
     /// `Role::USER` or `Role::ASSISTANT` (or `Role::TOOL`).
     pub role: Role,
     /// What was said.
     pub text: Arc<str>,
+    /// An assistant message's tool calls, or the call a tool message
+    /// answers.
+    pub call: Option<CallPart>,
+}
+
+impl Message {
+    /// A message of `role` saying `text`.
+    pub fn new(role: Role, text: impl Into<Arc<str>>) -> Self {
+        Self {
+            role,
+            text: text.into(),
+            call: None,
+        }
+    }
+
+    /// A tool's result, answering the call `id`.
+    pub fn tool_result(id: &str, text: impl Into<Arc<str>>) -> Self {
+        Self {
+            role: Role::TOOL,
+            text: text.into(),
+            call: Some(CallPart::Result(Arc::from(id))),
+        }
+    }
+
+    /// The bytes its tool calls add to a request beside its text (an upper
+    /// bound of their tokens).
+    pub fn call_bytes(&self) -> usize {
+        match &self.call {
+            Some(CallPart::Calls(calls)) => calls
+                .iter()
+                .map(|c| c.id.len() + c.name.len() + c.arguments.len() + 32)
+                .sum(),
+            Some(CallPart::Result(id)) => id.len() + 16,
+            None => 0,
+        }
+    }
 }
 
 /// What a prompt is assembled for.
@@ -266,8 +326,9 @@ pub struct PromptInput<'a> {
     pub message: Option<Arc<str>>,
     /// Earlier messages, oldest first.
     pub history: &'a [Message],
-    /// The previous tool call's output.
-    pub tool_result: Option<Arc<str>>,
+    /// The results of the previous cycle's tool calls (each
+    /// [`Message::tool_result`]), sent as `tool` messages.
+    pub tool_results: &'a [Message],
     /// Every tool the host can offer (the context type filters them).
     pub tools: &'a [ToolSpec],
     /// The host's recent log lines, oldest first.
@@ -288,7 +349,7 @@ impl Default for PromptInput<'_> {
             focus: None,
             message: None,
             history: &[],
-            tool_result: None,
+            tool_results: &[],
             tools: &[],
             logs: &[],
             budget: None,
@@ -447,6 +508,9 @@ pub enum PromptError {
     /// The privacy gate could not check the prompt: it must not be sent.
     #[error("the privacy gate could not check the prompt: {0}")]
     Egress(#[from] crate::egress::GateError),
+    /// The request body could not be built.
+    #[error("the request body could not be built: {0}")]
+    Body(String),
 }
 
 fn level_list(levels: TrimLevels) -> String {
@@ -695,6 +759,7 @@ impl Assembler {
                 kind,
                 text: Text::Shared(Arc::clone(&c.text)),
                 tokens: 0,
+                call: None,
             });
         }
 
@@ -706,6 +771,7 @@ impl Assembler {
                     Text::Shared(Arc::clone(&message.text)),
                 );
                 section.role = message.role;
+                section.call.clone_from(&message.call);
                 sections.push(section);
             }
         }
@@ -733,14 +799,15 @@ impl Assembler {
             sections.extend(event);
         }
 
-        // 7000: the tool result.
-        if context_type.enables(ids::TOOL_RESULT)
-            && let Some(result) = &input.tool_result
-        {
-            sections.push(host_section(
-                ids::TOOL_RESULT,
-                Text::Shared(Arc::clone(result)),
-            ));
+        // 7000: the tool results, one section each.
+        if context_type.enables(ids::TOOL_RESULT) {
+            for result in input.tool_results {
+                let mut section =
+                    host_section(ids::TOOL_RESULT, Text::Shared(Arc::clone(&result.text)));
+                section.role = Role::TOOL;
+                section.call.clone_from(&result.call);
+                sections.push(section);
+            }
         }
 
         self.apply_overrides(context_type, &mut sections);
@@ -943,6 +1010,50 @@ impl Assembler {
     }
 }
 
+/// Each assistant message's tool calls followed at once by their results
+/// — the tool messages after it and before the next message that calls
+/// tools, moved up, matched by id in order (ids repeat from one cycle to
+/// the next with some servers) — a call without a result answered "left
+/// out of this prompt", a result without a call dropped.
+fn pair_tool_messages(messages: Vec<crate::provider::Message>) -> Vec<crate::provider::Message> {
+    use crate::provider::Message as M;
+    /// What a call whose result was trimmed away is answered.
+    const LEFT_OUT: &str = "[the result of this call was left out of this prompt]";
+    let calls = |m: &M| matches!(m, M::Assistant { tool_calls, .. } if !tool_calls.is_empty());
+    let mut slots: Vec<Option<M>> = messages.into_iter().map(Some).collect();
+    let mut out = Vec::with_capacity(slots.len());
+    for p in 0..slots.len() {
+        let Some(message) = slots[p].take() else {
+            continue;
+        };
+        match &message {
+            M::Tool { .. } => continue, // claimed by no call
+            M::Assistant { tool_calls, .. } if !tool_calls.is_empty() => {
+                let next = (p + 1..slots.len())
+                    .find(|&q| slots[q].as_ref().is_some_and(calls))
+                    .unwrap_or(slots.len());
+                let ids: Vec<String> = tool_calls.iter().map(|c| c.id.clone()).collect();
+                out.push(message);
+                for id in ids {
+                    let found = (p + 1..next).find(|&q| {
+                        matches!(&slots[q], Some(M::Tool { tool_call_id, .. }) if *tool_call_id == id)
+                    });
+                    let content = match found.and_then(|q| slots[q].take()) {
+                        Some(M::Tool { content, .. }) => content,
+                        _ => LEFT_OUT.to_owned(),
+                    };
+                    out.push(M::Tool {
+                        tool_call_id: id,
+                        content,
+                    });
+                }
+            }
+            _ => out.push(message),
+        }
+    }
+    out
+}
+
 /// A section of a host component.
 fn host_section(id: u32, text: Text) -> PromptSection {
     let c = components::static_component(id).expect("a host component id");
@@ -954,6 +1065,7 @@ fn host_section(id: u32, text: Text) -> PromptSection {
         kind: c.kind,
         text,
         tokens: 0,
+        call: None,
     }
 }
 
@@ -1135,7 +1247,7 @@ impl EgressSummary {
 /// A request body, checked by the privacy gate, ready for a provider.
 #[derive(Debug, Clone)]
 pub struct RequestBody {
-    /// The JSON body: `{"model": …, "messages": [{"role", "content"}, …]}`.
+    /// The chat-completions JSON body.
     pub json: String,
     /// What the gate removed.
     pub egress: EgressSummary,
@@ -1144,45 +1256,72 @@ pub struct RequestBody {
 }
 
 impl Prompt {
-    /// The messages of a chat request: consecutive system sections become
-    /// one system message, a tool result a user message `Tool result:\n…`,
-    /// each other section a message of its role. The tool loop sends tool
-    /// results this way, as text in the budget and through the gate, so
-    /// that no request depends on a server's handling of `tool` messages.
+    /// The messages of a chat request, in the protocol's own roles:
+    /// consecutive system sections become one system message; an
+    /// assistant message carries its tool calls in `tool_calls`, and each
+    /// tool result is a `tool` message answering its call's id, right after
+    /// the message that made the call. Memex text and tool output thus
+    /// never speak as the user, and the model is never shown a call syntax
+    /// of the host's own to imitate.
+    ///
+    /// The protocol wants every call answered and every answer called for;
+    /// trimming (L4 drops the oldest history) can break a pair, so a call
+    /// whose result is gone is answered "left out of this prompt", and a
+    /// result whose call is gone is left out too ([`pair_tool_messages`]). A tool section without a
+    /// call id (a context type's override of `tool_result`: configuration
+    /// text) joins the system message.
     pub fn chat_messages(&self) -> Vec<crate::provider::Message> {
-        use crate::provider::Message as M;
+        use crate::provider::{AssistantToolCall, Message as M};
         let mut messages = Vec::new();
         let mut system = String::new();
         for section in &self.sections {
-            if section.role == Role::SYSTEM {
+            let text = section.text.as_str();
+            let id_less_tool =
+                section.role == Role::TOOL && !matches!(section.call, Some(CallPart::Result(_)));
+            if section.role == Role::SYSTEM || id_less_tool {
                 if !system.is_empty() {
                     system.push_str("\n\n");
                 }
-                system.push_str(section.text.as_str().trim_end());
+                system.push_str(text.trim_end());
                 continue;
             }
             if !system.is_empty() {
                 messages.push(M::System(std::mem::take(&mut system)));
             }
-            messages.push(if section.role == Role::TOOL {
-                M::User(format!("Tool result:\n{}", section.text.as_str()))
-            } else if section.role == Role::ASSISTANT {
-                M::assistant(section.text.as_str())
-            } else {
-                M::User(section.text.as_str().to_owned())
+            messages.push(match (&section.call, section.role) {
+                (Some(CallPart::Result(id)), _) => M::Tool {
+                    tool_call_id: id.to_string(),
+                    content: text.to_owned(),
+                },
+                (call, Role::ASSISTANT) => M::Assistant {
+                    content: text.to_owned(),
+                    tool_calls: match call {
+                        Some(CallPart::Calls(calls)) => calls
+                            .iter()
+                            .map(|c| AssistantToolCall {
+                                id: c.id.clone(),
+                                name: c.name.clone(),
+                                arguments: c.arguments.clone(),
+                            })
+                            .collect(),
+                        _ => Vec::new(),
+                    },
+                },
+                _ => M::User(text.to_owned()),
             });
         }
         if !system.is_empty() {
             messages.push(M::System(system));
         }
-        messages
+        pair_tool_messages(messages)
     }
 
     /// The request body: the one place a prompt becomes bytes for a
     /// provider. The sections passed the privacy gate when the prompt was
     /// assembled; the request as a whole passes it once more
-    /// ([`Gate::check_request`]) before it becomes
-    /// [`chat_messages`](Self::chat_messages) in JSON.
+    /// ([`Gate::check_request`]) before it becomes the chat-completions
+    /// JSON ([`crate::provider::request_body`]) of
+    /// [`chat_messages`](Self::chat_messages).
     pub fn into_request_body(
         self,
         gate: &Gate,
@@ -1197,21 +1336,9 @@ impl Prompt {
             skills,
             &mut crate::egress::RequestMemo::default(),
         )?;
-        let messages: Vec<serde_json::Value> = request
-            .messages
-            .iter()
-            .map(|m| {
-                let content = match m {
-                    crate::provider::Message::System(t) | crate::provider::Message::User(t) => {
-                        t.as_str()
-                    }
-                    crate::provider::Message::Assistant { content, .. } => content.as_str(),
-                    crate::provider::Message::Tool { content, .. } => content.as_str(),
-                };
-                serde_json::json!({"role": m.role().as_str(), "content": content})
-            })
-            .collect();
-        let json = serde_json::json!({"model": request.model, "messages": messages}).to_string();
+        let json = crate::provider::request_body(&request, None)
+            .map_err(|error| PromptError::Body(error.to_string()))?
+            .into_string();
         Ok(RequestBody {
             json,
             egress: self.egress,
@@ -1229,6 +1356,77 @@ mod tests {
         fn shared<T: Send + Sync>() {}
         shared::<Assembler>();
         shared::<Prompt>();
+    }
+
+    #[test]
+    fn tool_results_follow_their_calls_and_no_pair_is_broken() {
+        use crate::provider::{AssistantToolCall, Message as M};
+        let assistant = |ids: &[&str]| M::Assistant {
+            content: String::new(),
+            tool_calls: ids
+                .iter()
+                .map(|id| AssistantToolCall {
+                    id: (*id).to_owned(),
+                    name: "t".to_owned(),
+                    arguments: "{}".to_owned(),
+                })
+                .collect(),
+        };
+        let tool = |id: &str, text: &str| M::Tool {
+            tool_call_id: id.to_owned(),
+            content: text.to_owned(),
+        };
+        let shape = |messages: &[M]| -> Vec<String> {
+            messages
+                .iter()
+                .map(|m| match m {
+                    M::System(t) | M::User(t) => t.clone(),
+                    M::Assistant { tool_calls, .. } => format!(
+                        "calls {}",
+                        tool_calls
+                            .iter()
+                            .map(|c| c.id.as_str())
+                            .collect::<Vec<_>>()
+                            .join(",")
+                    ),
+                    M::Tool {
+                        tool_call_id,
+                        content,
+                    } => format!("{tool_call_id}={content}"),
+                })
+                .collect()
+        };
+        let paired = pair_tool_messages(vec![
+            M::User("orphan before".into()),
+            tool("x", "orphan"),
+            assistant(&["c0"]),
+            tool("c0", "first"),
+            assistant(&["c0", "c1"]),
+            M::System("a note between".into()),
+            tool("c1", "second b"),
+            tool("c0", "second a"),
+        ]);
+        assert_eq!(
+            shape(&paired),
+            [
+                "orphan before",
+                "calls c0",
+                "c0=first",
+                "calls c0,c1",
+                "c0=second a",
+                "c1=second b",
+                "a note between",
+            ]
+        );
+        let missing = pair_tool_messages(vec![assistant(&["c0"]), M::User("next".into())]);
+        assert_eq!(
+            shape(&missing),
+            [
+                "calls c0",
+                "c0=[the result of this call was left out of this prompt]",
+                "next"
+            ]
+        );
     }
 
     #[test]

@@ -167,13 +167,17 @@ async fn ask_runs_the_tool_loop_and_no_private_text_reaches_any_body() {
         assert!(!request.body.contains("CANARY"), "the private canary left");
         assert!(!request.body.contains("private notes"));
     }
-    // Each tool's output came back as the next request's tool result.
-    assert!(requests[1].body.contains("Tool result:"));
-    assert!(requests[1].body.contains("launch | Launch"));
+    // Each tool's output came back in the next request as a `tool`
+    // message answering its call.
+    let tool_message = |request: &server::Recorded| {
+        let json = request.json();
+        let last = json["messages"].as_array().unwrap().last().unwrap().clone();
+        assert_eq!(last["role"], "tool", "{json}");
+        last["content"].as_str().unwrap().to_owned()
+    };
+    assert!(tool_message(&requests[1]).contains("launch | Launch"));
     assert!(
-        requests[2]
-            .body
-            .contains("read_object: error: no visible object has the id"),
+        tool_message(&requests[2]).starts_with("error: no visible object has the id"),
         "{}",
         requests[2].body
     );
@@ -422,7 +426,9 @@ async fn skill_tools_run_across_the_abi_and_dangerous_ones_are_refused_without_a
         "a broken declaration was offered"
     );
     assert!(
-        requests[1].body.contains("word_count: 3 words"),
+        requests[1]
+            .body
+            .contains(r#""role":"tool","tool_call_id":"call_1","content":"3 words""#),
         "{}",
         requests[1].body
     );
