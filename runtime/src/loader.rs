@@ -81,6 +81,12 @@ pub enum LoadError {
         /// The digest of the whole file, as `sha256sum` prints it.
         sha256: Sha256,
     },
+    /// Not a regular file: a FIFO, a device, a socket (or a link to one).
+    #[error("{}: not a regular file (a FIFO, device or socket?); skipped", path.display())]
+    NotAFile {
+        /// The path.
+        path: PathBuf,
+    },
     /// The file ends before its own headers say it should.
     #[error("{}: truncated library: {len} bytes, but its ELF header needs at least {needed}; was it still being written? Install by writing to a temporary name and renaming", path.display())]
     Truncated {
@@ -212,6 +218,7 @@ impl LoadError {
             | Self::Truncated { path, .. }
             | Self::Open { path, .. }
             | Self::NotASkill { path }
+            | Self::NotAFile { path }
             | Self::IncompatibleSdk { path, .. }
             | Self::IncompatibleAbiStable { path, .. }
             | Self::Layout { path, .. }
@@ -408,10 +415,24 @@ impl Loader {
             path: path.to_owned(),
             source,
         };
-        let source = fs::File::open(path).map_err(io)?;
+        // Opened without blocking: a FIFO named `x.so` would otherwise hang
+        // the loader (and the watcher thread) in `open` for good.
+        let source = {
+            use std::os::unix::fs::OpenOptionsExt as _;
+            fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_NONBLOCK)
+                .open(path)
+                .map_err(io)?
+        };
         // The descriptor's own metadata: the file judged is the file copied
         // (through a symlink, its target), with no window to swap it.
         let meta = source.metadata().map_err(io)?;
+        if !meta.is_file() {
+            return Err(LoadError::NotAFile {
+                path: path.to_owned(),
+            });
+        }
         crate::trust::check(path, &meta).map_err(|fault| LoadError::Unsafe {
             path: path.to_owned(),
             fault,
@@ -1021,7 +1042,7 @@ fn shadow_pid(name: &str) -> Option<u32> {
     rest.rsplit_once('-')?.1.parse().ok()
 }
 
-fn process_alive(pid: u32) -> bool {
+pub(crate) fn process_alive(pid: u32) -> bool {
     if cfg!(target_os = "linux") {
         Path::new("/proc").join(pid.to_string()).exists()
     } else {

@@ -80,6 +80,24 @@ pub enum MemexError {
         /// 1-based byte column of the first bad byte.
         column: usize,
     },
+    /// Not a regular file (a FIFO, a device, a socket), or a link to one.
+    #[error("{}: not a regular file ({kind}); skipped", path.display())]
+    NotRegular {
+        /// The path.
+        path: PathBuf,
+        /// What it is.
+        kind: &'static str,
+    },
+    /// Larger than the memex reads.
+    #[error("{}: {len} bytes, over the memex's limit of {max} bytes per file; skipped (split the file)", path.display())]
+    TooLarge {
+        /// The path.
+        path: PathBuf,
+        /// Its size.
+        len: u64,
+        /// The limit.
+        max: u64,
+    },
     /// The file is malformed.
     #[error("{}:{line}: {message}", path.display())]
     Parse {
@@ -229,13 +247,22 @@ impl Memex {
         out
     }
 
-    /// The `*.org` files under the roots, sorted.
+    /// The `*.org` files under the roots, sorted. Temporary copies that a
+    /// write-back of a process that has ended left beside them are removed
+    /// on the way.
     fn discover(&self) -> Vec<PathBuf> {
         let mut out = Vec::new();
         for root in &self.roots {
             if root.is_dir {
                 walk(&root.path, &mut out);
             } else {
+                if let Some(parent) = root.path.parent()
+                    && let Ok(entries) = std::fs::read_dir(parent)
+                {
+                    for entry in entries.flatten() {
+                        write::disk::remove_if_stale(&entry.path());
+                    }
+                }
                 out.push(root.path.clone());
             }
         }
@@ -260,9 +287,10 @@ impl Memex {
         }
     }
 
-    /// Reads and parses one file.
+    /// Reads and parses one file: a regular file (after links) of at most
+    /// [`MAX_FILE_BYTES`], never anything else.
     fn read(&self, path: &Path) -> Result<MemexFile, MemexError> {
-        let bytes = std::fs::read(path).map_err(|e| MemexError::io(path, e))?;
+        let bytes = read_regular(path, MAX_FILE_BYTES)?;
         self.parse_bytes(path, bytes)
     }
 
@@ -350,6 +378,63 @@ fn release_free_memory() {
 
 /// Collects `*.org` files under `dir`, skipping hidden entries and
 /// following no symlinked folders (no cycles).
+/// The largest memex file read (256 MiB): a larger one is refused before
+/// a byte of it is read.
+pub const MAX_FILE_BYTES: u64 = 256 << 20;
+
+/// The bytes of the regular file at `path` (links followed), at most
+/// `max`. The file is opened without blocking and judged by the descriptor
+/// opened: a FIFO, a device or a socket, even behind a link, is refused
+/// without a read that could block or never end, and a file over `max` is
+/// refused from its size, then read no further than `max` (it may grow).
+pub fn read_regular(path: &Path, max: u64) -> Result<Vec<u8>, MemexError> {
+    use std::io::Read as _;
+    use std::os::unix::fs::{FileTypeExt as _, OpenOptionsExt as _};
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| MemexError::io(path, e))?;
+    let meta = file.metadata().map_err(|e| MemexError::io(path, e))?;
+    let kind = meta.file_type();
+    if !kind.is_file() {
+        let kind = if kind.is_fifo() {
+            "a FIFO"
+        } else if kind.is_char_device() || kind.is_block_device() {
+            "a device"
+        } else if kind.is_socket() {
+            "a socket"
+        } else if kind.is_dir() {
+            "a folder"
+        } else {
+            "not a file"
+        };
+        return Err(MemexError::NotRegular {
+            path: path.to_owned(),
+            kind,
+        });
+    }
+    if meta.len() > max {
+        return Err(MemexError::TooLarge {
+            path: path.to_owned(),
+            len: meta.len(),
+            max,
+        });
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.take(max + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| MemexError::io(path, e))?;
+    if bytes.len() as u64 > max {
+        return Err(MemexError::TooLarge {
+            path: path.to_owned(),
+            len: bytes.len() as u64,
+            max,
+        });
+    }
+    Ok(bytes)
+}
+
 fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         tracing::warn!(dir = %dir.display(), "memex folder not readable; skipped");
@@ -358,6 +443,7 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
     for entry in entries.flatten() {
         let name = entry.file_name();
         if name.to_string_lossy().starts_with('.') {
+            write::disk::remove_if_stale(&entry.path());
             continue;
         }
         let path = entry.path();
@@ -372,6 +458,67 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fifos_devices_and_huge_files_are_skipped_at_once_naming_them() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("good.org"), "* Good\n").unwrap();
+        let fifo = dir.path().join("fifo.org");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a NUL-terminated path and a mode; no memory of ours is
+        // touched.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        std::os::unix::fs::symlink("/dev/zero", dir.path().join("zero.org")).unwrap();
+        let sparse = std::fs::File::create(dir.path().join("sparse.org")).unwrap();
+        sparse.set_len(4 << 30).unwrap();
+        let started = std::time::Instant::now();
+        let memex = Memex::open(&[dir.path().to_path_buf()]).unwrap();
+        assert!(started.elapsed() < std::time::Duration::from_secs(1));
+        let snapshot = memex.snapshot();
+        assert_eq!(snapshot.files().count(), 1);
+        let failed: Vec<String> = snapshot.failed().values().map(|e| e.to_string()).collect();
+        assert_eq!(failed.len(), 3, "{failed:?}");
+        assert!(
+            failed
+                .iter()
+                .any(|e| e.contains("fifo.org: not a regular file (a FIFO)")),
+            "{failed:?}"
+        );
+        assert!(
+            failed
+                .iter()
+                .any(|e| e.contains("zero.org: not a regular file (a device)")),
+            "{failed:?}"
+        );
+        assert!(
+            failed
+                .iter()
+                .any(|e| e.contains("sparse.org: 4294967296 bytes, over the memex's limit")),
+            "{failed:?}"
+        );
+    }
+
+    #[test]
+    fn temporary_copies_of_ended_processes_are_removed_and_live_ones_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("notes.org"), "* A\n").unwrap();
+        // No process has this pid (above the kernel's limit).
+        let stale = dir.path().join(".notes.org.4194305-0.foveal-tmp");
+        let live = dir
+            .path()
+            .join(format!(".notes.org.{}-7.foveal-tmp", std::process::id()));
+        let other = dir.path().join(".notes.org.swp");
+        for path in [&stale, &live, &other] {
+            std::fs::write(path, "x").unwrap();
+        }
+        let _memex = Memex::open(&[dir.path().to_path_buf()]).unwrap();
+        assert!(!stale.exists());
+        assert!(live.exists() && other.exists());
+        // A file root: its folder is looked at too.
+        std::fs::write(&stale, "x").unwrap();
+        let _memex = Memex::open(&[dir.path().join("notes.org")]).unwrap();
+        assert!(!stale.exists());
+    }
 
     fn memex_with(files: &[(&str, &[u8])]) -> (tempfile::TempDir, Memex) {
         let dir = tempfile::tempdir().unwrap();

@@ -55,6 +55,29 @@ fn a_file_that_is_not_a_library_at_all_is_refused() {
 }
 
 #[test]
+fn a_fifo_or_a_device_named_like_a_library_is_refused_at_once() {
+    let sandbox = Sandbox::new();
+    let fifo = sandbox.plugins().join(file_name("fifo"));
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a NUL-terminated path and a mode; no memory of ours is
+    // touched.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let device = sandbox.plugins().join(file_name("zero"));
+    std::os::unix::fs::symlink("/dev/zero", &device).unwrap();
+    let loader = Loader::new(sandbox.shadow(), 100).unwrap();
+    for path in [&fifo, &device] {
+        let started = std::time::Instant::now();
+        let error = loader.load(path).unwrap_err();
+        assert!(started.elapsed() < std::time::Duration::from_secs(1));
+        assert!(matches!(error, LoadError::NotAFile { .. }), "{error}");
+        assert!(error.to_string().contains("not a regular file"), "{error}");
+    }
+    // A scan of the folder finishes too.
+    let registry = sandbox.registry();
+    registry.scan();
+}
+
+#[test]
 fn a_library_built_against_an_older_sdk_is_refused_naming_both_versions() {
     let sandbox = Sandbox::new();
     let error = refusal(&sandbox, "old-sdk");

@@ -117,3 +117,39 @@ pub(super) fn replace_atomically(
     }
     Ok(())
 }
+
+/// Removes `path` if it is a write-back's temporary copy
+/// (`.NAME.<pid>-<n>.foveal-tmp`) whose process has ended: a crash between
+/// writing the copy and renaming it leaves one behind. The log says so.
+pub(crate) fn remove_if_stale(path: &Path) {
+    let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+        return;
+    };
+    let Some(stem) = name
+        .strip_prefix('.')
+        .and_then(|n| n.strip_suffix(".foveal-tmp"))
+    else {
+        return;
+    };
+    let Some(pid) = stem
+        .rsplit_once('.')
+        .and_then(|(_, tail)| tail.split_once('-'))
+        .and_then(|(pid, n)| n.parse::<u64>().ok().and(pid.parse::<u32>().ok()))
+    else {
+        return;
+    };
+    if pid == std::process::id() || crate::loader::process_alive(pid) {
+        return;
+    }
+    match fs::remove_file(path) {
+        Ok(()) => tracing::info!(
+            path = %path.display(),
+            pid,
+            "removed a temporary copy left by a write-back of a process that ended"
+        ),
+        Err(error) => tracing::warn!(
+            path = %path.display(),
+            "a stale temporary copy could not be removed: {error}"
+        ),
+    }
+}

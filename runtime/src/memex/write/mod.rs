@@ -88,7 +88,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use crate::memex::file::{FileRef, MemexFile, fnv1a};
 use crate::memex::{Memex, MemexSnapshot};
 
-mod disk;
+pub(crate) mod disk;
 mod splice;
 
 use disk::*;
