@@ -106,6 +106,11 @@ pub struct Section {
     pub omitted: Vec<(String, u32)>,
     /// Who produced it.
     pub origin: Origin,
+    /// The skill's hook failed (an error or a panic): the fallback stands
+    /// in for this call only. Such a section is never cached, so the next
+    /// cycle calls the hook again — each failure is counted, and a skill
+    /// that keeps panicking reaches quarantine.
+    pub failed: bool,
 }
 
 impl Section {
@@ -144,6 +149,9 @@ impl ContextCache {
             return hit;
         }
         let section = Arc::new(render(skills, memex, privacy, request));
+        if section.failed {
+            return section;
+        }
         let key = Key {
             registry: skills.generation(),
             memex: memex.generation(),
@@ -207,11 +215,12 @@ pub fn render(
         memex: &view,
         explain: request.explain,
     };
-    let fallback = |why: String| Section {
+    let fallback = |why: String, failed: bool| Section {
         text: RString::from(FALLBACK),
         sources: Vec::new(),
         omitted: Vec::new(),
         origin: Origin::Fallback(why),
+        failed,
     };
     let components = match skills.call(SKILL, hooks::COMPONENTS, |f| f(&components_request)) {
         Ok(components) => components,
@@ -222,13 +231,14 @@ pub fn render(
             } else {
                 tracing::warn!(target: "foveal::context", "awareness fallback: {why}");
             }
-            return fallback(why);
+            let failed = matches!(unavailable.reason(), crate::registry::Reason::Failed { .. });
+            return fallback(why, failed);
         }
     };
     let Some(mut component) = components.into_iter().find(|c| c.id == COMPONENT_ID) else {
         let why = format!("the {SKILL} skill returned no component {COMPONENT_ID}");
         tracing::warn!(target: "foveal::context", "awareness fallback: {why}");
-        return fallback(why);
+        return fallback(why, false);
     };
     Section {
         text: std::mem::take(&mut component.content),
@@ -245,5 +255,6 @@ pub fn render(
         origin: Origin::Skill {
             generation: skills.generation(),
         },
+        failed: false,
     }
 }

@@ -15,13 +15,26 @@ fn main() -> ExitCode {
     // they need on stdout, so they log only what FOVEAL_LOG asks for.
     // The in-memory ring (seed 000 `context-logs`) keeps info and above
     // whatever stderr shows, except the cycle summaries.
-    let filter = EnvFilter::try_from_env("FOVEAL_LOG").unwrap_or_else(|_| EnvFilter::new("off"));
+    let explicit = EnvFilter::try_from_env("FOVEAL_LOG").ok();
+    // Without FOVEAL_LOG, the commands that run cycles still say on stderr
+    // when a skill is refused, panics or is quarantined (the registry's
+    // warnings), one plain line each.
+    let trouble = (explicit.is_none() && cli.runs_cycles()).then(|| {
+        tracing_subscriber::fmt::layer()
+            .with_writer(std::io::stderr)
+            .without_time()
+            .with_target(false)
+            .with_ansi(false)
+            .with_filter(EnvFilter::new("off,foveal::registry=warn"))
+    });
+    let filter = explicit.unwrap_or_else(|| EnvFilter::new("off"));
     tracing_subscriber::registry()
         .with(
             tracing_subscriber::fmt::layer()
                 .with_writer(std::io::stderr)
                 .with_filter(filter),
         )
+        .with(trouble)
         .with(
             foveal::logs::global().layer().with_filter(
                 // The per-cycle summaries are for the operator (stderr,

@@ -252,7 +252,13 @@ impl Skill {
                 "skill quarantined after {run} consecutive panics; its fallback is used until a new build is installed"
             );
         } else {
-            tracing::warn!(skill = %self.loaded.info.name, hook, "skill hook panicked: {}", error.message);
+            tracing::warn!(
+                skill = %self.loaded.info.name,
+                path = %self.loaded.path.display(),
+                hook,
+                "skill hook panicked: {}",
+                error.message
+            );
         }
     }
 

@@ -523,9 +523,12 @@ impl Agent {
             Some((generation, tools)) if *generation == skills.generation() => Arc::clone(tools),
             _ => {
                 let mut all = tools::builtins();
-                all.extend(skill_tools(&skills, &all));
+                let (skills_tools, failed) = skill_tools_checked(&skills, &all);
+                all.extend(skills_tools);
                 let all: Arc<[Tool]> = all.into();
-                self.tools_cache = Some((skills.generation(), Arc::clone(&all)));
+                if !failed {
+                    self.tools_cache = Some((skills.generation(), Arc::clone(&all)));
+                }
                 all
             }
         }
@@ -1132,15 +1135,24 @@ fn prompt_error(error: &PromptError) -> String {
 /// declaration that fails a check is left out with a warning; a skill whose
 /// hook fails offers none this time.
 pub fn skill_tools(skills: &crate::registry::Snapshot, taken: &[Tool]) -> Vec<Tool> {
+    skill_tools_checked(skills, taken).0
+}
+
+/// [`skill_tools`], and whether a skill's `tools` hook failed (then the
+/// list must not be cached: the next cycle asks again, and each failure
+/// counts towards quarantine).
+fn skill_tools_checked(skills: &crate::registry::Snapshot, taken: &[Tool]) -> (Vec<Tool>, bool) {
     use crate::registry::hooks;
     let mut names: Vec<String> = taken.iter().map(|t| t.name.clone()).collect();
     let mut out = Vec::new();
+    let mut failed = false;
     for slot in skills.skills() {
         let skill = &slot.skill().info().name;
         let declared = match slot.call(hooks::TOOLS, |f| f()) {
             Ok(declared) => declared,
             Err(error) if error.is_not_loaded() => continue,
             Err(error) => {
+                failed |= matches!(error.reason(), crate::registry::Reason::Failed { .. });
                 if !matches!(error.reason(), crate::registry::Reason::NoHook { .. }) {
                     tracing::warn!(skill = %skill, "tools not offered: {error}");
                 }
@@ -1165,7 +1177,7 @@ pub fn skill_tools(skills: &crate::registry::Snapshot, taken: &[Tool]) -> Vec<To
             }
         }
     }
-    out
+    (out, failed)
 }
 
 fn check_decl(

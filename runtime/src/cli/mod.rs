@@ -37,6 +37,15 @@ pub struct Cli {
     pub command: Command,
 }
 
+impl Cli {
+    /// Whether the command runs cycles (`run`, `ask`): its stderr then
+    /// tells, at the default log level, of every skill refused, panicking
+    /// or quarantined — one line each, naming the skill and the file.
+    pub fn runs_cycles(&self) -> bool {
+        matches!(self.command, Command::Run { .. } | Command::Ask { .. })
+    }
+}
+
 /// Options shared by the commands that load skills.
 #[derive(Debug, Clone, clap::Args)]
 pub struct PluginArgs {

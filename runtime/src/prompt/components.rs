@@ -305,12 +305,17 @@ impl SkillComponents {
             explain: false,
         };
         let mut out = Vec::new();
+        // A failed hook is never cached with the components: the next cycle
+        // calls it again, so each failure counts towards quarantine.
+        let mut failed = false;
         for slot in contributors() {
             let info = slot.skill().info();
             let skill: Arc<str> = Arc::from(info.name.as_str());
             let components = match slot.call(hooks::COMPONENTS, |f| f(&request)) {
                 Ok(components) => components,
                 Err(unavailable) => {
+                    failed |=
+                        matches!(unavailable.reason(), crate::registry::Reason::Failed { .. });
                     tracing::warn!(target: "foveal::prompt", skill = %info.name, "skill components left out: {unavailable}");
                     continue;
                 }
@@ -343,7 +348,7 @@ impl SkillComponents {
             }
         }
         let components: Arc<[SkillComponent]> = out.into();
-        if reuse {
+        if reuse && !failed {
             *self.lock() = Some((key, Arc::clone(&components)));
         }
         components

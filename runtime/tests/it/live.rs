@@ -681,3 +681,55 @@ async fn an_adversary_finds_no_private_byte_in_any_request_file_or_log() {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_skill_that_panics_every_turn_is_quarantined_and_stderr_says_so() {
+    let dir = workspace();
+    let plugins = dir.path().join("plugins");
+    std::fs::create_dir_all(&plugins).unwrap();
+    install(&library("panicky"), &plugins, &file_name("panicky"));
+    let server = Server::start((0..4).map(|i| text_reply(&format!("Reply {i}."))).collect()).await;
+    let mut host = start_host(dir.path(), &server, &["--no-repl"]);
+    // The same message each turn: the prompt (and every cache key) stays
+    // the same, so only a failure that is never cached is counted again.
+    for _ in 0..4 {
+        let sent = run_to_end(command(dir.path(), &server, &["send", "same question"])).await;
+        assert!(sent.status.success(), "{}", stderr(&sent));
+    }
+    let status = run_to_end(command(dir.path(), &server, &["status", "--json"])).await;
+    let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    let panicky = status["skills"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "panicky")
+        .unwrap()
+        .clone();
+    assert!(
+        panicky["status"]
+            .as_str()
+            .unwrap()
+            .starts_with("quarantined"),
+        "{panicky}"
+    );
+    run_to_end(command(dir.path(), &server, &["stop"])).await;
+    assert!(wait_exit(&mut host).success());
+    let mut err = String::new();
+    std::io::Read::read_to_string(host.stderr.as_mut().unwrap(), &mut err).unwrap();
+    // At the default log level: one line a panic, one for the quarantine,
+    // each naming the skill and its file.
+    let panics: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("skill hook panicked"))
+        .collect();
+    assert_eq!(panics.len(), 2, "{err}");
+    let quarantine: Vec<&str> = err.lines().filter(|l| l.contains("quarantined")).collect();
+    assert_eq!(quarantine.len(), 1, "{err}");
+    for line in panics.iter().chain(&quarantine) {
+        assert!(line.contains("skill=panicky"), "{line}");
+        assert!(
+            line.contains("libpanicky") || line.contains("panicky.so"),
+            "{line}"
+        );
+    }
+}
