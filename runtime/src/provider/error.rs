@@ -16,8 +16,11 @@ pub enum TimeoutPhase {
     /// From sending the request to the first piece of the reply
     /// (`first_byte_timeout_ms`): the server is still reading the prompt.
     FirstByte,
-    /// Between two pieces of a reply that has started (`idle_timeout_ms`).
+    /// Between two pieces of a reply that has started that carry something
+    /// (`idle_timeout_ms`).
     Idle,
+    /// The whole request (`request_timeout_ms`).
+    Request,
 }
 
 impl fmt::Display for TimeoutPhase {
@@ -26,6 +29,7 @@ impl fmt::Display for TimeoutPhase {
             Self::Connect => "accept the connection",
             Self::FirstByte => "start its reply",
             Self::Idle => "send the next piece of its reply",
+            Self::Request => "finish its reply",
         })
     }
 }
@@ -37,6 +41,7 @@ impl TimeoutPhase {
             Self::Connect => "connect_timeout_ms",
             Self::FirstByte => "first_byte_timeout_ms",
             Self::Idle => "idle_timeout_ms",
+            Self::Request => "request_timeout_ms",
         }
     }
 }

@@ -233,6 +233,8 @@ impl Inner {
     /// One request: sends it and hands on the reply's events.
     async fn attempt(&self, body: &RequestBody, attempt: u32, tx: &ReplySender) -> Outcome {
         let first_byte_deadline = Instant::now() + self.timeouts.first_byte;
+        let request_deadline = Instant::now() + self.timeouts.request;
+        let first_byte_deadline = first_byte_deadline.min(request_deadline);
         let mut request = self
             .client
             .post(self.endpoint.clone())
@@ -267,19 +269,21 @@ impl Inner {
 
         let mut reader = ReplyReader::default();
         let mut first = true;
+        // Only a piece that carries something (an event) moves the idle
+        // deadline: a server that trickles keep-alive comments gets no
+        // more time. And the whole request has a deadline of its own.
+        let mut idle_deadline = first_byte_deadline;
         loop {
-            let piece = if first {
-                tokio::time::timeout_at(first_byte_deadline, response.chunk()).await
+            let (deadline, phase) = if first {
+                (first_byte_deadline, TimeoutPhase::FirstByte)
+            } else if idle_deadline < request_deadline {
+                (idle_deadline, TimeoutPhase::Idle)
             } else {
-                tokio::time::timeout(self.timeouts.idle, response.chunk()).await
+                (request_deadline, TimeoutPhase::Request)
             };
+            let piece = tokio::time::timeout_at(deadline, response.chunk()).await;
             let piece = match piece {
                 Err(_) => {
-                    let phase = if first {
-                        TimeoutPhase::FirstByte
-                    } else {
-                        TimeoutPhase::Idle
-                    };
                     return Outcome::Fail(self.timeout(phase, attempt));
                 }
                 Ok(Err(error)) if reader.delivered => {
@@ -300,8 +304,12 @@ impl Inner {
                 Ok(Ok(None)) => break,
                 Ok(Ok(Some(piece))) => piece,
             };
+            if first {
+                idle_deadline = Instant::now() + self.timeouts.idle;
+            }
             first = false;
             if whole_json {
+                idle_deadline = Instant::now() + self.timeouts.idle;
                 if reader.json.len() + piece.len() > MAX_JSON_BODY {
                     return Outcome::Fail(self.bad_chunk(
                         format!("a reply longer than {MAX_JSON_BODY} bytes"),
@@ -314,6 +322,9 @@ impl Inner {
             let mut events = Vec::new();
             if let Err(error) = reader.push(&piece, &mut events) {
                 return Outcome::Fail(self.chunk_error(error));
+            }
+            if !events.is_empty() {
+                idle_deadline = Instant::now() + self.timeouts.idle;
             }
             if send_all(tx, events, &mut reader.delivered).await.is_err() {
                 return Outcome::Closed;
@@ -409,6 +420,7 @@ impl Inner {
                 TimeoutPhase::Connect => self.timeouts.connect,
                 TimeoutPhase::FirstByte => self.timeouts.first_byte,
                 TimeoutPhase::Idle => self.timeouts.idle,
+                TimeoutPhase::Request => self.timeouts.request,
             },
             attempts: attempt,
         }

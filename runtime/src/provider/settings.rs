@@ -106,8 +106,14 @@ pub struct Timeouts {
     /// (`first_byte_timeout_ms`, default 120 s: a CPU server may read a
     /// long prompt for a while).
     pub first_byte: Duration,
-    /// Between two pieces of a reply (`idle_timeout_ms`, default 60 s).
+    /// Between two pieces of a reply that carry something — text, a tool
+    /// call, usage (`idle_timeout_ms`, default 60 s). Keep-alive comments
+    /// and empty chunks are not progress.
     pub idle: Duration,
+    /// For the whole of one request, from sending it to the end of the
+    /// reply (`request_timeout_ms`, default 600 s): no reply, however it
+    /// trickles, keeps a turn waiting longer.
+    pub request: Duration,
 }
 
 impl Default for Timeouts {
@@ -116,6 +122,7 @@ impl Default for Timeouts {
             connect: Duration::from_secs(10),
             first_byte: Duration::from_secs(120),
             idle: Duration::from_secs(60),
+            request: Duration::from_secs(600),
         }
     }
 }
@@ -255,6 +262,7 @@ pub(crate) struct FileProvider {
     connect_timeout_ms: Option<Spanned<u64>>,
     first_byte_timeout_ms: Option<Spanned<u64>>,
     idle_timeout_ms: Option<Spanned<u64>>,
+    request_timeout_ms: Option<Spanned<u64>>,
     max_retries: Option<Spanned<u32>>,
     model_path: Option<Spanned<String>>,
     model_threads: Option<Spanned<u32>>,
@@ -392,6 +400,11 @@ pub(crate) fn resolve(
             defaults.first_byte,
         )?,
         idle: timeout(&file.idle_timeout_ms, "idle_timeout_ms", defaults.idle)?,
+        request: timeout(
+            &file.request_timeout_ms,
+            "request_timeout_ms",
+            defaults.request,
+        )?,
     };
     if let Some(retries) = &file.max_retries {
         if *retries.get_ref() > MAX_RETRIES {
@@ -631,7 +644,7 @@ mod tests {
     #[test]
     fn timeouts_and_retries_are_read_and_checked() {
         let p = provider(
-            "[provider]\nconnect_timeout_ms = 500\nfirst_byte_timeout_ms = 1500\nidle_timeout_ms = 2500\nmax_retries = 0\n",
+            "[provider]\nconnect_timeout_ms = 500\nfirst_byte_timeout_ms = 1500\nidle_timeout_ms = 2500\nrequest_timeout_ms = 9000\nmax_retries = 0\n",
             None,
             &[],
         );
@@ -641,6 +654,7 @@ mod tests {
                 connect: Duration::from_millis(500),
                 first_byte: Duration::from_millis(1500),
                 idle: Duration::from_millis(2500),
+                request: Duration::from_millis(9000),
             }
         );
         assert_eq!(p.retry.max_retries, 0);

@@ -24,6 +24,7 @@ fn settings(server: &Server) -> ProviderSettings {
         connect: Duration::from_secs(5),
         first_byte: Duration::from_secs(10),
         idle: Duration::from_secs(10),
+        request: Duration::from_secs(60),
     };
     settings
 }
@@ -380,6 +381,66 @@ async fn a_server_that_is_down_is_unreachable_after_the_retries() {
     );
     assert!(text.contains("Is it running?"), "{text}");
     assert_no_key(&text);
+}
+
+#[tokio::test]
+async fn keep_alive_comments_are_not_progress_and_every_request_has_a_deadline() {
+    // Comments only, after a first piece of text: the idle timeout runs.
+    let pieces = vec![format!("data: {}\n\n", text_chunk("thinking")).into_bytes()];
+    let server = Server::start(vec![
+        Scripted::sse(pieces.clone()).ending(End::Trickle {
+            every_ms: 50,
+            content: false,
+        }),
+        Scripted::sse(pieces).ending(End::Trickle {
+            every_ms: 50,
+            content: true,
+        }),
+    ])
+    .await;
+    let mut settings = settings(&server);
+    settings.timeouts.idle = Duration::from_millis(400);
+    settings.timeouts.request = Duration::from_millis(1500);
+    let provider = OpenAiProvider::new(&settings).unwrap();
+    let started = std::time::Instant::now();
+    let error = provider.stream(&hello()).collect().await.unwrap_err();
+    assert!(
+        matches!(
+            error,
+            ProviderError::Timeout {
+                phase: TimeoutPhase::Idle,
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_millis(1400),
+        "{:?}",
+        started.elapsed()
+    );
+    // Text that never ends: the request's own deadline ends it.
+    let started = std::time::Instant::now();
+    let error = provider.stream(&hello()).collect().await.unwrap_err();
+    assert!(
+        matches!(
+            error,
+            ProviderError::Timeout {
+                phase: TimeoutPhase::Request,
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+    assert!(
+        error.to_string().contains("raise `request_timeout_ms`"),
+        "{error}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
 }
 
 #[tokio::test]

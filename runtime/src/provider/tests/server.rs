@@ -22,6 +22,14 @@ pub(super) enum End {
     Cut,
     /// Nothing more is sent and the connection stays open.
     Stall,
+    /// Forever, every `every_ms`: an SSE keep-alive comment, or (with
+    /// `content`) a chunk of text.
+    Trickle {
+        /// The pause between two pieces.
+        every_ms: u64,
+        /// Text chunks rather than comments.
+        content: bool,
+    },
 }
 
 /// One scripted response.
@@ -180,6 +188,20 @@ async fn serve(
         End::Stall => {
             tokio::time::sleep(Duration::from_secs(3600)).await;
         }
+        End::Trickle { every_ms, content } => loop {
+            tokio::time::sleep(Duration::from_millis(every_ms)).await;
+            let piece: &[u8] = if content {
+                b"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"x\"}}]}\n\n"
+            } else {
+                b": keep-alive\n\n"
+            };
+            let mut chunk = format!("{:x}\r\n", piece.len()).into_bytes();
+            chunk.extend_from_slice(piece);
+            chunk.extend_from_slice(b"\r\n");
+            if socket.write_all(&chunk).await.is_err() || socket.flush().await.is_err() {
+                return;
+            }
+        },
     }
 }
 
