@@ -168,7 +168,13 @@ pub async fn run(
                         report
                     }
                     None => {
-                        let mut out = TerminalOutput { pending: Arc::clone(&pending), repl };
+                        // Only a terminal can be asked: a piped REPL
+                        // refuses a dangerous tool at once.
+                        let mut out = TerminalOutput {
+                            pending: Arc::clone(&pending),
+                            repl: repl && options.prompt,
+                            stop: stop.clone(),
+                        };
                         let report = agent.turn(signal, &mut out).await;
                         println!();
                         report
@@ -357,7 +363,11 @@ async fn serve(
 /// confirmation asked on the terminal.
 struct TerminalOutput {
     pending: PendingConfirm,
+    /// The user is at a terminal and can be asked.
     repl: bool,
+    /// Fires on Ctrl-C, SIGTERM or `foveal stop`: a question waiting for
+    /// an answer is then answered "no".
+    stop: watch::Receiver<bool>,
 }
 
 impl Output for TerminalOutput {
@@ -388,9 +398,16 @@ impl Output for TerminalOutput {
             *self.pending.lock().unwrap_or_else(|e| e.into_inner()) = Some(tx);
             print!("\nallow the dangerous tool {tool}({arguments})? [y/N] ");
             let _ = std::io::stdout().flush();
-            match rx.await {
-                Ok(answer) => matches!(answer.trim(), "y" | "Y" | "yes" | "Yes"),
-                Err(_) => false,
+            let mut stop = self.stop.clone();
+            tokio::select! {
+                answer = rx => match answer {
+                    Ok(answer) => matches!(answer.trim(), "y" | "Y" | "yes" | "Yes"),
+                    Err(_) => false,
+                },
+                _ = stop.wait_for(|stopping| *stopping) => {
+                    println!("(no: the host is stopping)");
+                    false
+                }
             }
         })
     }

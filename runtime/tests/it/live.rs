@@ -733,3 +733,47 @@ async fn a_skill_that_panics_every_turn_is_quarantined_and_stderr_says_so() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_piped_run_refuses_a_dangerous_tool_at_once_instead_of_waiting_for_an_answer() {
+    let dir = workspace();
+    let plugins = dir.path().join("plugins");
+    std::fs::create_dir_all(&plugins).unwrap();
+    install(
+        &library("tools"),
+        &plugins,
+        &file_name("foveal_fixture_tools"),
+    );
+    let server = Server::start(vec![
+        tool_reply("shred_notes", "{}"),
+        text_reply("I did not shred anything."),
+    ])
+    .await;
+    let mut run = command(dir.path(), &server, &["run"]);
+    run.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let (close, closed) = std::sync::mpsc::channel::<()>();
+    let output = tokio::task::spawn_blocking(move || {
+        let mut child = run.spawn().unwrap();
+        // The message, and the input stays open: nobody is there to answer.
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(b"Shred my notes.\n").unwrap();
+        let _ = closed.recv_timeout(Duration::from_secs(30));
+        drop(stdin);
+        child.wait_with_output().unwrap()
+    });
+    // The turn ends on its own; closing the input then stops the host.
+    let requests = wait_for(Duration::from_secs(20), || server.requests().len() == 2);
+    close.send(()).unwrap();
+    let output = output.await.unwrap();
+    assert!(requests, "the turn did not finish: {}", stderr(&output));
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        server.requests()[1]
+            .body
+            .contains("refused: shred_notes is dangerous"),
+        "{}",
+        server.requests()[1].body
+    );
+}
