@@ -828,8 +828,12 @@ impl Agent {
         let t2 = Instant::now();
         summary.phases.assemble_ms = ms(t2 - t1);
 
-        // Ask the model, streaming its text.
-        let mut stream = self.provider.send(body);
+        // Ask the model, streaming its text, at most what a reply of
+        // `max_reply_tokens` can hold.
+        let mut stream = self
+            .provider
+            .send(body)
+            .limit(max_reply_bytes(self.config.agent.max_reply_tokens));
         let mut text = String::new();
         let mut failure = None;
         while let Some(event) = stream.next().await {
@@ -859,6 +863,17 @@ impl Agent {
                 }
             },
         };
+        let mut reply = reply;
+        if reply.truncated {
+            let note = format!(
+                "\n[reply cut at {} bytes: the server sent more than agent.max_reply_tokens ({}) allows]",
+                max_reply_bytes(self.config.agent.max_reply_tokens),
+                self.config.agent.max_reply_tokens
+            );
+            out.text(&note);
+            text.push_str(&note);
+            reply.text.push_str(&note);
+        }
         let t3 = Instant::now();
         summary.phases.model_ms = ms(t3 - t2);
         // The model actually asked (the provider's), else the prompt's.
@@ -1119,6 +1134,13 @@ struct CycleOutcome {
     terminal: bool,
     /// The session entries before this cycle's tool results.
     history_end: usize,
+}
+
+/// The most bytes of text and tool-call arguments read of one reply: 32
+/// a token (a token is rarely more than 16 bytes of text), and 64 KiB at
+/// least.
+pub fn max_reply_bytes(max_reply_tokens: u32) -> usize {
+    (max_reply_tokens as usize).saturating_mul(32).max(64 << 10)
 }
 
 fn ms(d: Duration) -> f64 {

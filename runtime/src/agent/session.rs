@@ -135,6 +135,38 @@ impl Entry {
     }
 }
 
+/// An entry's texts are cut to this many bytes when a session is read: a
+/// session file, whatever it holds, never makes a prompt the host cannot
+/// assemble.
+pub const MAX_ENTRY_BYTES: usize = 1 << 20;
+
+impl Entry {
+    /// Cuts its texts to at most `max` bytes each (at a character
+    /// boundary, with a note); whether anything was cut.
+    fn cut(&mut self, max: usize) -> bool {
+        let mut any = false;
+        let mut cut = |text: &mut String| {
+            if text.len() > max {
+                let mut end = max;
+                while !text.is_char_boundary(end) {
+                    end -= 1;
+                }
+                text.truncate(end);
+                text.push_str(" [cut when the session was read]");
+                any = true;
+            }
+        };
+        cut(&mut self.content);
+        if let Some(sent) = &mut self.sent {
+            cut(sent);
+        }
+        for call in &mut self.tool_calls {
+            cut(&mut call.arguments);
+        }
+        any
+    }
+}
+
 /// Why a session could not be opened or written.
 #[derive(Debug, thiserror::Error)]
 pub enum SessionError {
@@ -204,15 +236,29 @@ impl Session {
         let mut file = options.open(&path).map_err(io("open it"))?;
         let mut entries = Vec::new();
         let mut skipped = 0;
+        let mut cut = 0;
         for line in BufReader::new(&file).split(b'\n') {
             let line = line.map_err(io("read it"))?;
             if line.iter().all(u8::is_ascii_whitespace) {
                 continue;
             }
             match serde_json::from_slice::<Entry>(&line) {
-                Ok(entry) => entries.push(entry),
+                Ok(mut entry) => {
+                    if entry.cut(MAX_ENTRY_BYTES) {
+                        cut += 1;
+                    }
+                    entries.push(entry);
+                }
                 Err(_) => skipped += 1,
             }
+        }
+        if cut > 0 {
+            tracing::warn!(
+                session = name,
+                cut,
+                max_bytes = MAX_ENTRY_BYTES,
+                "session entries longer than the limit were cut when read (the file keeps them)"
+            );
         }
         if skipped > 0 {
             tracing::warn!(
@@ -386,6 +432,29 @@ mod tests {
         let session = Session::open(dir.path(), "s").unwrap();
         let texts: Vec<&str> = session.entries().iter().map(|e| &*e.content).collect();
         assert_eq!(texts, ["one", "two"]);
+    }
+
+    #[test]
+    fn an_oversized_entry_is_cut_when_read_and_the_file_keeps_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut session = Session::open(dir.path(), "big").unwrap();
+        let huge = "x".repeat(3 * MAX_ENTRY_BYTES);
+        session
+            .append(Entry::user(huge.as_str(), huge.as_str()))
+            .unwrap();
+        let path = session.path().to_owned();
+        drop(session);
+        let session = Session::open(dir.path(), "big").unwrap();
+        let entry = &session.entries()[0];
+        assert!(entry.content.len() < MAX_ENTRY_BYTES + 64);
+        assert!(
+            entry
+                .sent
+                .as_ref()
+                .unwrap()
+                .ends_with("[cut when the session was read]")
+        );
+        assert!(std::fs::metadata(path).unwrap().len() > 6 * MAX_ENTRY_BYTES as u64);
     }
 
     #[test]

@@ -593,3 +593,29 @@ async fn a_tool_result_is_recorded_and_fed_back_as_it_passed_the_gate() {
     );
     assert!(file.contains("[REDACTED aws-access-key-id]"), "{file}");
 }
+
+#[tokio::test]
+async fn a_reply_past_its_byte_limit_is_cut_marked_and_stored_cut() {
+    let piece = "word ".repeat(200_000); // 1 MB
+    let mut events: Vec<Event> = (0..30).map(|_| Event::Text(piece.clone())).collect();
+    events.push(Event::Finish(FinishReason::Stop));
+    let mut f = fixture(vec![Answer::Events(events), text("next")]);
+    let (report, out) = ask(&mut f, "Say a lot").await;
+    assert_eq!(report.stop, StopReason::Replied);
+    let limit = max_reply_bytes(f.agent.config.agent.max_reply_tokens);
+    assert!(
+        out.text.len() < limit + 200,
+        "{} bytes shown",
+        out.text.len()
+    );
+    assert!(
+        out.text.contains("[reply cut at"),
+        "{}",
+        &out.text[out.text.len() - 200..]
+    );
+    let stored = &f.agent.session().entries()[1].content;
+    assert!(stored.len() < limit + 200, "{} bytes stored", stored.len());
+    // The session goes on.
+    let (report, _) = ask(&mut f, "And now?").await;
+    assert_eq!(report.stop, StopReason::Replied);
+}

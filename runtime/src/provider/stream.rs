@@ -39,6 +39,8 @@ pub struct ReplyStream {
     failure: Option<ProviderError>,
     /// Whether [`next`](Self::next) has returned that error.
     reported: bool,
+    /// The most bytes of text and tool-call arguments read.
+    limit: Option<usize>,
 }
 
 /// The producer's side of a [`ReplyStream`].
@@ -107,8 +109,19 @@ impl ReplyStream {
                 ended: false,
                 failure: None,
                 reported: false,
+                limit: None,
             },
         )
+    }
+
+    /// Reads at most `bytes` of text and tool-call arguments: past them the
+    /// stream ends (the producing task is stopped, so the connection
+    /// closes), the last piece cut to fit, and the reply is marked
+    /// [`truncated`](Reply::truncated). A server that ignores `max_tokens`
+    /// cannot fill the host's memory or the session file.
+    pub fn limit(mut self, bytes: usize) -> Self {
+        self.limit = Some(bytes);
+        self
     }
 
     /// The task producing the events: it is stopped when the stream is
@@ -141,7 +154,14 @@ impl ReplyStream {
             match item {
                 Some(Item::Attempt(n)) => self.attempts = n,
                 Some(Item::Event(event)) => {
+                    let (event, over) = match self.limit {
+                        Some(limit) => self.within(limit, event),
+                        None => (event, false),
+                    };
                     self.collector.push(&event);
+                    if over {
+                        self.cut_here();
+                    }
                     return Some(Ok(event));
                 }
                 Some(Item::Done) => {
@@ -171,6 +191,49 @@ impl ReplyStream {
         }
         let collector = std::mem::take(&mut self.collector);
         Ok(collector.reply(self.attempts.max(1)))
+    }
+
+    /// `event` as far as it fits in `limit`, and whether it had to be
+    /// cut.
+    fn within(&self, limit: usize, event: Event) -> (Event, bool) {
+        let room = limit.saturating_sub(self.collector.bytes());
+        let cut = |text: String| -> (String, bool) {
+            if text.len() <= room {
+                return (text, false);
+            }
+            let mut end = room;
+            while !text.is_char_boundary(end) {
+                end -= 1;
+            }
+            (text[..end].to_owned(), true)
+        };
+        match event {
+            Event::Text(text) => {
+                let (text, over) = cut(text);
+                (Event::Text(text), over)
+            }
+            Event::ToolCallArguments { index, fragment } => {
+                let (fragment, over) = cut(fragment);
+                (Event::ToolCallArguments { index, fragment }, over)
+            }
+            other => (other, false),
+        }
+    }
+
+    /// Ends the stream at the byte limit: the reply is marked truncated and
+    /// the producing task stopped (the connection closes).
+    fn cut_here(&mut self) {
+        self.collector.truncate();
+        self.ended = true;
+        self.rx.close();
+        if let Some(task) = &self.task {
+            task.abort();
+        }
+        tracing::warn!(
+            target: "foveal::provider",
+            limit = self.limit.unwrap_or(0),
+            "the reply was cut: the server sent more than a reply may hold"
+        );
     }
 
     /// Requests made so far: 1 plus the retries.

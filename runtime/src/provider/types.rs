@@ -267,6 +267,10 @@ pub struct Reply {
     pub usage: Option<Usage>,
     /// HTTP requests it took: 1 plus the retries.
     pub attempts: u32,
+    /// The reply was cut at the host's byte limit
+    /// ([`ReplyStream::limit`](super::ReplyStream::limit)): the server sent
+    /// more than a reply of `max_reply_tokens` can hold.
+    pub truncated: bool,
 }
 
 impl Reply {
@@ -294,9 +298,26 @@ pub(crate) struct Collector {
     calls: BTreeMap<usize, (String, String, String)>,
     finish_reason: Option<FinishReason>,
     usage: Option<Usage>,
+    truncated: bool,
 }
 
 impl Collector {
+    /// The bytes of text and tool-call arguments collected so far.
+    pub(crate) fn bytes(&self) -> usize {
+        self.text.len()
+            + self
+                .calls
+                .values()
+                .map(|(id, name, args)| id.len() + name.len() + args.len())
+                .sum::<usize>()
+    }
+
+    /// The reply was cut at its byte limit.
+    pub(crate) fn truncate(&mut self) {
+        self.truncated = true;
+        self.finish_reason = Some(FinishReason::Length);
+    }
+
     pub(crate) fn push(&mut self, event: &Event) {
         match event {
             Event::Text(text) => self.text.push_str(text),
@@ -329,6 +350,7 @@ impl Collector {
             finish_reason: self.finish_reason,
             usage: self.usage,
             attempts,
+            truncated: self.truncated,
         }
     }
 }
