@@ -60,7 +60,9 @@ fn egress(c: &mut Criterion) {
     let section = foveal::context::render(&registry.snapshot(), &snapshot, &privacy, &request);
     let output = section.text().to_owned();
     let no_skills = Snapshot::default();
-    let cleaned = gate().clean(&output, &snapshot, &no_skills).unwrap();
+    let cleaned = gate()
+        .clean_as(&output, foveal::egress::Form::Outline, &snapshot, &no_skills)
+        .unwrap();
     eprintln!(
         "awareness output: {} bytes; the gate removes {} private passages",
         output.len(),
@@ -142,7 +144,14 @@ fn egress(c: &mut Criterion) {
     let snapshot = memex.snapshot();
     shared.clean("x", &snapshot, &no_skills).unwrap();
     group.bench_function("clean_awareness_output", |b| {
-        b.iter(|| black_box(shared.clean(&output, &snapshot, &no_skills).unwrap().report))
+        b.iter(|| {
+            black_box(
+                shared
+                    .clean_as(&output, foveal::egress::Form::Outline, &snapshot, &no_skills)
+                    .unwrap()
+                    .report,
+            )
+        })
     });
     // The same section again on the same generations: what each cycle
     // pays for the context once it was checked (the memo knows it by its
@@ -151,12 +160,12 @@ fn egress(c: &mut Criterion) {
     let mut memo = foveal::prompt::GateMemo::default();
     let mut summary = foveal::prompt::EgressSummary::default();
     memo.start(&snapshot, &no_skills);
-    memo.clean(&shared, &section, &snapshot, &no_skills, &mut summary)
+    memo.clean(&shared, &section, foveal::egress::Form::Outline, &snapshot, &no_skills, &mut summary)
         .unwrap();
     group.bench_function("clean_awareness_output_memoised", |b| {
         b.iter(|| {
             black_box(
-                memo.clean(&shared, &section, &snapshot, &no_skills, &mut summary)
+                memo.clean(&shared, &section, foveal::egress::Form::Outline, &snapshot, &no_skills, &mut summary)
                     .unwrap()
                     .is_none(),
             )

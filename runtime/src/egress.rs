@@ -118,6 +118,21 @@ pub enum GateError {
     Pattern(#[from] PatternError),
 }
 
+/// How the gate reads a body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Form {
+    /// Any text: a run of private words is found wherever it is, across
+    /// any line.
+    Plain,
+    /// An Org outline the host or a skill rendered from visible objects
+    /// (the system prompt and the context): a run does not continue into
+    /// a headline line. An outline puts a headline after every body, and a
+    /// run across the two is no quote — only a chance to look like one.
+    /// What people and models write (messages, replies, tool output) is
+    /// read [`Plain`](Self::Plain): a quote as `* ` bullets is still found.
+    Outline,
+}
+
 /// Why the host's built-in secret filter stands in for the privacy skill.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Fallback {
@@ -324,6 +339,30 @@ impl Gate {
         &self.secrets
     }
 
+    /// `text` without private text and secrets, by the host's own filter
+    /// alone and without a word in the log: for log lines
+    /// ([`crate::logs::set_redactor`]). `None` when nothing was removed.
+    pub fn clean_quietly(&self, text: &str, memex: &MemexSnapshot) -> Option<String> {
+        let matcher = crate::logs::unredacted(|| self.private_matcher(memex));
+        let mut spans: Vec<Span> = Vec::new();
+        if let Some(matcher) = matcher.as_ref() {
+            matcher.find(text, false, &mut spans);
+        }
+        spans.extend(self.secrets.find(text));
+        if spans.is_empty() {
+            return None;
+        }
+        let regions = regions(spans);
+        let cleaned = replace_regions(text, &regions, |_, (span, is_private)| {
+            Some(if *is_private {
+                PRIVATE_MARKER.to_owned()
+            } else {
+                foveal_redact::marker(self.secrets.name(span.pattern))
+            })
+        });
+        Some(cleaned.into_owned())
+    }
+
     /// `body` with the text of every private object of `memex` and every
     /// secret removed. `skills` is the registry snapshot of the cycle: its
     /// privacy skill, if healthy, handles the secrets.
@@ -335,10 +374,31 @@ impl Gate {
         memex: &MemexSnapshot,
         skills: &Snapshot,
     ) -> Result<Cleaned<'a>, GateError> {
+        self.clean_as(body, Form::Plain, memex, skills)
+    }
+
+    /// [`clean`](Self::clean), reading `body` as `form` says.
+    pub fn clean_as<'a>(
+        &self,
+        body: &'a str,
+        form: Form,
+        memex: &MemexSnapshot,
+        skills: &Snapshot,
+    ) -> Result<Cleaned<'a>, GateError> {
+        crate::logs::unredacted(|| self.clean_inner(body, form, memex, skills))
+    }
+
+    fn clean_inner<'a>(
+        &self,
+        body: &'a str,
+        form: Form,
+        memex: &MemexSnapshot,
+        skills: &Snapshot,
+    ) -> Result<Cleaned<'a>, GateError> {
         let matcher = self.private_matcher(memex);
         let mut spans: Vec<Span> = Vec::new();
         if let Some(matcher) = matcher.as_ref() {
-            matcher.find(body, &mut spans);
+            matcher.find(body, form == Form::Outline, &mut spans);
         }
         let secret_spans = self.secrets.find(body);
         let regions = if spans.is_empty() {
@@ -607,12 +667,13 @@ impl Gate {
             memo.generations = Some(generations);
         }
         let mut check = RequestCheck::default();
-        let mut one = |text: &mut String| -> Result<(), GateError> {
-            let hash = crate::memex::file::content_hash(text.as_bytes());
+        let mut one = |text: &mut String, form: Form| -> Result<(), GateError> {
+            let hash = crate::memex::file::content_hash(text.as_bytes())
+                ^ u64::from(form == Form::Outline);
             let (cleaned, removed) = match memo.seen.get(&hash) {
                 Some((seen, cleaned, removed)) if **seen == **text => (cleaned.clone(), *removed),
                 _ => {
-                    let cleaned = self.clean(text, memex, skills)?;
+                    let cleaned = self.clean_as(text, form, memex, skills)?;
                     let removed = cleaned.report.total();
                     let cleaned = match cleaned.text {
                         Cow::Owned(cleaned) => Some(cleaned),
@@ -633,39 +694,42 @@ impl Gate {
             }
             Ok(())
         };
+        let plain = Form::Plain;
         if let Some(model) = &mut request.model {
-            one(model)?;
+            one(model, plain)?;
         }
         for message in &mut request.messages {
             match message {
-                Message::System(text) | Message::User(text) => one(text)?,
+                // The host's and skills' rendering: an outline.
+                Message::System(text) => one(text, Form::Outline)?,
+                Message::User(text) => one(text, plain)?,
                 Message::Assistant {
                     content,
                     tool_calls,
                 } => {
-                    one(content)?;
+                    one(content, plain)?;
                     for call in tool_calls {
-                        one(&mut call.id)?;
-                        one(&mut call.name)?;
-                        one(&mut call.arguments)?;
+                        one(&mut call.id, plain)?;
+                        one(&mut call.name, plain)?;
+                        one(&mut call.arguments, plain)?;
                     }
                 }
                 Message::Tool {
                     tool_call_id,
                     content,
                 } => {
-                    one(tool_call_id)?;
-                    one(content)?;
+                    one(tool_call_id, plain)?;
+                    one(content, plain)?;
                 }
             }
         }
         for tool in &mut request.tools {
-            one(&mut tool.name)?;
-            one(&mut tool.description)?;
-            each_json_string(&mut tool.parameters, &mut one)?;
+            one(&mut tool.name, plain)?;
+            one(&mut tool.description, plain)?;
+            each_json_string(&mut tool.parameters, &mut |text| one(text, plain))?;
         }
         if let ToolChoice::Tool(name) = &mut request.tool_choice {
-            one(name)?;
+            one(name, plain)?;
         }
         Ok(check)
     }

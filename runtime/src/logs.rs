@@ -85,6 +85,99 @@ impl LogRing {
     }
 }
 
+/// What every log line passes before it is kept or written: the host
+/// installs the privacy gate here once the memex is open
+/// ([`set_redactor`]), so no log line — in the ring the prompt shows, on
+/// stderr — holds private text or a secret.
+type Redactor = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
+
+fn redactor() -> &'static std::sync::RwLock<Option<Redactor>> {
+    static REDACTOR: std::sync::OnceLock<std::sync::RwLock<Option<Redactor>>> =
+        std::sync::OnceLock::new();
+    REDACTOR.get_or_init(|| std::sync::RwLock::new(None))
+}
+
+thread_local! {
+    /// Set while a line is being redacted: a line logged from inside the
+    /// redactor (the gate's own counts) is not redacted again.
+    static REDACTING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Installs the filter every log line passes from now on: it answers the
+/// line to keep instead, or none to keep it as it is.
+pub fn set_redactor(redact: impl Fn(&str) -> Option<String> + Send + Sync + 'static) {
+    *redactor().write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(redact));
+}
+
+/// Runs `f` with log lines passing unredacted on this thread: for the
+/// gate itself, whose lines hold counts and kinds only, and which the
+/// redactor calls (so it must not be entered again from its own logging).
+pub fn unredacted<R>(f: impl FnOnce() -> R) -> R {
+    let before = REDACTING.with(|r| r.replace(true));
+    let out = f();
+    REDACTING.with(|r| r.set(before));
+    out
+}
+
+/// `line` through the installed filter.
+pub fn redact(line: &str) -> std::borrow::Cow<'_, str> {
+    if REDACTING.with(std::cell::Cell::get) {
+        return std::borrow::Cow::Borrowed(line);
+    }
+    let Some(redact) = redactor()
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone()
+    else {
+        return std::borrow::Cow::Borrowed(line);
+    };
+    REDACTING.with(|r| r.set(true));
+    let out = redact(line);
+    REDACTING.with(|r| r.set(false));
+    match out {
+        Some(line) => std::borrow::Cow::Owned(line),
+        None => std::borrow::Cow::Borrowed(line),
+    }
+}
+
+/// A `tracing_subscriber` writer for stderr that passes each line (each
+/// event) through [`redact`] before writing it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct GatedStderr;
+
+/// One event's bytes, written to stderr redacted when dropped.
+#[derive(Debug, Default)]
+pub struct GatedLine(Vec<u8>);
+
+impl std::io::Write for GatedLine {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Drop for GatedLine {
+    fn drop(&mut self) {
+        if self.0.is_empty() {
+            return;
+        }
+        let text = String::from_utf8_lossy(&self.0);
+        let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), redact(&text).as_bytes());
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for GatedStderr {
+    type Writer = GatedLine;
+
+    fn make_writer(&'a self) -> Self::Writer {
+        GatedLine::default()
+    }
+}
+
 /// Formats events as `LEVEL target: message key=value …` into a [`LogRing`].
 #[derive(Debug)]
 pub struct RingLayer {
@@ -101,6 +194,10 @@ impl<S: Subscriber> Layer<S> for RingLayer {
             text.push(' ');
             text.push_str(&line.fields);
         }
+        let text = match redact(&text) {
+            std::borrow::Cow::Owned(redacted) => redacted,
+            std::borrow::Cow::Borrowed(_) => text,
+        };
         self.ring.push(text);
     }
 }

@@ -21,7 +21,7 @@ fn main() -> ExitCode {
     // warnings), one plain line each.
     let trouble = (explicit.is_none() && cli.runs_cycles()).then(|| {
         tracing_subscriber::fmt::layer()
-            .with_writer(std::io::stderr)
+            .with_writer(foveal::logs::GatedStderr)
             .without_time()
             .with_target(false)
             .with_ansi(false)
@@ -31,7 +31,7 @@ fn main() -> ExitCode {
     tracing_subscriber::registry()
         .with(
             tracing_subscriber::fmt::layer()
-                .with_writer(std::io::stderr)
+                .with_writer(foveal::logs::GatedStderr)
                 .with_filter(filter),
         )
         .with(trouble)

@@ -370,6 +370,9 @@ struct PersistState {
     last: Option<Instant>,
 }
 
+/// What stands for text from the model that held something private.
+pub const WITHHELD: &str = "[withheld: this text held private text or a secret]";
+
 /// Turns longer than this many cycles are cut whatever the pattern says
 /// (the pattern's own limit is at most 10).
 const TURN_CAP: u32 = 10;
@@ -478,6 +481,12 @@ impl Agent {
     /// The memex.
     pub fn memex(&self) -> &Arc<Memex> {
         &self.memex
+    }
+
+    /// The privacy gate every prompt, request, recorded entry and (once
+    /// installed) log line passes.
+    pub fn gate(&self) -> &Arc<Gate> {
+        &self.gate
     }
 
     /// The registry.
@@ -706,6 +715,14 @@ impl Agent {
         let t0 = Instant::now();
         let skills = self.registry.snapshot();
         let snapshot = self.memex.snapshot();
+        // The focus was visible when it was set; the object may have
+        // become private (or gone) since: it is then no longer the focus.
+        if let Some(focus) = &self.focus
+            && tools::visible_object(&snapshot, &self.privacy, focus).is_err()
+        {
+            tracing::info!("the focus is no longer a visible object; cleared");
+            self.focus = None;
+        }
         let signal = source.kind();
         let context_type_name = crate::prompt::context_types::for_signal(signal);
         let settings = self.assembler.settings();
@@ -852,7 +869,8 @@ impl Agent {
         let reply = match failure {
             Some(error) => {
                 if !text.is_empty() {
-                    self.record(Entry::new(EntryRole::Assistant, &text));
+                    let kept = self.from_model(&text, &snapshot, &skills);
+                    self.record(Entry::new(EntryRole::Assistant, kept));
                 }
                 return self.failed(summary, t2, out, &format!("the model failed: {error}"));
             }
@@ -896,20 +914,20 @@ impl Agent {
         summary.completion_tokens = reply.usage.map(|u| u.completion_tokens);
         self.costs.add(usage);
 
-        // Act. The reply is recorded (and so replayed) as it passed the
-        // gate: a model may echo what it should not have had.
+        // Act. What the model wrote is recorded (and so replayed) only if
+        // it holds nothing private ([`Agent::from_model`]).
         let mut entry = Entry::new(
             EntryRole::Assistant,
-            self.gated_with(&reply.text, &snapshot, &skills),
+            self.from_model(&reply.text, &snapshot, &skills),
         );
         entry.cycle = Some(id);
         entry.tool_calls = reply
             .tool_calls
             .iter()
             .map(|c| RecordedCall {
-                id: self.gated_with(&c.id, &snapshot, &skills),
-                name: self.gated_with(&c.name, &snapshot, &skills),
-                arguments: self.gated_with(&c.raw_arguments, &snapshot, &skills),
+                id: self.from_model(&c.id, &snapshot, &skills),
+                name: self.from_model(&c.name, &snapshot, &skills),
+                arguments: self.from_model(&c.raw_arguments, &snapshot, &skills),
             })
             .collect();
         self.record(entry);
@@ -917,7 +935,8 @@ impl Agent {
         let mut terminal = false;
         let mut failures = 0;
         for (n, call) in reply.tool_calls.iter().enumerate() {
-            summary.tool_calls.push(call.name.clone());
+            let shown_name = self.from_model(&call.name, &snapshot, &skills);
+            summary.tool_calls.push(shown_name.clone());
             let result = if n > 0 && !(pattern.multi_tool_enabled && pattern.mode.is_multi_action())
             {
                 Err(
@@ -947,14 +966,14 @@ impl Agent {
                 Ok(text) => Ok(self.gated_with(&text, &snapshot, &skills)),
                 Err(error) => Err(self.gated_with(&error, &snapshot, &skills)),
             };
-            out.tool(&call.name, &result);
+            out.tool(&shown_name, &result);
             let content = match &result {
                 Ok(text) => text.clone(),
                 Err(error) => format!("error: {error}"),
             };
             let mut entry = Entry::new(EntryRole::Tool, content);
-            entry.tool_call_id = Some(call.id.clone());
-            entry.tool = Some(call.name.clone());
+            entry.tool_call_id = Some(self.from_model(&call.id, &snapshot, &skills));
+            entry.tool = Some(shown_name);
             entry.cycle = Some(id);
             self.record(entry);
         }
@@ -1052,6 +1071,24 @@ impl Agent {
             history_end: self.session.entries().len(),
             summary,
             terminal: false,
+        }
+    }
+
+    /// What the model wrote, as it may be kept and replayed: as it is when
+    /// the gate finds nothing in it, else withheld whole. Redacting in
+    /// place would answer the model's guesses — a reply listing
+    /// `0000 … 9999` would come back with the private PIN marked — so text
+    /// from the model that holds anything private is not shown to it
+    /// again at all.
+    fn from_model(
+        &self,
+        text: &str,
+        memex: &crate::memex::MemexSnapshot,
+        skills: &crate::registry::Snapshot,
+    ) -> String {
+        match self.gate.clean(text, memex, skills) {
+            Ok(cleaned) if cleaned.report.total() == 0 => text.to_owned(),
+            _ => WITHHELD.to_owned(),
         }
     }
 

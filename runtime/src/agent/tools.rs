@@ -183,8 +183,10 @@ pub enum ToolError {
     /// The arguments are not what the schema asks.
     #[error("invalid arguments: {0}")]
     InvalidArguments(String),
-    /// No visible object has that id (also said of private ones).
-    #[error("no visible object has the id {0:?}")]
+    /// No visible object has that id (also said of private ones). The id
+    /// is not echoed: the answer is the same for a private id as for a
+    /// missing one, whatever the gate would make of it.
+    #[error("no visible object has that id")]
     UnknownId(String),
     /// No tool of that name is offered.
     #[error("no tool named {0:?} is offered in this context")]
@@ -492,9 +494,9 @@ fn journal_entry(
     }
     let snapshot = cx.memex.snapshot();
     let (date, time) = local_now();
-    let root = find_root(&snapshot, &canonical_or(&path)).ok_or_else(|| {
+    let root = find_root(&snapshot, &canonical_or(&path), cx.privacy).ok_or_else(|| {
         ToolError::Failed(format!(
-            "the journal file {} has no top-level `* {JOURNAL_ROOT}` headline to write under",
+            "the journal file {} has no visible top-level `* {JOURNAL_ROOT}` headline to write under",
             path.display()
         ))
     })?;
@@ -502,7 +504,7 @@ fn journal_entry(
         .get(&root)
         .and_then(|root| {
             root.children()
-                .find(|c| c.title().starts_with(&date))
+                .find(|c| c.title().starts_with(&date) && !is_private(*c, cx.privacy))
                 .map(|c| c.id().to_owned())
         })
         .map_or_else(
@@ -563,8 +565,15 @@ fn create_journal(path: &Path) -> Result<(), ToolError> {
     file.sync_all().map_err(failed)
 }
 
-fn find_root(snapshot: &MemexSnapshot, path: &Path) -> Option<String> {
-    let top = || snapshot.file_objects(path).filter(|o| o.level() == 1);
+/// The top-level headline journal entries go under: `* Journal`, else the
+/// first top-level headline — never a private one (a journal file private
+/// as a whole has none to write under).
+fn find_root(snapshot: &MemexSnapshot, path: &Path, privacy: &PrivacyTags) -> Option<String> {
+    let top = || {
+        snapshot
+            .file_objects(path)
+            .filter(|o| o.level() == 1 && !is_private(*o, privacy))
+    };
     top()
         .find(|o| o.title() == JOURNAL_ROOT)
         .or_else(|| top().next())

@@ -94,6 +94,14 @@ fn agent(config: &Config, options: &AgentOptions, watch_views: bool) -> Result<A
             eprintln!("error: {error}");
             Exit::Usage
         })?;
+    // From here on no log line — on stderr, in the ring the prompt shows —
+    // holds private text or a secret: each passes the gate (the host's
+    // own filter, quietly).
+    {
+        let gate = Arc::clone(agent.gate());
+        let memex = Arc::clone(agent.memex());
+        crate::logs::set_redactor(move |line| gate.clean_quietly(line, &memex.snapshot()));
+    }
     if let Some(focus) = &options.focus
         && let Err(error) = agent.set_focus(Some(focus))
     {

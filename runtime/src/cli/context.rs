@@ -122,7 +122,12 @@ pub fn run(config: &Config, options: &ContextOptions) -> anyhow::Result<Exit> {
             return Ok(Exit::Usage);
         }
     };
-    let cleaned = match gate.clean(section.text(), &snapshot, &registry.snapshot()) {
+    let cleaned = match gate.clean_as(
+        section.text(),
+        crate::egress::Form::Outline,
+        &snapshot,
+        &registry.snapshot(),
+    ) {
         Ok(cleaned) => cleaned,
         Err(error) => {
             eprintln!("error: {error}");

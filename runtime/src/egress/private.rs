@@ -161,22 +161,41 @@ impl std::fmt::Debug for FileKeys {
     }
 }
 
-/// The keys of one unit of private text (see the module docs).
-fn unit_keys(
-    splitter: &mut Splitter,
-    words: &mut Vec<Word>,
-    text: &str,
-    shingles: &mut Vec<u64>,
-    shorts: &mut Vec<u64>,
-) {
-    // Read as the gate reads bodies: JSON escapes mean what they stand
-    // for, at any depth, so the text and its JSON forms are the same words.
-    {
-        words.clear();
-        splitter.split(text, true, words);
+/// Gathers the keys of units of private text.
+#[derive(Default)]
+struct Keys {
+    splitter: Splitter,
+    skipping: Splitter,
+    words: Vec<Word>,
+    shingles: Vec<u64>,
+    shorts: Vec<u64>,
+}
+
+impl Keys {
+    /// The keys of one unit of private text (see the module docs), read as
+    /// the gate reads bodies — JSON escapes, HTML references and
+    /// percent-encoding meaning what they stand for, link targets read as
+    /// words — and, when it holds a link, also with each described link as
+    /// its description alone.
+    fn unit(&mut self, text: &str) {
+        if text.is_empty() {
+            return;
+        }
+        self.words.clear();
+        self.splitter.split(text, true, &mut self.words);
+        self.add_words();
+        if text.contains("[[") {
+            self.words.clear();
+            self.skipping.split(text, true, &mut self.words);
+            self.add_words();
+        }
+    }
+
+    fn add_words(&mut self) {
+        let words = &self.words;
         for run in words.windows(SHINGLE) {
             if !run[1..].iter().any(|w| w.headline) {
-                shingles.push(super::words::run_key(run));
+                self.shingles.push(super::words::run_key(run));
             }
         }
         let mut start = 0;
@@ -188,11 +207,47 @@ fn unit_keys(
             let line = &words[start..end];
             let bytes: usize = line.iter().map(|w| (w.end - w.start) as usize).sum();
             if line.len() < SHINGLE && bytes >= MIN_PHRASE_BYTES {
-                shorts.push(super::words::run_key(line));
+                self.shorts.push(super::words::run_key(line));
             }
             start = end;
         }
     }
+
+    /// The name of a file private as a whole (it is private too: a log
+    /// line naming the file must not name it to the model).
+    fn file_name(&mut self, path: &std::path::Path) {
+        if let Some(name) = path.file_name() {
+            self.unit(&name.to_string_lossy());
+        }
+    }
+
+    fn into_file_keys(mut self, visible: Vec<(u32, u32)>) -> FileKeys {
+        self.shingles.sort_unstable();
+        self.shingles.dedup();
+        self.shorts.sort_unstable();
+        self.shorts.dedup();
+        FileKeys {
+            shingles: self.shingles.into(),
+            shorts: self.shorts.into(),
+            visible: visible.into(),
+        }
+    }
+}
+
+/// The text of a private headline between its headline line and its body
+/// — the planning line and every line of the property drawer, notes typed
+/// into it included — without the `:EMBEDDING:` values.
+fn between(file: &MemexFile, h: &crate::memex::parse::Headline) -> String {
+    let mut out = String::new();
+    let mut at = h.after_headline;
+    for property in &h.properties {
+        if file.slice(&property.key).eq_ignore_ascii_case("EMBEDDING") {
+            out.push_str(&file.text[at as usize..property.value.start as usize]);
+            at = property.value.end;
+        }
+    }
+    out.push_str(&file.text[at as usize..h.body.start.max(at) as usize]);
+    out
 }
 
 /// Gathers the private keys of `file` and the ranges of its visible text.
@@ -202,10 +257,10 @@ pub(crate) fn file_keys(file: &MemexFile, privacy: &PrivacyTags) -> FileKeys {
     }
     let whole = privacy.file_is_private(file);
     let mask = privacy.private_mask(file);
-    let mut splitter = Splitter::default();
-    let mut words = Vec::new();
-    let mut shingles = Vec::new();
-    let mut shorts = Vec::new();
+    let mut keys = Keys {
+        skipping: Splitter::skipping_link_targets(),
+        ..Keys::default()
+    };
     let mut visible: Vec<(u32, u32)> = Vec::new();
     let mut show = |start: u32, end: u32| {
         if start < end {
@@ -217,30 +272,22 @@ pub(crate) fn file_keys(file: &MemexFile, privacy: &PrivacyTags) -> FileKeys {
         .first()
         .map_or(file.text.len() as u32, |o| o.headline.own.start);
     if whole {
-        let preamble = &file.text[..preamble_end as usize];
-        unit_keys(
-            &mut splitter,
-            &mut words,
-            preamble,
-            &mut shingles,
-            &mut shorts,
-        );
+        keys.unit(&file.text[..preamble_end as usize]);
+        keys.file_name(&file.path);
     } else {
         show(0, preamble_end);
     }
     for (object, private) in file.objects.iter().zip(&mask) {
         let h = &object.headline;
         if *private {
-            let mut unit = |text: &str| {
-                unit_keys(&mut splitter, &mut words, text, &mut shingles, &mut shorts);
-            };
-            unit(file.slice(&h.title));
+            keys.unit(file.slice(&h.title));
             for property in &h.properties {
                 if !file.slice(&property.key).eq_ignore_ascii_case("EMBEDDING") {
-                    unit(file.slice(&property.value));
+                    keys.unit(file.slice(&property.value));
                 }
             }
-            unit(file.slice(&h.body));
+            keys.unit(&between(file, h));
+            keys.unit(file.slice(&h.body));
         } else {
             let mut at = h.own.start;
             for property in &h.properties {
@@ -252,15 +299,25 @@ pub(crate) fn file_keys(file: &MemexFile, privacy: &PrivacyTags) -> FileKeys {
             show(at, h.own.end);
         }
     }
-    shingles.sort_unstable();
-    shingles.dedup();
-    shorts.sort_unstable();
-    shorts.dedup();
-    FileKeys {
-        shingles: shingles.into(),
-        shorts: shorts.into(),
-        visible: visible.into(),
+    keys.into_file_keys(visible)
+}
+
+/// The private keys of a file that was read but not loaded (not UTF-8, or
+/// not parsable): its structure is unknown, so when its text names a
+/// privacy tag anywhere, all of it — and its name — is private. Fail
+/// closed: a diary caught half-written keeps its protection.
+pub(crate) fn failed_file_keys(path: &std::path::Path, text: &str, privacy: &PrivacyTags) -> FileKeys {
+    let lower = text.to_lowercase();
+    if privacy.is_empty() || !privacy.names().any(|tag| lower.contains(tag)) {
+        return FileKeys::default();
     }
+    let mut keys = Keys {
+        skipping: Splitter::skipping_link_targets(),
+        ..Keys::default()
+    };
+    keys.unit(text);
+    keys.file_name(path);
+    keys.into_file_keys(Vec::new())
 }
 
 /// The keys to look for: runs of [`SHINGLE`] words and shorter lines.
@@ -272,16 +329,17 @@ pub(crate) struct Matcher {
 
 impl Matcher {
     /// Calls `found(first, last)` for every run of words of `words` whose
-    /// key is in the matcher, `first..=last` its words.
+    /// key is in the matcher, `first..=last` its words. In an `outline`, no
+    /// run continues into an Org headline line.
     #[inline]
-    fn each_run(&self, words: &[Word], mut found: impl FnMut(usize, usize, u64)) {
+    fn each_run(&self, words: &[Word], outline: bool, mut found: impl FnMut(usize, usize, u64)) {
         let shorts = !self.shorts.is_empty();
         let shingles = !self.shingles.is_empty();
         for i in 0..words.len() {
             let mut keys = RunKeys::new();
             let last = (i + SHINGLE).min(words.len());
             for (j, word) in words[i..last].iter().enumerate() {
-                if j > 0 && word.headline {
+                if j > 0 && outline && word.headline {
                     break;
                 }
                 keys.push(word.hash);
@@ -299,10 +357,10 @@ impl Matcher {
     }
 
     /// Every private run in `text`, as spans (overlapping ones too).
-    pub(crate) fn find(&self, text: &str, out: &mut Vec<Span>) {
+    pub(crate) fn find(&self, text: &str, outline: bool, out: &mut Vec<Span>) {
         let mut words = Vec::new();
         Splitter::default().split(text, true, &mut words);
-        self.each_run(&words, |first, last, _| {
+        self.each_run(&words, outline, |first, last, _| {
             out.push(Span {
                 start: words[first].start as usize,
                 end: words[last].end as usize,
@@ -323,12 +381,25 @@ impl Matcher {
 }
 
 /// The matcher of one memex generation and the work it was built from.
-#[derive(Debug)]
+/// Its `Debug` form gives counts, never text.
 pub(crate) struct PrivateCache {
     pub(crate) generation: u64,
     /// Each file of that generation, in the snapshot's order.
     pub(crate) files: Vec<CachedFile>,
+    /// The files that were read but not loaded, by their text.
+    failed: Vec<(Arc<str>, Arc<FileKeys>)>,
     pub(crate) matcher: Arc<Option<Matcher>>,
+}
+
+impl std::fmt::Debug for PrivateCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PrivateCache")
+            .field("generation", &self.generation)
+            .field("files", &self.files)
+            .field("failed_files", &self.failed.len())
+            .field("matcher", &self.matcher)
+            .finish()
+    }
 }
 
 /// One file version in the cache of a generation.
@@ -379,6 +450,9 @@ pub(crate) struct Build<'m> {
     unchanged: Vec<bool>,
     /// The previous cache's file versions that are gone.
     dropped: Vec<Arc<FileKeys>>,
+    /// The keys of the files read but not loaded ([`failed_file_keys`]),
+    /// by their text, and whether the previous cache had them.
+    failed: Vec<(Arc<str>, Arc<FileKeys>, bool)>,
 }
 
 impl<'m> Build<'m> {
@@ -389,21 +463,40 @@ impl<'m> Build<'m> {
         memex: &'m MemexSnapshot,
         privacy: &PrivacyTags,
     ) -> Self {
+        let (previous, mut previous_failed) = match previous {
+            Some(cache) => (cache.files, cache.failed),
+            None => (Vec::new(), Vec::new()),
+        };
         let mut previous: HashMap<*const MemexFile, CachedFile> = previous
-            .map(|cache| {
-                cache
-                    .files
-                    .into_iter()
-                    .map(|cached| (Weak::as_ptr(&cached.file), cached))
-                    .collect()
-            })
-            .unwrap_or_default();
+            .into_iter()
+            .map(|cached| (Weak::as_ptr(&cached.file), cached))
+            .collect();
         let files: Vec<&Arc<MemexFile>> = memex.files().collect();
+        let failed = memex
+            .failed_texts()
+            .map(|(path, text)| {
+                match previous_failed
+                    .iter()
+                    .position(|(seen, _)| Arc::ptr_eq(seen, text))
+                {
+                    Some(at) => {
+                        let (text, keys) = previous_failed.swap_remove(at);
+                        (text, keys, true)
+                    }
+                    None => (
+                        Arc::clone(text),
+                        Arc::new(failed_file_keys(path, text, privacy)),
+                        false,
+                    ),
+                }
+            })
+            .collect();
         let mut build = Self {
             keys: Vec::with_capacity(files.len()),
             hits: Vec::with_capacity(files.len()),
             unchanged: Vec::with_capacity(files.len()),
-            dropped: Vec::new(),
+            dropped: previous_failed.into_iter().map(|(_, keys)| keys).collect(),
+            failed,
             files,
         };
         let mut fresh: Vec<usize> = Vec::new();
@@ -427,7 +520,9 @@ impl<'m> Build<'m> {
         for (f, keys) in fresh.into_iter().zip(gathered) {
             build.keys[f] = Arc::new(keys);
         }
-        build.dropped = previous.into_values().map(|cached| cached.keys).collect();
+        build
+            .dropped
+            .extend(previous.into_values().map(|cached| cached.keys));
         build
     }
 
@@ -444,6 +539,16 @@ impl<'m> Build<'m> {
                 .chain(keys.shorts.iter().map(|k| (k, false)))
             {
                 all.entry(key).or_insert((false, shingle)).0 |= self.unchanged[f];
+            }
+        }
+        for (_, keys, unchanged) in &self.failed {
+            for (&key, shingle) in keys
+                .shingles
+                .iter()
+                .map(|k| (k, true))
+                .chain(keys.shorts.iter().map(|k| (k, false)))
+            {
+                all.entry(key).or_insert((false, shingle)).0 |= *unchanged;
             }
         }
         if all.is_empty() {
@@ -529,7 +634,7 @@ impl<'m> Build<'m> {
                     };
                     words.clear();
                     splitter.split(text, true, &mut words);
-                    set.each_run(&words, |_, _, key| found.push((f, key)));
+                    set.each_run(&words, true, |_, _, key| found.push((f, key)));
                 }
                 found
             },
@@ -553,6 +658,11 @@ impl<'m> Build<'m> {
                     keys,
                     hits,
                 })
+                .collect(),
+            failed: self
+                .failed
+                .into_iter()
+                .map(|(text, keys, _)| (text, keys))
                 .collect(),
             matcher,
         }

@@ -461,7 +461,7 @@ fn the_key_sets_find_what_a_naive_search_of_word_runs_finds() {
         let mut found: Vec<(usize, usize)> = Vec::new();
         if let Some(matcher) = Option::as_ref(&matcher) {
             let mut spans = Vec::new();
-            matcher.find(&text, &mut spans);
+            matcher.find(&text, false, &mut spans);
             found = spans.iter().map(|s| (s.start, s.end)).collect();
         }
         found.sort_unstable();

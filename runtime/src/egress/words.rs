@@ -179,8 +179,7 @@ fn cookie_len(rest: &[u8]) -> usize {
 /// of `rest` begins (past `][`), or 0 when it is not one (or has no
 /// description): the target is not read as words.
 fn link_target_len(rest: &[u8]) -> usize {
-    const MAX_TARGET: usize = 4096;
-    let end = rest.len().min(MAX_TARGET);
+    let end = rest.len().min(LINK_LOOKAHEAD);
     let mut i = 2;
     while i + 1 < end {
         match (rest[i], rest[i + 1]) {
@@ -226,6 +225,106 @@ fn unicode_escape(rest: &[u8]) -> Option<(char, usize)> {
     char::from_u32(unit).map(|c| (c, 6))
 }
 
+/// Invisible characters that may sit inside a word without splitting it
+/// (Unicode's default-ignorable code points: the soft hyphen, zero-width
+/// spaces and joiners, the word joiner, bidirectional marks, variation
+/// selectors, a byte-order mark).
+#[inline]
+fn is_ignorable(c: char) -> bool {
+    matches!(c as u32,
+        0x00AD | 0x034F | 0x061C | 0x115F..=0x1160 | 0x17B4..=0x17B5
+        | 0x180B..=0x180F | 0x200B..=0x200F | 0x202A..=0x202E
+        | 0x2060..=0x206F | 0x3164 | 0xFE00..=0xFE0F | 0xFEFF | 0xFFA0
+        | 0xFFF0..=0xFFF8 | 0x1BCA0..=0x1BCA3 | 0x1D173..=0x1D17A
+        | 0xE0000..=0xE0FFF)
+}
+
+/// Where a word goes on after a hyphen at `i` that ends a line
+/// (`th-⏎at`, a re-flowed text), if it does: spaces, a line break (or its
+/// JSON escape), spaces, then a letter or digit.
+fn hyphen_break(bytes: &[u8], i: usize, escapes: bool) -> Option<usize> {
+    let blank = |j: &mut usize| {
+        while matches!(bytes.get(*j), Some(b' ' | b'\t' | b'\r')) {
+            *j += 1;
+        }
+    };
+    let mut j = i + 1;
+    blank(&mut j);
+    if bytes.get(j) == Some(&b'\n') {
+        j += 1;
+    } else if escapes && bytes.get(j) == Some(&b'\\') {
+        let slashes = bytes[j..].iter().take_while(|&&b| b == b'\\').count();
+        if bytes.get(j + slashes) != Some(&b'n') {
+            return None;
+        }
+        j += slashes + 1;
+    } else {
+        return None;
+    }
+    blank(&mut j);
+    let next = std::str::from_utf8(&bytes[j..bytes.len().min(j + 4)])
+        .ok()
+        .and_then(|s| s.chars().next())
+        .or_else(|| bytes.get(j).map(|&b| b as char))?;
+    next.is_alphanumeric().then_some(j)
+}
+
+/// An HTML character reference at the start of `rest` (`&amp;`, `&#39;`,
+/// `&#x27;`, a few named ones): the character and the reference's length.
+fn html_entity(rest: &[u8]) -> Option<(char, usize)> {
+    let end = rest.iter().take(12).position(|&b| b == b';')?;
+    let name = std::str::from_utf8(&rest[1..end]).ok()?;
+    let c = if let Some(number) = name.strip_prefix('#') {
+        let value = match number.strip_prefix(['x', 'X']) {
+            Some(hex) => u32::from_str_radix(hex, 16).ok()?,
+            None => number.parse::<u32>().ok()?,
+        };
+        char::from_u32(value)?
+    } else {
+        match name {
+            "amp" => '&',
+            "lt" => '<',
+            "gt" => '>',
+            "quot" => '"',
+            "apos" => '\'',
+            "nbsp" => ' ',
+            _ => return None,
+        }
+    };
+    Some((c, end + 1))
+}
+
+/// The length of an HTML tag (`<em>`, `</li>`, `<a href="…">`) at the start
+/// of `rest`, or 0: short, on one line, opening with a letter, `/` or `!`.
+fn html_tag_len(rest: &[u8]) -> usize {
+    if !rest
+        .get(1)
+        .is_some_and(|b| b.is_ascii_alphabetic() || matches!(b, b'/' | b'!'))
+    {
+        return 0;
+    }
+    for (j, &b) in rest.iter().enumerate().take(256).skip(1) {
+        match b {
+            b'>' => return j + 1,
+            b'<' | b'\n' => return 0,
+            _ => {}
+        }
+    }
+    0
+}
+
+/// 3 when `rest` starts with `%` and two hex digits, else 0.
+fn percent_len(rest: &[u8]) -> usize {
+    if rest.len() >= 3 && rest[0] == b'%' && rest[1].is_ascii_hexdigit() && rest[2].is_ascii_hexdigit() {
+        3
+    } else {
+        0
+    }
+}
+
+/// How far ahead a link opener looks for its description.
+const LINK_LOOKAHEAD: usize = 4096;
+
 /// Cuts texts into [`Word`]s, reusing its buffers from one text to the
 /// next.
 #[derive(Debug, Default)]
@@ -239,6 +338,13 @@ pub(crate) struct Splitter {
     /// What the next word to start will open.
     pending: Mark,
     folded: String,
+    /// Read `[[target][description]]` as its description only.
+    skip_link_targets: bool,
+    /// No `][` is before this byte: a link opener there has no
+    /// description (keeps the look-ahead linear).
+    no_link_before: usize,
+    /// Percent-decoded bytes.
+    bytes: Vec<u8>,
 }
 
 /// What a word opens.
@@ -260,6 +366,16 @@ fn stars_len(rest: &[u8]) -> usize {
 }
 
 impl Splitter {
+    /// A splitter that reads a described link `[[target][description]]`
+    /// as its description only (the gate keys private text both ways, so
+    /// that a quote of the description alone is found too).
+    pub(crate) fn skipping_link_targets() -> Self {
+        Self {
+            skip_link_targets: true,
+            ..Self::default()
+        }
+    }
+
     /// Appends the words of `text` to `out`. With `escapes`, JSON string
     /// escapes read as what they stand for.
     pub(crate) fn split(&mut self, text: &str, escapes: bool, out: &mut Vec<Word>) {
@@ -277,6 +393,7 @@ impl Splitter {
     ) {
         let bytes = text.as_bytes();
         self.word.clear();
+        self.no_link_before = 0;
         let mut i = self.new_line(bytes, 0);
         while i < bytes.len() {
             let b = bytes[i];
@@ -311,11 +428,35 @@ impl Splitter {
                 i += backslashes - 1 + len;
                 continue;
             }
+            // A word broken by a hyphen at the end of a line goes on.
+            if b == b'-'
+                && !self.word.is_empty()
+                && let Some(next) = hyphen_break(bytes, i, escapes)
+            {
+                i = next;
+                continue;
+            }
+            // An HTML entity, a percent-encoded character: what they stand
+            // for.
+            if b == b'&'
+                && let Some((c, len)) = html_entity(&bytes[i..])
+            {
+                self.char(c, offset, i, i + len, out);
+                i += len;
+                continue;
+            }
+            if b == b'%' && percent_len(&bytes[i..]) > 0 {
+                i = self.percent(bytes, i, offset, out);
+                continue;
+            }
             self.finish(offset, i, out);
             i = match b {
                 b'\n' => self.new_line(bytes, i + 1),
-                b'[' if bytes.get(i + 1) == Some(&b'[') => i + link_target_len(&bytes[i..]).max(2),
+                b'[' if self.skip_link_targets && bytes.get(i + 1) == Some(&b'[') => {
+                    i + self.link_target(bytes, i)
+                }
                 b'[' => i + cookie_len(&bytes[i..]).max(1),
+                b'<' => i + html_tag_len(&bytes[i..]).max(1),
                 b'\\' if escapes => {
                     let after = i + backslashes;
                     match bytes.get(after) {
@@ -328,6 +469,46 @@ impl Splitter {
             };
         }
         self.finish(offset, bytes.len(), out);
+    }
+
+    /// How far a link opener at `i` reaches: past `][` when it has a
+    /// description, else past `[[`. A failed look-ahead is remembered, so
+    /// a run of openers costs linear time.
+    fn link_target(&mut self, bytes: &[u8], i: usize) -> usize {
+        if i < self.no_link_before {
+            return 2;
+        }
+        match link_target_len(&bytes[i..]) {
+            0 => {
+                self.no_link_before = (i + LINK_LOOKAHEAD).min(bytes.len());
+                2
+            }
+            len => len,
+        }
+    }
+
+    /// A run of `%XX` at `i`, decoded: its characters go on words as any
+    /// others. Returns where the run ends.
+    fn percent(&mut self, bytes: &[u8], i: usize, offset: usize, out: &mut Vec<Word>) -> usize {
+        let mut decoded = std::mem::take(&mut self.bytes);
+        decoded.clear();
+        let mut j = i;
+        while percent_len(&bytes[j..]) > 0 {
+            let hex = |b: u8| (b as char).to_digit(16).unwrap_or(0) as u8;
+            decoded.push(hex(bytes[j + 1]) * 16 + hex(bytes[j + 2]));
+            j += 3;
+        }
+        match std::str::from_utf8(&decoded) {
+            Ok(text) => {
+                for c in text.chars() {
+                    // The run's characters share its span.
+                    self.char(c, offset, i, j, out);
+                }
+            }
+            Err(_) => self.finish(offset, i, out),
+        }
+        self.bytes = decoded;
+        j
     }
 
     /// A line starts at `at`: the next word opens it, a list counter is
@@ -359,6 +540,11 @@ impl Splitter {
     /// One non-ASCII (or escaped) character at `start..end`.
     #[inline]
     fn char(&mut self, c: char, offset: usize, start: usize, end: usize, out: &mut Vec<Word>) {
+        if is_ignorable(c) {
+            // Invisible: a soft hyphen or a zero-width space inside a word
+            // leaves it one word.
+            return;
+        }
         if is_unspaced(c) {
             self.finish(offset, start, out);
             self.begin(start, false);
@@ -389,12 +575,21 @@ impl Splitter {
             hash_bytes(self.word.as_bytes())
         } else {
             self.folded.clear();
-            for c in self.word.nfkc() {
+            // Compatibility decomposition, then without the marks: `é`,
+            // `e` + U+0301 and `e` are one letter, as a reader who types
+            // without accents would have it.
+            for c in self.word.nfkd() {
                 match c {
                     'ß' | 'ẞ' => self.folded.push_str("ss"),
                     'ς' => self.folded.push('σ'),
-                    c if c.is_alphanumeric() => self.folded.extend(c.to_lowercase()),
-                    c if unicode_normalization::char::is_combining_mark(c) => self.folded.push(c),
+                    'İ' | 'ı' => self.folded.push('i'),
+                    c if c.is_alphanumeric() => {
+                        for lower in c.to_lowercase() {
+                            if !unicode_normalization::char::is_combining_mark(lower) {
+                                self.folded.push(lower);
+                            }
+                        }
+                    }
                     _ => {}
                 }
             }

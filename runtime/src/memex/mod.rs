@@ -173,7 +173,7 @@ impl Memex {
         for path in memex.discover() {
             snapshot = match memex.read(&path) {
                 Ok(file) => snapshot.with_file(Arc::new(file)),
-                Err(error) => snapshot.with_failure(&path, error),
+                Err((error, text)) => snapshot.with_failure(&path, error, text),
             };
         }
         memex.current.store(Arc::new(snapshot));
@@ -288,33 +288,60 @@ impl Memex {
     }
 
     /// Reads and parses one file: a regular file (after links) of at most
-    /// [`MAX_FILE_BYTES`], never anything else.
-    fn read(&self, path: &Path) -> Result<MemexFile, MemexError> {
-        let bytes = read_regular(path, MAX_FILE_BYTES)?;
+    /// [`MAX_FILE_BYTES`], never anything else. A file that was read but
+    /// not loaded comes back with its text, read lossily.
+    fn read(&self, path: &Path) -> Result<MemexFile, Failure> {
+        let bytes = read_regular(path, MAX_FILE_BYTES).map_err(|e| (e, None))?;
         self.parse_bytes(path, bytes)
     }
 
-    fn parse_bytes(&self, path: &Path, bytes: Vec<u8>) -> Result<MemexFile, MemexError> {
-        let text = String::from_utf8(bytes).map_err(|e| {
-            let bad = e.utf8_error().valid_up_to();
-            let bytes = e.as_bytes();
-            let line = bytes[..bad].iter().filter(|&&b| b == b'\n').count() + 1;
-            let column = bad
-                - bytes[..bad]
-                    .iter()
-                    .rposition(|&b| b == b'\n')
-                    .map_or(0, |i| i + 1)
-                + 1;
-            MemexError::NotUtf8 {
-                path: path.to_owned(),
-                line,
-                column,
+    fn parse_bytes(&self, path: &Path, bytes: Vec<u8>) -> Result<MemexFile, Failure> {
+        let text = match String::from_utf8(bytes) {
+            Ok(text) => text,
+            Err(e) => {
+                let bad = e.utf8_error().valid_up_to();
+                let bytes = e.as_bytes();
+                let line = bytes[..bad].iter().filter(|&&b| b == b'\n').count() + 1;
+                let column = bad
+                    - bytes[..bad]
+                        .iter()
+                        .rposition(|&b| b == b'\n')
+                        .map_or(0, |i| i + 1)
+                    + 1;
+                let lossy = Arc::from(String::from_utf8_lossy(bytes).as_ref());
+                return Err((
+                    MemexError::NotUtf8 {
+                        path: path.to_owned(),
+                        line,
+                        column,
+                    },
+                    Some(lossy),
+                ));
             }
-        })?;
-        MemexFile::parse(path, &self.id_base(path), text).map_err(|e| MemexError::Parse {
-            path: path.to_owned(),
-            line: e.line,
-            message: e.message,
+        };
+        if let Some(line) = bare_cr_line(&text) {
+            // Emacs reads such a file with `\r` line ends (`mac`); read as
+            // one line it would put private headlines into a public one.
+            return Err((
+                MemexError::Parse {
+                    path: path.to_owned(),
+                    line,
+                    message: "lines end with a bare carriage return (old Mac line ends); the file was not loaded: convert it to LF or CRLF line ends".to_owned(),
+                },
+                Some(Arc::from(text.replace('\r', "\n").as_str())),
+            ));
+        }
+        let id_base = self.id_base(path);
+        let kept = Arc::<str>::from(text.as_str());
+        MemexFile::parse(path, &id_base, text).map_err(|e| {
+            (
+                MemexError::Parse {
+                    path: path.to_owned(),
+                    line: e.line,
+                    message: e.message,
+                },
+                Some(kept),
+            )
         })
     }
 
@@ -332,7 +359,7 @@ impl Memex {
             }
             current.without_file(path)
         } else {
-            let bytes = std::fs::read(path).map_err(|e| MemexError::io(path, e));
+            let bytes = read_regular(path, MAX_FILE_BYTES);
             // The same bytes as the version being served (our own write-back
             // coming back through the watcher, or a touch): nothing to do.
             if let Ok(bytes) = &bytes
@@ -343,11 +370,14 @@ impl Memex {
             {
                 return current.generation();
             }
-            match bytes.and_then(|bytes| self.parse_bytes(path, bytes)) {
+            match bytes
+                .map_err(|e| (e, None))
+                .and_then(|bytes| self.parse_bytes(path, bytes))
+            {
                 Ok(file) => current.with_file(self.prepared(file)),
-                Err(error) => {
+                Err((error, text)) => {
                     tracing::warn!("memex file not reloaded, previous version kept: {error}");
-                    current.with_failure(path, error)
+                    current.with_failure(path, error, text)
                 }
             }
         };
@@ -378,6 +408,19 @@ fn release_free_memory() {
 
 /// Collects `*.org` files under `dir`, skipping hidden entries and
 /// following no symlinked folders (no cycles).
+/// Why a file was not loaded, and its text when it was read (lossily).
+type Failure = (MemexError, Option<Arc<str>>);
+
+/// The 1-based line of the first bare carriage return (one not followed by
+/// a line feed), if the text has one and no line feed at all: a file with
+/// old Mac line ends.
+fn bare_cr_line(text: &str) -> Option<u32> {
+    if text.contains('\n') {
+        return None;
+    }
+    text.contains('\r').then_some(1)
+}
+
 /// The largest memex file read (256 MiB): a larger one is refused before
 /// a byte of it is read.
 pub const MAX_FILE_BYTES: u64 = 256 << 20;

@@ -87,7 +87,8 @@ fn settings(text: &str) -> (TodoKeywords, Vec<String>) {
     let mut done = Vec::new();
     let mut file_tags: Vec<String> = Vec::new();
     let mut found = false;
-    for line in text.split('\n') {
+    // A byte-order mark opening the file is not text (Emacs drops it).
+    for line in text.strip_prefix('\u{feff}').unwrap_or(text).split('\n') {
         let l = line.trim_start_matches([' ', '\t']);
         if !l.starts_with("#+") {
             continue;
@@ -366,6 +367,9 @@ fn parse_property(text: &str, line: &str) -> Option<Property> {
     })
 }
 
+/// The UTF-8 byte-order mark.
+const BOM: &[u8] = b"\xEF\xBB\xBF";
+
 fn is_planning(line: &str) -> bool {
     let l = line.trim_start_matches([' ', '\t']);
     ["SCHEDULED:", "DEADLINE:", "CLOSED:"]
@@ -395,8 +399,13 @@ pub fn parse(text: &str) -> Result<Parsed, ParseError> {
     let mut lines = Lines { bytes, pos: 0 };
     let mut line_no = 0u32;
 
-    while let Some((start, end, next)) = lines.next() {
+    while let Some((mut start, end, next)) = lines.next() {
         line_no += 1;
+        if start == 0 && bytes.starts_with(BOM) {
+            // A byte-order mark opening the file is not text (Emacs drops
+            // it): a headline may follow it.
+            start = BOM.len();
+        }
         let Some(level) = headline_level(&bytes[start..end]) else {
             continue;
         };

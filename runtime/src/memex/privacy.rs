@@ -52,6 +52,11 @@ impl PrivacyTags {
             .any(|t| t.eq_ignore_ascii_case(tag) || *t == tag.to_lowercase())
     }
 
+    /// The tags, normalised (lower case, no colons).
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.tags.iter().map(String::as_str)
+    }
+
     /// Whether there is no privacy tag at all.
     pub fn is_empty(&self) -> bool {
         self.tags.is_empty()

@@ -37,6 +37,10 @@ pub struct MemexSnapshot {
     ids: imbl::HashMap<u64, Arc<Path>>,
     tag_files: imbl::HashMap<Box<str>, imbl::OrdSet<Arc<Path>>>,
     failed: BTreeMap<PathBuf, Arc<MemexError>>,
+    /// The text (read lossily) of each file whose latest version was read
+    /// but not loaded: the privacy gate still learns what private text it
+    /// holds (fail closed).
+    failed_text: BTreeMap<PathBuf, Arc<str>>,
 }
 
 /// One object in a snapshot: a file and an index into it.
@@ -188,6 +192,13 @@ impl MemexSnapshot {
         &self.failed
     }
 
+    /// The text of each file that was read but failed to load (not UTF-8
+    /// — read lossily — or not parsable). Never lent to a skill; the
+    /// privacy gate reads it.
+    pub fn failed_texts(&self) -> impl Iterator<Item = (&Path, &Arc<str>)> {
+        self.failed_text.iter().map(|(p, t)| (p.as_path(), t))
+    }
+
     /// The number of objects.
     pub fn len(&self) -> usize {
         self.files.values().map(|f| f.objects.len()).sum()
@@ -312,6 +323,7 @@ impl MemexSnapshot {
                 .insert(Arc::clone(&path));
         }
         next.failed.remove(&file.path);
+        next.failed_text.remove(&file.path);
         next.files.insert(path, file);
         next.generation += 1;
         next
@@ -322,15 +334,20 @@ impl MemexSnapshot {
         let mut next = self.without_indexes_of(path);
         next.files.remove(path);
         next.failed.remove(path);
+        next.failed_text.remove(path);
         next.generation += 1;
         next
     }
 
     /// This snapshot recording that the latest version of `path` failed to
     /// load; its previous version, if any, stays.
-    pub(crate) fn with_failure(&self, path: &Path, error: MemexError) -> Self {
+    pub(crate) fn with_failure(&self, path: &Path, error: MemexError, text: Option<Arc<str>>) -> Self {
         let mut next = self.clone();
         next.failed.insert(path.to_owned(), Arc::new(error));
+        match text {
+            Some(text) => next.failed_text.insert(path.to_owned(), text),
+            None => next.failed_text.remove(path),
+        };
         next.generation += 1;
         next
     }

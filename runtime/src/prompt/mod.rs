@@ -122,7 +122,7 @@ use foveal_sdk::{Role, SignalKind};
 
 use crate::config::Config;
 use crate::context::{ContextCache, ContextRequest, Origin, Section};
-use crate::egress::Gate;
+use crate::egress::{Form, Gate};
 use crate::memex::privacy::PrivacyTags;
 use crate::memex::snapshot::MemexSnapshot;
 use crate::registry::Snapshot;
@@ -651,7 +651,7 @@ impl Assembler {
         let (belt, tools) = components::tool_belt(input.tools, context_type.tool_filter.as_deref());
         let belt = Text::Owned(belt);
         let belt = memo
-            .clean(&self.gate, &belt, memex, skills, &mut egress)?
+            .clean(&self.gate, &belt, Form::Outline, memex, skills, &mut egress)?
             .unwrap_or(belt);
         let belt = belt.as_str();
         let identity = context_type
@@ -818,7 +818,8 @@ impl Assembler {
         // trimming level see gated text only.
         let mut gated: Vec<usize> = Vec::with_capacity(sections.len());
         for section in &mut sections {
-            if let Some(text) = memo.clean(&self.gate, &section.text, memex, skills, &mut egress)? {
+            let form = form_of(section.role);
+            if let Some(text) = memo.clean(&self.gate, &section.text, form, memex, skills, &mut egress)? {
                 section.text = text;
             }
             gated.extend(section.text.address());
@@ -878,7 +879,7 @@ impl Assembler {
             }
             // Gated before the skill's next round sees it.
             let text = Text::Context(section);
-            match memo.clean(&self.gate, &text, memex, skills, &mut egress) {
+            match memo.clean(&self.gate, &text, Form::Outline, memex, skills, &mut egress) {
                 Ok(None) => Some(text),
                 Ok(Some(cleaned)) => {
                     gated.extend(cleaned.address());
@@ -914,7 +915,8 @@ impl Assembler {
             if section.text.address().is_some_and(|a| gated.contains(&a)) {
                 continue;
             }
-            if let Some(text) = memo.clean(&self.gate, &section.text, memex, skills, &mut egress)? {
+            let form = form_of(section.role);
+            if let Some(text) = memo.clean(&self.gate, &section.text, form, memex, skills, &mut egress)? {
                 section.text = text;
                 section.tokens = counter.count(&section.text);
                 changed = true;
@@ -1054,6 +1056,17 @@ fn pair_tool_messages(messages: Vec<crate::provider::Message>) -> Vec<crate::pro
     out
 }
 
+/// How the gate reads a section: what the host and skills render (system
+/// sections) as an outline, what people, models and tools write as plain
+/// text.
+fn form_of(role: Role) -> Form {
+    if role == Role::SYSTEM {
+        Form::Outline
+    } else {
+        Form::Plain
+    }
+}
+
 /// A section of a host component.
 fn host_section(id: u32, text: Text) -> PromptSection {
     let c = components::static_component(id).expect("a host component id");
@@ -1111,17 +1124,19 @@ impl GateMemo {
         &mut self,
         gate: &Gate,
         text: &Text,
+        form: Form,
         memex: &MemexSnapshot,
         skills: &Snapshot,
         summary: &mut EgressSummary,
     ) -> Result<Option<Text>, PromptError> {
         let (cleaned, report) = if text.address().is_some() {
-            match self.recall(text) {
+            match self.recall(text, form) {
                 Some(entry) => (entry.cleaned.clone(), entry.report.clone()),
                 None => {
-                    let (cleaned, report) = Self::check(gate, text.as_str(), memex, skills)?;
+                    let (cleaned, report) = Self::check(gate, text.as_str(), form, memex, skills)?;
                     self.remember(MemoEntry {
                         text: text.clone(),
+                        form,
                         cleaned: cleaned.clone(),
                         report: report.clone(),
                     });
@@ -1129,13 +1144,14 @@ impl GateMemo {
                 }
             }
         } else {
-            let hash = crate::memex::file::content_hash(text.as_str().as_bytes());
+            let hash = crate::memex::file::content_hash(text.as_str().as_bytes())
+                ^ u64::from(form == Form::Outline);
             match self.by_content.get(&hash) {
                 Some((seen, cleaned, report)) if **seen == *text.as_str() => {
                     (cleaned.clone(), report.clone())
                 }
                 _ => {
-                    let (cleaned, report) = Self::check(gate, text.as_str(), memex, skills)?;
+                    let (cleaned, report) = Self::check(gate, text.as_str(), form, memex, skills)?;
                     if self.by_content.len() >= Self::CONTENT_CAPACITY {
                         self.by_content.clear();
                     }
@@ -1154,10 +1170,11 @@ impl GateMemo {
     fn check(
         gate: &Gate,
         text: &str,
+        form: Form,
         memex: &MemexSnapshot,
         skills: &Snapshot,
     ) -> Result<(Option<Arc<str>>, MemoReport), PromptError> {
-        let cleaned = gate.clean(text, memex, skills)?;
+        let cleaned = gate.clean_as(text, form, memex, skills)?;
         let report = MemoReport {
             private: cleaned.report.private,
             secrets: cleaned.report.secrets.clone(),
@@ -1173,10 +1190,12 @@ impl GateMemo {
     /// The entry for the allocation `text` is, made the most recently used:
     /// a section seen every cycle (the context) is never pushed out by the
     /// history messages that come and go.
-    fn recall(&mut self, text: &Text) -> Option<&MemoEntry> {
+    fn recall(&mut self, text: &Text, form: Form) -> Option<&MemoEntry> {
         let address = text.address()?;
         let at = self.entries.iter().position(|e| {
-            e.text.address() == Some(address) && e.text.as_str().len() == text.as_str().len()
+            e.form == form
+                && e.text.address() == Some(address)
+                && e.text.as_str().len() == text.as_str().len()
         })?;
         self.entries[at..].rotate_left(1);
         self.entries.last()
@@ -1195,6 +1214,7 @@ impl GateMemo {
         if let Some(cleaned) = &entry.cleaned {
             self.entries.push(MemoEntry {
                 text: Text::Shared(Arc::clone(cleaned)),
+                form: entry.form,
                 cleaned: None,
                 report: MemoReport {
                     private: 0,
@@ -1210,6 +1230,7 @@ impl GateMemo {
 #[derive(Debug)]
 struct MemoEntry {
     text: Text,
+    form: Form,
     /// The gate's text when it changed the section.
     cleaned: Option<Arc<str>>,
     report: MemoReport,
@@ -1440,6 +1461,7 @@ mod tests {
     fn verdict(text: &Text) -> MemoEntry {
         MemoEntry {
             text: text.clone(),
+            form: Form::Plain,
             cleaned: None,
             report: MemoReport {
                 private: 0,
@@ -1456,10 +1478,10 @@ mod tests {
         memo.remember(verdict(&context));
         for cycle in 0..3 * GateMemo::CAPACITY {
             let message = Text::Shared(Arc::from(format!("history message {cycle}")));
-            assert!(memo.recall(&message).is_none());
+            assert!(memo.recall(&message, Form::Plain).is_none());
             memo.remember(verdict(&message));
             assert!(
-                memo.recall(&context).is_some(),
+                memo.recall(&context, Form::Plain).is_some(),
                 "the context was forgotten after {cycle} messages"
             );
             assert!(memo.entries.len() <= GateMemo::CAPACITY);
@@ -1478,14 +1500,17 @@ mod tests {
             memo.remember(verdict(other));
         }
         assert!(
-            memo.recall(&first).is_none(),
+            memo.recall(&first, Form::Plain).is_none(),
             "the oldest unused goes first"
         );
-        assert!(memo.recall(&others[0]).is_some());
+        assert!(memo.recall(&others[0], Form::Plain).is_some());
         // The same bytes in another allocation are another section.
-        assert!(memo.recall(&Text::Shared(Arc::from("other 1"))).is_none());
+        assert!(
+            memo.recall(&Text::Shared(Arc::from("other 1")), Form::Plain)
+                .is_none()
+        );
         let owned = Text::Owned("log lines".to_owned());
         memo.remember(verdict(&owned));
-        assert!(memo.recall(&owned).is_none());
+        assert!(memo.recall(&owned, Form::Plain).is_none());
     }
 }

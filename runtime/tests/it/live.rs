@@ -177,7 +177,7 @@ async fn ask_runs_the_tool_loop_and_no_private_text_reaches_any_body() {
     };
     assert!(tool_message(&requests[1]).contains("launch | Launch"));
     assert!(
-        tool_message(&requests[2]).starts_with("error: no visible object has the id"),
+        tool_message(&requests[2]).starts_with("error: no visible object has that id"),
         "{}",
         requests[2].body
     );
