@@ -61,7 +61,12 @@ fn egress(c: &mut Criterion) {
     let output = section.text().to_owned();
     let no_skills = Snapshot::default();
     let cleaned = gate()
-        .clean_as(&output, foveal::egress::Form::Outline, &snapshot, &no_skills)
+        .clean_as(
+            &output,
+            foveal::egress::Form::Outline,
+            &snapshot,
+            &no_skills,
+        )
         .unwrap();
     eprintln!(
         "awareness output: {} bytes; the gate removes {} private passages",
@@ -147,7 +152,12 @@ fn egress(c: &mut Criterion) {
         b.iter(|| {
             black_box(
                 shared
-                    .clean_as(&output, foveal::egress::Form::Outline, &snapshot, &no_skills)
+                    .clean_as(
+                        &output,
+                        foveal::egress::Form::Outline,
+                        &snapshot,
+                        &no_skills,
+                    )
                     .unwrap()
                     .report,
             )
@@ -160,14 +170,28 @@ fn egress(c: &mut Criterion) {
     let mut memo = foveal::prompt::GateMemo::default();
     let mut summary = foveal::prompt::EgressSummary::default();
     memo.start(&snapshot, &no_skills);
-    memo.clean(&shared, &section, foveal::egress::Form::Outline, &snapshot, &no_skills, &mut summary)
-        .unwrap();
+    memo.clean(
+        &shared,
+        &section,
+        foveal::egress::Form::Outline,
+        &snapshot,
+        &no_skills,
+        &mut summary,
+    )
+    .unwrap();
     group.bench_function("clean_awareness_output_memoised", |b| {
         b.iter(|| {
             black_box(
-                memo.clean(&shared, &section, foveal::egress::Form::Outline, &snapshot, &no_skills, &mut summary)
-                    .unwrap()
-                    .is_none(),
+                memo.clean(
+                    &shared,
+                    &section,
+                    foveal::egress::Form::Outline,
+                    &snapshot,
+                    &no_skills,
+                    &mut summary,
+                )
+                .unwrap()
+                .is_none(),
             )
         })
     });

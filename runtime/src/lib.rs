@@ -47,3 +47,8 @@ pub mod registry;
 pub mod tokens;
 pub mod trust;
 pub mod watcher;
+
+/// Privacy, attacked: what an adversary tried (a model, a server, a tool, a
+/// careless file) and that each attempt finds nothing private.
+#[cfg(test)]
+mod adversary;

@@ -124,11 +124,7 @@ pub fn redact(line: &str) -> std::borrow::Cow<'_, str> {
     if REDACTING.with(std::cell::Cell::get) {
         return std::borrow::Cow::Borrowed(line);
     }
-    let Some(redact) = redactor()
-        .read()
-        .unwrap_or_else(|e| e.into_inner())
-        .clone()
-    else {
+    let Some(redact) = redactor().read().unwrap_or_else(|e| e.into_inner()).clone() else {
         return std::borrow::Cow::Borrowed(line);
     };
     REDACTING.with(|r| r.set(true));

@@ -183,16 +183,17 @@ impl Keys {
         }
         self.words.clear();
         self.splitter.split(text, true, &mut self.words);
-        self.add_words();
+        self.add_words(text);
         if text.contains("[[") {
             self.words.clear();
             self.skipping.split(text, true, &mut self.words);
-            self.add_words();
+            self.add_words(text);
         }
     }
 
-    fn add_words(&mut self) {
+    fn add_words(&mut self, text: &str) {
         let words = &self.words;
+        super::words::number_runs(text, words, |_, _, key| self.shorts.push(key));
         for run in words.windows(SHINGLE) {
             if !run[1..].iter().any(|w| w.headline) {
                 self.shingles.push(super::words::run_key(run));
@@ -306,7 +307,11 @@ pub(crate) fn file_keys(file: &MemexFile, privacy: &PrivacyTags) -> FileKeys {
 /// not parsable): its structure is unknown, so when its text names a
 /// privacy tag anywhere, all of it — and its name — is private. Fail
 /// closed: a diary caught half-written keeps its protection.
-pub(crate) fn failed_file_keys(path: &std::path::Path, text: &str, privacy: &PrivacyTags) -> FileKeys {
+pub(crate) fn failed_file_keys(
+    path: &std::path::Path,
+    text: &str,
+    privacy: &PrivacyTags,
+) -> FileKeys {
     let lower = text.to_lowercase();
     if privacy.is_empty() || !privacy.names().any(|tag| lower.contains(tag)) {
         return FileKeys::default();
@@ -332,8 +337,21 @@ impl Matcher {
     /// key is in the matcher, `first..=last` its words. In an `outline`, no
     /// run continues into an Org headline line.
     #[inline]
-    fn each_run(&self, words: &[Word], outline: bool, mut found: impl FnMut(usize, usize, u64)) {
+    fn each_run(
+        &self,
+        text: &str,
+        words: &[Word],
+        outline: bool,
+        mut found: impl FnMut(usize, usize, u64),
+    ) {
         let shorts = !self.shorts.is_empty();
+        if shorts {
+            super::words::number_runs(text, words, |first, last, key| {
+                if self.shorts.contains(key) {
+                    found(first, last, key);
+                }
+            });
+        }
         let shingles = !self.shingles.is_empty();
         for i in 0..words.len() {
             let mut keys = RunKeys::new();
@@ -360,7 +378,7 @@ impl Matcher {
     pub(crate) fn find(&self, text: &str, outline: bool, out: &mut Vec<Span>) {
         let mut words = Vec::new();
         Splitter::default().split(text, true, &mut words);
-        self.each_run(&words, outline, |first, last, _| {
+        self.each_run(text, &words, outline, |first, last, _| {
             out.push(Span {
                 start: words[first].start as usize,
                 end: words[last].end as usize,
@@ -634,7 +652,7 @@ impl<'m> Build<'m> {
                     };
                     words.clear();
                     splitter.split(text, true, &mut words);
-                    set.each_run(&words, true, |_, _, key| found.push((f, key)));
+                    set.each_run(text, &words, true, |_, _, key| found.push((f, key)));
                 }
                 found
             },

@@ -418,7 +418,9 @@ fn bare_cr_line(text: &str) -> Option<u32> {
     if text.contains('\n') {
         return None;
     }
-    text.contains('\r').then_some(1)
+    // More than one line, cut by bare `\r`s (a `\r` only at the end leaves
+    // one line, read the same either way).
+    text.trim_end_matches('\r').contains('\r').then_some(1)
 }
 
 /// The largest memex file read (256 MiB): a larger one is refused before

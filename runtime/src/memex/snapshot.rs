@@ -341,7 +341,12 @@ impl MemexSnapshot {
 
     /// This snapshot recording that the latest version of `path` failed to
     /// load; its previous version, if any, stays.
-    pub(crate) fn with_failure(&self, path: &Path, error: MemexError, text: Option<Arc<str>>) -> Self {
+    pub(crate) fn with_failure(
+        &self,
+        path: &Path,
+        error: MemexError,
+        text: Option<Arc<str>>,
+    ) -> Self {
         let mut next = self.clone();
         next.failed.insert(path.to_owned(), Arc::new(error));
         match text {

@@ -819,7 +819,9 @@ impl Assembler {
         let mut gated: Vec<usize> = Vec::with_capacity(sections.len());
         for section in &mut sections {
             let form = form_of(section.role);
-            if let Some(text) = memo.clean(&self.gate, &section.text, form, memex, skills, &mut egress)? {
+            if let Some(text) =
+                memo.clean(&self.gate, &section.text, form, memex, skills, &mut egress)?
+            {
                 section.text = text;
             }
             gated.extend(section.text.address());
@@ -916,7 +918,9 @@ impl Assembler {
                 continue;
             }
             let form = form_of(section.role);
-            if let Some(text) = memo.clean(&self.gate, &section.text, form, memex, skills, &mut egress)? {
+            if let Some(text) =
+                memo.clean(&self.gate, &section.text, form, memex, skills, &mut egress)?
+            {
                 section.text = text;
                 section.tokens = counter.count(&section.text);
                 changed = true;
