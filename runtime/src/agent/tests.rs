@@ -13,6 +13,8 @@ use crate::provider::{FinishReason, ProviderError, ReplyStream, RequestBody, Usa
 enum Answer {
     Events(Vec<Event>),
     Fail(ProviderError),
+    /// Some events, then the stream fails.
+    EventsThenFail(Vec<Event>, ProviderError),
 }
 
 fn text(t: &str) -> Answer {
@@ -86,6 +88,18 @@ impl Provider for Scripted {
             .unwrap_or_else(|| text("(script ended)"));
         match answer {
             Answer::Fail(error) => ReplyStream::failed(error),
+            Answer::EventsThenFail(events, error) => {
+                let (tx, stream) = ReplyStream::channel();
+                let task = tokio::spawn(async move {
+                    for event in events {
+                        if tx.event(event).await.is_err() {
+                            return;
+                        }
+                    }
+                    tx.fail(error).await;
+                });
+                stream.with_task(task)
+            }
             Answer::Events(events) => {
                 let (tx, stream) = ReplyStream::channel();
                 let task = tokio::spawn(async move {
@@ -617,4 +631,225 @@ async fn a_reply_past_its_byte_limit_is_cut_marked_and_stored_cut() {
     // The session goes on.
     let (report, _) = ask(&mut f, "And now?").await;
     assert_eq!(report.stop, StopReason::Replied);
+}
+
+// ---------------------------------------------------------------------
+// The model as the adversary (or the server answering for it): it echoes
+// private text it learned elsewhere, names tools with it, guesses at it.
+// ---------------------------------------------------------------------
+
+/// The private body line of `MEMEX` (five words once folded).
+const ECHO: &str = "CANARY-7f3a9 blood pressure notes";
+
+/// a reply cut by a provider failure is recorded in the session
+/// file as the model streamed it, not as it passed the gate
+/// (`Agent::cycle`: `self.record(Entry::new(EntryRole::Assistant, &text))`
+/// on the failure path). docs/security.md §3: replies are stored "as they
+/// passed the gate".
+#[tokio::test]
+async fn a_reply_cut_by_a_provider_failure_is_stored_only_if_it_holds_nothing_private() {
+    let mut f = fixture(vec![Answer::EventsThenFail(
+        vec![Event::Text(format!("Your notes say: {ECHO}. And"))],
+        ProviderError::Aborted,
+    )]);
+    let (report, _) = ask(&mut f, "Anything new?").await;
+    assert_eq!(report.stop, StopReason::Error);
+    let file = std::fs::read_to_string(f.agent.session().path()).unwrap();
+    assert!(
+        !file.contains("blood pressure"),
+        "the session file holds a private line the model echoed:\n{file}"
+    );
+}
+
+/// a tool call's name and id are recorded raw in the tool entry of
+/// the session file (`entry.tool = Some(call.name.clone())`,
+/// `entry.tool_call_id = Some(call.id.clone())`), though the assistant
+/// entry records them gated; and the cycle summary that `foveal status`
+/// (`last_cycle.tool_calls`) and `foveal ask --json` show keeps the raw
+/// name too.
+#[tokio::test]
+async fn a_tool_calls_name_and_id_are_stored_and_shown_only_if_they_hold_nothing_private() {
+    let mut f = fixture(vec![
+        Answer::Events(vec![
+            Event::ToolCallStart {
+                index: 0,
+                id: format!("id {ECHO}"),
+                name: ECHO.to_owned(),
+            },
+            Event::ToolCallArguments {
+                index: 0,
+                fragment: "{}".to_owned(),
+            },
+            Event::Finish(FinishReason::ToolCalls),
+        ]),
+        text("ok"),
+    ]);
+    let (report, _) = ask(&mut f, "Go on").await;
+    let file = std::fs::read_to_string(f.agent.session().path()).unwrap();
+    let status = serde_json::to_string(&*f.agent.status().lock().unwrap()).unwrap();
+    let shown = serde_json::to_string(&report).unwrap();
+    let mut leaks = Vec::new();
+    for (channel, text) in [
+        ("session file", &file),
+        ("status", &status),
+        ("turn report", &shown),
+    ] {
+        if text.contains("blood pressure") {
+            leaks.push(channel);
+        }
+    }
+    assert!(
+        leaks.is_empty(),
+        "the raw tool name/id reached: {leaks:?}\n{file}"
+    );
+}
+
+/// the focus is checked once, when it is set. When the focused
+/// object later becomes private (the user tags it `@personal`), the agent
+/// keeps passing its id — a private `:ID:` value — to every skill as
+/// `ComponentsRequest.focus` (`Agent::cycle`: `focus: self.focus.clone()`),
+/// and `foveal status` shows it.
+#[tokio::test]
+async fn a_focus_on_an_object_that_became_private_is_cleared() {
+    let mut f = fixture(vec![text("ok")]);
+    let mut out = Collect::default();
+    f.agent.turn(focus_only("docs"), &mut out).await;
+    assert_eq!(f.agent.focus(), Some("docs"));
+    let edited = MEMEX.replace("** TODO Write docs", "** TODO Write docs :@personal:");
+    put_file(&f, "work.org", Some(&edited));
+    ask(&mut f, "What now?").await;
+    let snapshot = f.agent.memex().snapshot();
+    let private = f
+        .agent
+        .focus()
+        .and_then(|id| snapshot.get(id))
+        .is_some_and(|o| f.agent.privacy.is_private(o));
+    assert!(
+        !private,
+        "the focus passed to skills is the id of a private object: {:?}",
+        f.agent.focus()
+    );
+}
+
+/// (The rule "no tool writes under a private object",
+/// `agent/tools.rs`): `add_journal_entry` takes the journal file's
+/// `* Journal` headline or, failing that, its first top-level headline —
+/// without asking whether it is private — and writes under it. The
+/// model's text lands inside the user's private subtree.
+#[tokio::test]
+async fn the_journal_tool_never_writes_under_a_private_headline() {
+    let mut f = fixture(vec![
+        call("add_journal_entry", r#"{"title": "Planned the demo"}"#),
+        text("ok"),
+    ]);
+    put_file(
+        &f,
+        "journal.org",
+        Some("* Diary :@personal:\nDear diary.\n* Work log\n"),
+    );
+    let (_, out) = ask(&mut f, "Note that I planned the demo").await;
+    let journal = std::fs::read_to_string(f.dir.path().join("memex/journal.org")).unwrap();
+    let written_under_diary = journal
+        .split("* Work log")
+        .next()
+        .unwrap()
+        .contains("Planned the demo");
+    assert!(
+        !written_under_diary,
+        "the journal entry went under the private headline ({:?}):\n{journal}",
+        out.tools
+    );
+}
+
+/// what the session stores raw is replayed.
+/// The tool entry's raw `tool` name is the prefix of its history message
+/// (`Entry::to_message`: `"{tool}: {content}"`), and a reply cut by a
+/// failure is stored raw; both are gated again only against the memex of
+/// the later turn. Once the private file leaves the memex (moved,
+/// renamed, untagged — the case docs/security.md §3 promises to hold),
+/// they go to the model as the model first echoed them.
+#[tokio::test]
+async fn what_the_model_echoed_is_not_replayed_after_the_private_file_leaves() {
+    let echo = "Met Ann at the harbour on a windy morning";
+    let mut f = fixture(vec![
+        Answer::Events(vec![
+            Event::ToolCallStart {
+                index: 0,
+                id: "call_0".to_owned(),
+                name: echo.to_owned(),
+            },
+            Event::ToolCallArguments {
+                index: 0,
+                fragment: "{}".to_owned(),
+            },
+            Event::Finish(FinishReason::ToolCalls),
+        ]),
+        text("ok"),
+        Answer::EventsThenFail(
+            vec![Event::Text(format!(
+                "You wrote: {echo}, told her about the loan"
+            ))],
+            ProviderError::Aborted,
+        ),
+        text("Noted."),
+    ]);
+    put_file(&f, "diary.org", Some(DIARY));
+    ask(&mut f, "Go on").await;
+    ask(&mut f, "And?").await;
+    // Every request so far was clean.
+    for body in f.model.bodies() {
+        assert!(!body.contains("harbour"), "{body}");
+    }
+    // The diary leaves the memex.
+    put_file(&f, "diary.org", None);
+    ask(&mut f, "What now?").await;
+    let last = f.model.bodies().last().unwrap().clone();
+    assert!(
+        !last.contains("harbour"),
+        "the replayed history carried the private text to the model:\n{last}"
+    );
+}
+
+/// The gate as an oracle: the gate replaces what it finds in place,
+/// and the model's own replies come back to it, gated, in the history.
+/// So a model — the adversary of the live test, "anyone who learned the
+/// private text elsewhere" — can enumerate guesses in one reply and read,
+/// in the next request, which one was redacted. A private `:PIN:` (one
+/// word of at least 4 bytes is a whole private line, so it is a key) is
+/// recovered in one round trip of 10,000 guesses. The same holds for any
+/// short private line (a diagnosis, a name) and for `read_object` on a
+/// guessed id: a private id comes back as `"[REDACTED private]"`, a
+/// missing one verbatim — not "exactly as for a missing one".
+#[tokio::test]
+async fn the_gate_answers_no_guesses_at_private_values() {
+    let guesses: Vec<String> = (0..10_000).map(|n| format!("{n:04}")).collect();
+    let mut f = fixture(vec![
+        text(&guesses.join(" ")),
+        call("read_object", r#"{"id": "health"}"#),
+        call("read_object", r#"{"id": "wealth"}"#),
+        text("ok"),
+    ]);
+    put_file(
+        &f,
+        "bank.org",
+        Some("* Bank :@personal:\n:PROPERTIES:\n:PIN: 4471\n:END:\n"),
+    );
+    ask(&mut f, "Hi").await;
+    ask(&mut f, "Go on").await;
+    let bodies = f.model.bodies();
+    let second = &bodies[1];
+    let recovered = second.contains("4470 [REDACTED private] 4472");
+    let tool_results: Vec<&String> = bodies
+        .iter()
+        .filter(|b| b.contains("no visible object"))
+        .collect();
+    let last = bodies.last().unwrap();
+    let health_differs = last.contains("the id \\\"[REDACTED private]\\\"")
+        && last.contains("the id \\\"wealth\\\"");
+    assert!(
+        !recovered && !health_differs,
+        "the model can tell private guesses from wrong ones: PIN recovered = {recovered}, \
+         private id distinguishable = {health_differs} ({} tool bodies)",
+        tool_results.len()
+    );
 }

@@ -777,3 +777,71 @@ async fn a_piped_run_refuses_a_dangerous_tool_at_once_instead_of_waiting_for_an_
         server.requests()[1].body
     );
 }
+
+// ---------------------------------------------------------------------
+// The same adversary as above, with the real binary: a model server that
+// echoes private text in an HTTP error body, in a tool call's name and
+// id, and in a reply cut by a broken stream.
+// ---------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_servers_echo_reaches_neither_the_log_nor_the_session_file() {
+    let dir = workspace();
+    let leak = "CANARY-91c2 private notes";
+    // 1. A 400 whose error message echoes private text: logged raw at WARN
+    //    (`model request failed: …`).
+    // 2. A tool call whose name and id are the private text: the tool
+    //    entry of the session file records both raw.
+    // 3. A reply cut in the middle: the partial text is recorded raw.
+    let cut = Scripted::sse(vec![
+        format!(
+            "data: {}\n\n",
+            json!({"choices": [{"index": 0, "delta": {"content": format!("Your notes: {leak} and")}}]})
+        )
+        .into_bytes(),
+    ])
+    .ending(End::Cut);
+    let named = Scripted::sse(sse_events(&[
+        json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": format!("id {leak}"),
+            "type": "function", "function": {"name": leak, "arguments": "{}"}}]}}]}),
+        json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}),
+    ]));
+    let server = Server::start(vec![
+        Scripted::status(
+            400,
+            &json!({"error": {"message": format!("invalid content near '{leak}'")}}).to_string(),
+        ),
+        named,
+        text_reply("ok"),
+        cut,
+    ])
+    .await;
+    let mut outputs = Vec::new();
+    for question in ["first", "second", "third"] {
+        let mut c = command(dir.path(), &server, &["ask", "--session", "s", question]);
+        c.env("FOVEAL_LOG", "warn");
+        outputs.push(run_to_end(c).await);
+    }
+    let mut leaks = Vec::new();
+    for (i, output) in outputs.iter().enumerate() {
+        if stderr(output).contains("CANARY") {
+            let err = stderr(output);
+            let lines: Vec<&str> = err
+                .lines()
+                .filter(|l| l.contains("CANARY"))
+                .map(|l| l.get(..300).unwrap_or(l))
+                .collect::<Vec<_>>();
+            leaks.push(format!("stderr log of ask #{}: {lines:?}", i + 1));
+        }
+    }
+    for line in session_lines(dir.path(), "s") {
+        let typed = line["role"] == "user";
+        if !typed && line.to_string().contains("CANARY") {
+            leaks.push(format!("session file: {line}"));
+        }
+    }
+    assert!(
+        leaks.is_empty(),
+        "private text the server echoed reached:\n{leaks:#?}"
+    );
+}
