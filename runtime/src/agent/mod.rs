@@ -869,7 +869,7 @@ impl Agent {
         let reply = match failure {
             Some(error) => {
                 if !text.is_empty() {
-                    let kept = self.from_model(&text, &snapshot, &skills);
+                    let kept = self.kept_from_model(&text, &snapshot, &skills);
                     self.record(Entry::new(EntryRole::Assistant, kept));
                 }
                 return self.failed(summary, t2, out, &format!("the model failed: {error}"));
@@ -915,19 +915,19 @@ impl Agent {
         self.costs.add(usage);
 
         // Act. What the model wrote is recorded (and so replayed) only if
-        // it holds nothing private ([`Agent::from_model`]).
+        // it holds nothing private ([`Agent::kept_from_model`]).
         let mut entry = Entry::new(
             EntryRole::Assistant,
-            self.from_model(&reply.text, &snapshot, &skills),
+            self.kept_from_model(&reply.text, &snapshot, &skills),
         );
         entry.cycle = Some(id);
         entry.tool_calls = reply
             .tool_calls
             .iter()
             .map(|c| RecordedCall {
-                id: self.from_model(&c.id, &snapshot, &skills),
-                name: self.from_model(&c.name, &snapshot, &skills),
-                arguments: self.from_model(&c.raw_arguments, &snapshot, &skills),
+                id: self.kept_from_model(&c.id, &snapshot, &skills),
+                name: self.kept_from_model(&c.name, &snapshot, &skills),
+                arguments: self.kept_from_model(&c.raw_arguments, &snapshot, &skills),
             })
             .collect();
         self.record(entry);
@@ -935,7 +935,7 @@ impl Agent {
         let mut terminal = false;
         let mut failures = 0;
         for (n, call) in reply.tool_calls.iter().enumerate() {
-            let shown_name = self.from_model(&call.name, &snapshot, &skills);
+            let shown_name = self.kept_from_model(&call.name, &snapshot, &skills);
             summary.tool_calls.push(shown_name.clone());
             let result = if n > 0 && !(pattern.multi_tool_enabled && pattern.mode.is_multi_action())
             {
@@ -972,7 +972,7 @@ impl Agent {
                 Err(error) => format!("error: {error}"),
             };
             let mut entry = Entry::new(EntryRole::Tool, content);
-            entry.tool_call_id = Some(self.from_model(&call.id, &snapshot, &skills));
+            entry.tool_call_id = Some(self.kept_from_model(&call.id, &snapshot, &skills));
             entry.tool = Some(shown_name);
             entry.cycle = Some(id);
             self.record(entry);
@@ -1080,7 +1080,7 @@ impl Agent {
     /// `0000 … 9999` would come back with the private PIN marked — so text
     /// from the model that holds anything private is not shown to it
     /// again at all.
-    fn from_model(
+    fn kept_from_model(
         &self,
         text: &str,
         memex: &crate::memex::MemexSnapshot,
