@@ -11,17 +11,19 @@
 //!    hold, in any form a person would recognise. For each memex
 //!    generation the gate gathers the text of every private object (a
 //!    privacy tag on it, an ancestor or its file,
-//!    [`PrivacyTags::private_mask`]) as runs of words ([`words`],
-//!    [`private`]): every run of [`SHINGLE`] consecutive words of a title,
+//!    [`PrivacyTags::private_mask`]) as runs of words (`egress/words.rs`,
+//!    `egress/private.rs`): every run of [`SHINGLE`] consecutive words of a title,
 //!    property value (not `:EMBEDDING:`) or body, and every whole line of
 //!    fewer words ([`MIN_PHRASE_BYTES`] bytes of letters and digits at
-//!    least). Words are compared folded — Unicode NFKC, lower case — with
-//!    spacing, line breaks, punctuation, list bullets and counters,
-//!    checkboxes, Org markup, link targets and JSON escapes out of the way.
-//!    So a private line quoted in part (five words or more), in another
-//!    case, with other spacing, without its bullet or checkbox, re-wrapped
-//!    over two lines, inside a JSON string or in another normal form is
-//!    found. A run that the text of any visible object of the same
+//!    least), and numbers written in groups joined. Words are compared
+//!    folded — compatibility decomposition, accents and case away — with
+//!    spacing, line breaks, punctuation, invisible characters, list
+//!    bullets and counters, checkboxes, Org markup and common HTML tags out
+//!    of the way, and JSON escapes, HTML references and percent-encoding
+//!    read as what they stand for. So a private line quoted in part (five
+//!    words or more), in another case, with other spacing, without its
+//!    bullet or checkbox, re-wrapped or hyphenated over two lines, inside a
+//!    JSON string, a URL or HTML, or in another normal form is found. A run that the text of any visible object of the same
 //!    snapshot also holds (in any file) is not private and is left alone:
 //!    a skill sees that text anyway, and a private headline `Plan` must not
 //!    redact a visible `Plan` from the outline. Every other run is removed
@@ -84,8 +86,8 @@
 //! assert!(matches!(cleaned.report.filter, SecretFilter::Host(_)));
 //! ```
 
-pub mod private;
-pub mod words;
+mod private;
+mod words;
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};

@@ -193,7 +193,7 @@ impl Keys {
 
     fn add_words(&mut self, text: &str) {
         let words = &self.words;
-        super::words::number_runs(text, words, |_, _, key| self.shorts.push(key));
+        super::words::number_runs(text, words, true, |_, _, key| self.shorts.push(key));
         for run in words.windows(SHINGLE) {
             if !run[1..].iter().any(|w| w.headline) {
                 self.shingles.push(super::words::run_key(run));
@@ -236,16 +236,17 @@ impl Keys {
 }
 
 /// The text of a private headline between its headline line and its body
-/// — the planning line and every line of the property drawer, notes typed
-/// into it included — without the `:EMBEDDING:` values.
+/// that is not a property (each value is a unit of its own): the planning
+/// line, and whatever else the drawer holds — a note typed into it, a line
+/// that is not `:KEY: value`.
 fn between(file: &MemexFile, h: &crate::memex::parse::Headline) -> String {
     let mut out = String::new();
     let mut at = h.after_headline;
     for property in &h.properties {
-        if file.slice(&property.key).eq_ignore_ascii_case("EMBEDDING") {
-            out.push_str(&file.text[at as usize..property.value.start as usize]);
-            at = property.value.end;
-        }
+        // From the colon before the key to the end of the value.
+        let start = property.key.start.saturating_sub(1).max(at);
+        out.push_str(&file.text[at as usize..start as usize]);
+        at = property.value.end.max(start);
     }
     out.push_str(&file.text[at as usize..h.body.start.max(at) as usize]);
     out
@@ -346,7 +347,7 @@ impl Matcher {
     ) {
         let shorts = !self.shorts.is_empty();
         if shorts {
-            super::words::number_runs(text, words, |first, last, key| {
+            super::words::number_runs(text, words, false, |first, last, key| {
                 if self.shorts.contains(key) {
                     found(first, last, key);
                 }

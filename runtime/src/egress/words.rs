@@ -8,21 +8,28 @@
 //! `=code=`, `~verb~`, `+strike+`, `_under_`) — only separates words. On
 //! the way:
 //!
-//! - each word is folded: Unicode NFKC, then lower case (`ß` as `ss`, a
-//!   final `ς` as `σ`), so `Café`, `CAFE\u{301}` and `ｃａｆé` are one word;
-//! - a run of words never continues into an Org headline line (`** x`):
-//!   no quote does, and an outline puts a headline after every body;
+//! - each word is folded: Unicode compatibility decomposition, then
+//!   without its combining marks and in lower case (`ß` as `ss`, a final
+//!   `ς` as `σ`, `İ` and `ı` as `i`), so `Café`, `CAFE\u{301}`, `ｃａｆé` and
+//!   `cafe` are one word;
+//! - invisible characters inside a word (a soft hyphen, a zero-width space
+//!   or joiner) leave it one word, and a word hyphenated at the end of a
+//!   line (`th-⏎at`) is joined;
+//! - a run of words never continues into an Org headline line (`** x`)
+//!   when the gate reads an outline the host rendered (see `Form`);
 //! - a Han, Hiragana or Katakana character is a word by itself (those
 //!   scripts put no spaces between words);
 //! - list counters at the start of a line (`1.`, `12)`, `a.`), checkboxes
-//!   (`[ ]`, `[X]`, `[-]`) and statistics cookies (`[2/5]`, `[40%]`) are
-//!   dropped, and a link `[[target][description]]` counts as its
-//!   description only;
+//!   (`[ ]`, `[X]`, `[-]`), statistics cookies (`[2/5]`, `[40%]`) and the
+//!   names of common HTML tags (`<em>`, `</li>`) are dropped; a link's
+//!   target is read as words too (the gate also keys private text with
+//!   each described link as its description alone);
 //! - JSON string escapes read as what they stand for (`\n`, `\"` separate
 //!   words, `\u00e9` is `é`), at any depth of nesting (`\\n` is JSON
-//!   quoted in JSON, as tool arguments are), so text quoted inside a JSON
-//!   document — a tool's output, say — is the same words as the text
-//!   itself. Any other backslash separates words.
+//!   quoted in JSON, as tool arguments are), and so do HTML character
+//!   references (`&#39;`, `&amp;`) and percent-encoding (`%20`): text
+//!   quoted inside a JSON document, a URL or HTML is the same words as the
+//!   text itself. Any other backslash separates words.
 //!
 //! Each word becomes a 64-bit hash of its folded form; a run of `k` words
 //! becomes one 64-bit key ([`RunKeys`]). The gate compares keys, never
@@ -109,9 +116,16 @@ impl RunKeys {
 /// `words` (cut from `text`) that all hold a digit, on one line, whose
 /// letters and digits joined take at least [`MIN_NUMBER_BYTES`], calls
 /// `found(first, last, key)` with the key of the joined word — the key a
-/// single word written without the separators has. So a private IBAN
-/// quoted in one piece, or a phone number regrouped, is found.
-pub(crate) fn number_runs(text: &str, words: &[Word], mut found: impl FnMut(usize, usize, u64)) {
+/// single word written without the separators has. With `every`, for every
+/// such run (private text); else only for those that begin or end a run of
+/// groups (a text checked: linear). So a private IBAN quoted in one piece,
+/// or a phone number regrouped, is found.
+pub(crate) fn number_runs(
+    text: &str,
+    words: &[Word],
+    every: bool,
+    mut found: impl FnMut(usize, usize, u64),
+) {
     let digits = |w: &Word| {
         text.as_bytes()[w.start as usize..w.end as usize]
             .iter()
@@ -137,7 +151,10 @@ pub(crate) fn number_runs(text: &str, words: &[Word], mut found: impl FnMut(usiz
                         .filter(|b| b.is_ascii_alphanumeric())
                         .map(u8::to_ascii_lowercase),
                 );
-                if last > first && joined.len() >= MIN_NUMBER_BYTES {
+                // Of a text checked, the groups from the run's start or to
+                // its end; of private text, every run of groups.
+                let wanted = every || first == i || last + 1 == j;
+                if wanted && last > first && joined.len() >= MIN_NUMBER_BYTES {
                     let mut keys = RunKeys::new();
                     keys.push(hash_bytes(&joined));
                     found(first, last, keys.key());

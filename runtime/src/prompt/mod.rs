@@ -1292,7 +1292,7 @@ impl Prompt {
     /// The protocol wants every call answered and every answer called for;
     /// trimming (L4 drops the oldest history) can break a pair, so a call
     /// whose result is gone is answered "left out of this prompt", and a
-    /// result whose call is gone is left out too ([`pair_tool_messages`]). A tool section without a
+    /// result whose call is gone is left out too. A tool section without a
     /// call id (a context type's override of `tool_result`: configuration
     /// text) joins the system message.
     pub fn chat_messages(&self) -> Vec<crate::provider::Message> {
