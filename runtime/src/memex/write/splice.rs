@@ -62,6 +62,19 @@ pub(super) fn plan_in(
     };
     let text = base.text.as_str();
     let nl = newline_of(text);
+    let inputs: Vec<&str> = match edit {
+        Edit::SetTodo { state } => state.iter().map(String::as_str).collect(),
+        Edit::AddChild { title, body } => std::iter::once(title.as_str())
+            .chain(body.as_deref())
+            .collect(),
+        Edit::SetProperty { key, value } => vec![key.as_str(), value.as_str()],
+        Edit::AppendBody { text } => vec![text.as_str()],
+    };
+    for input in inputs {
+        if let Some(why) = live_in_emacs(input) {
+            return Err(at.invalid(why));
+        }
+    }
 
     // What the edited object must read back as, besides the splice.
     let mut expect = Expect::Same;
@@ -397,6 +410,25 @@ pub(super) fn is_file_setting(line: &str) -> bool {
 /// and lines that would be structure escaped with a comma (as Org escapes
 /// them in blocks; already escaped ones get one more, so unescaping gives
 /// the text back). Empty text stays empty.
+/// Why `text`, written into an Org file, could do something when the file
+/// is opened in Emacs, if it could: a file-local variables block (`Local
+/// Variables:` … `End:`, which may `eval`), or a link that runs code
+/// (`elisp:`, `shell:`). Text the model writes stays inert: such text is
+/// refused, not escaped — no escape hides `Local Variables:` from Emacs,
+/// which accepts any prefix before it.
+fn live_in_emacs(text: &str) -> Option<&'static str> {
+    let lower = text.to_ascii_lowercase();
+    if lower.contains("local variables:") {
+        Some("the text holds `Local Variables:`, which Emacs reads as a block of file-local variables (they may run code); it was refused")
+    } else if lower.contains("elisp:") || lower.contains("shell:") {
+        Some("the text holds an `elisp:` or `shell:` link, which runs code when followed in Emacs; it was refused")
+    } else if lower.contains("-*-") {
+        Some("the text holds `-*-`, which Emacs reads as a file's mode line (it may set variables); it was refused")
+    } else {
+        None
+    }
+}
+
 pub(super) fn escape_text(text: &str, nl: &str) -> String {
     if text.is_empty() {
         return String::new();

@@ -792,3 +792,19 @@ proptest! {
         prop_assert_eq!(reparsed.keywords, base.keywords.clone());
     }
 }
+
+#[test]
+fn text_emacs_would_run_is_refused_in_every_edit() {
+    let text = "* A\n:PROPERTIES:\n:ID: a\n:END:\nbody\n";
+    for edit in [
+        Edit::AppendBody {
+            text: "# Local Variables:\n# eval: (shell-command \"rm -rf ~\")\n# End:".into(),
+        },
+        child("Click [[elisp:(delete-file \"x\")][here]]", None),
+        child("Notes", Some("see [[shell:rm -rf ~][this]]")),
+        prop("NOTE", "-*- eval: (evil) -*-"),
+    ] {
+        let error = plan_text(text, "A", edit).unwrap_err();
+        assert!(error.to_string().contains("refused"), "{error}");
+    }
+}
