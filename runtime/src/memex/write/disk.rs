@@ -39,13 +39,103 @@ pub(super) fn new_uuid() -> String {
     )
 }
 
-/// Replaces `target` (the resolved `path`) with `bytes`: a temporary file in
-/// its folder, with its permissions, fsynced, renamed over it; then the
-/// folder fsynced.
-pub(super) fn replace_atomically(
+/// Emacs's lock of `target`, if it has one: the symlink `.#NAME` it makes
+/// beside a file while a buffer visiting it has unsaved changes.
+pub(super) fn emacs_lock(target: &Path) -> Option<PathBuf> {
+    let name = target.file_name()?.to_string_lossy();
+    let lock = target.with_file_name(format!(".#{name}"));
+    fs::symlink_metadata(&lock).is_ok().then_some(lock)
+}
+
+/// What a file was when it was read: where it lives and how it looked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Seen {
+    dev: u64,
+    ino: u64,
+    len: u64,
+    mtime: (i64, i64),
+}
+
+impl Seen {
+    pub(super) fn of(file: &fs::File) -> std::io::Result<Self> {
+        Ok(Self::of_meta(&file.metadata()?))
+    }
+
+    fn of_meta(meta: &fs::Metadata) -> Self {
+        use std::os::unix::fs::MetadataExt as _;
+        Self {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            len: meta.len(),
+            mtime: (meta.mtime(), meta.mtime_nsec()),
+        }
+    }
+}
+
+/// [`replace_checked`], guarded against an outside write racing it:
+/// just before the rename the file at `target` must still be the one
+/// `base` (an open descriptor) read, as `seen`, with no Emacs lock; and
+/// just after it, `base` — the old file — must not have changed. If it
+/// did, the outside version is put back and the edit is a conflict.
+pub(super) fn replace_guarded(
     path: &Path,
     target: &Path,
     bytes: &[u8],
+    base: &mut fs::File,
+    seen: &Seen,
+) -> Result<(), WriteError> {
+    let conflict = || WriteError::Conflict {
+        path: path.to_owned(),
+        removed: false,
+    };
+    let before_rename = || -> Result<(), WriteError> {
+        if emacs_lock(target).is_some() {
+            return Err(conflict());
+        }
+        match fs::metadata(target) {
+            Ok(meta) if Seen::of_meta(&meta) == *seen => Ok(()),
+            _ => Err(conflict()),
+        }
+    };
+    replace_checked(path, target, bytes, &before_rename)?;
+    let after = Seen::of(base).map_err(|source| WriteError::Io {
+        path: path.to_owned(),
+        action: "read its metadata",
+        source,
+    })?;
+    if after.len == seen.len && after.mtime == seen.mtime {
+        return Ok(());
+    }
+    // A write went into the old file between the check and the rename:
+    // its text is the outside version. Put it back.
+    let mut outside = Vec::new();
+    use std::io::Seek as _;
+    let read = base.rewind().and_then(|()| base.read_to_end(&mut outside));
+    match read {
+        Ok(_) => {
+            replace_checked(path, target, &outside, &|| Ok(()))?;
+            tracing::warn!(
+                path = %path.display(),
+                "an outside write raced a memex edit; the outside version was put back"
+            );
+        }
+        Err(error) => tracing::error!(
+            path = %path.display(),
+            "an outside write raced a memex edit and could not be read back: {error}"
+        ),
+    }
+    Err(conflict())
+}
+
+/// Replaces `target` (the resolved `path`) with `bytes`: a temporary file in
+/// its folder, with its permissions, fsynced, renamed over it; then the
+/// folder fsynced. `before_rename` is asked last: an error from it leaves
+/// the file as it was.
+fn replace_checked(
+    path: &Path,
+    target: &Path,
+    bytes: &[u8],
+    before_rename: &dyn Fn() -> Result<(), WriteError>,
 ) -> Result<(), WriteError> {
     let io = |action: &'static str| {
         move |source| WriteError::Io {
@@ -100,6 +190,11 @@ pub(super) fn replace_atomically(
         file.sync_all()
             .map_err(io("flush the temporary file to disk"))?;
         drop(file);
+        #[cfg(test)]
+        pause(&PAUSE_BEFORE_CHECK);
+        before_rename()?;
+        #[cfg(test)]
+        pause(&PAUSE_BEFORE_RENAME);
         fs::rename(&temp, target).map_err(io("rename the temporary file over it"))
     })();
     if let Err(error) = written {
@@ -151,5 +246,20 @@ pub(crate) fn remove_if_stale(path: &Path) {
             path = %path.display(),
             "a stale temporary copy could not be removed: {error}"
         ),
+    }
+}
+
+/// Milliseconds to wait before the last check, and between it and the
+/// rename: the race tests widen the windows an outside write could hit.
+#[cfg(test)]
+pub(super) static PAUSE_BEFORE_CHECK: AtomicU64 = AtomicU64::new(0);
+#[cfg(test)]
+pub(super) static PAUSE_BEFORE_RENAME: AtomicU64 = AtomicU64::new(0);
+
+#[cfg(test)]
+fn pause(ms: &AtomicU64) {
+    let ms = ms.load(Ordering::Relaxed);
+    if ms > 0 {
+        std::thread::sleep(std::time::Duration::from_millis(ms));
     }
 }

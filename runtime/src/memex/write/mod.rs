@@ -39,7 +39,12 @@
 //!   content hash differs too), someone changed it since the snapshot the
 //!   edit was computed against, and the edit is refused with
 //!   [`WriteError::Conflict`]. Nothing is merged; take a new snapshot and
-//!   plan again.
+//!   plan again. The file is checked once more right before the rename
+//!   (inode, size, modification time), and after it through a descriptor
+//!   still open on the old file: a write that slipped in between is put
+//!   back and the edit reported as a conflict — no outside edit is lost. A
+//!   file open in Emacs with unsaved changes (its lock `.#NAME` exists) is
+//!   not written at all ([`WriteError::Busy`]).
 //! - **Atomic and durable.** The new text goes to a hidden temporary file in
 //!   the same folder (which the memex ignores), with the original's
 //!   permissions (and owner, when allowed); it is fsynced and renamed over
@@ -209,6 +214,15 @@ pub enum WriteError {
         /// Whether it is gone.
         removed: bool,
     },
+    /// The file is open in Emacs with unsaved changes (its lock `.#NAME`
+    /// exists): writing under the user's feet would lose one side.
+    #[error("{}: the file is being edited in Emacs (its lock {} exists); nothing was written: try again once it is saved", path.display(), lock.display())]
+    Busy {
+        /// The file.
+        path: PathBuf,
+        /// The lock.
+        lock: PathBuf,
+    },
     /// The file is not under one of this memex's roots.
     #[error("{}: not a file of this memex; nothing was written", path.display())]
     NotMember {
@@ -355,8 +369,16 @@ impl Memex {
             }
             Err(e) => return Err(io("resolve its path")(e)),
         };
-        let on_disk = match fs::read(&target) {
-            Ok(bytes) => bytes,
+        if let Some(lock) = disk::emacs_lock(&target) {
+            return Err(WriteError::Busy { path, lock });
+        }
+        // Read through a descriptor kept open to the end: after the rename
+        // it still shows the old file, so a write that raced ours is seen.
+        let (mut base_file, on_disk) = match fs::File::open(&target).and_then(|mut f| {
+            let mut bytes = Vec::new();
+            f.read_to_end(&mut bytes).map(|_| (f, bytes))
+        }) {
+            Ok(read) => read,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return Err(WriteError::Conflict {
                     path,
@@ -385,7 +407,14 @@ impl Memex {
                 changed: false,
             });
         }
-        replace_atomically(&path, &target, plan.file.text.as_bytes())?;
+        let seen = disk::Seen::of(&base_file).map_err(io("read its metadata"))?;
+        disk::replace_guarded(
+            &path,
+            &target,
+            plan.file.text.as_bytes(),
+            &mut base_file,
+            &seen,
+        )?;
         // The same publish as `reload_file`, which we cannot call: it takes
         // the writer lock we hold. The parsed plan is the file's new text.
         let next = self.current.load().with_file(self.prepared(plan.file));

@@ -419,11 +419,17 @@ pub(super) fn is_file_setting(line: &str) -> bool {
 fn live_in_emacs(text: &str) -> Option<&'static str> {
     let lower = text.to_ascii_lowercase();
     if lower.contains("local variables:") {
-        Some("the text holds `Local Variables:`, which Emacs reads as a block of file-local variables (they may run code); it was refused")
+        Some(
+            "the text holds `Local Variables:`, which Emacs reads as a block of file-local variables (they may run code); it was refused",
+        )
     } else if lower.contains("elisp:") || lower.contains("shell:") {
-        Some("the text holds an `elisp:` or `shell:` link, which runs code when followed in Emacs; it was refused")
+        Some(
+            "the text holds an `elisp:` or `shell:` link, which runs code when followed in Emacs; it was refused",
+        )
     } else if lower.contains("-*-") {
-        Some("the text holds `-*-`, which Emacs reads as a file's mode line (it may set variables); it was refused")
+        Some(
+            "the text holds `-*-`, which Emacs reads as a file's mode line (it may set variables); it was refused",
+        )
     } else {
         None
     }

@@ -808,3 +808,72 @@ fn text_emacs_would_run_is_refused_in_every_edit() {
         assert!(error.to_string().contains("refused"), "{error}");
     }
 }
+
+#[test]
+fn an_outside_append_racing_a_write_is_never_lost() {
+    use std::io::Write as _;
+    use std::sync::atomic::Ordering;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("race.org");
+    std::fs::write(&path, "* A\n:PROPERTIES:\n:ID: a\n:END:\nbody\n").unwrap();
+    let memex = crate::memex::Memex::open(std::slice::from_ref(&path)).unwrap();
+    let path = path.canonicalize().unwrap();
+    // The append lands (1) while the copy is written, before the last
+    // check; (2) after the last check, before the rename — into the old
+    // file, which the rename then replaces.
+    for (round, window) in [&disk::PAUSE_BEFORE_CHECK, &disk::PAUSE_BEFORE_RENAME]
+        .into_iter()
+        .enumerate()
+    {
+        memex.reload_file(&path);
+        let base = memex.snapshot();
+        let appended = format!("outside line {round}\n");
+        window.store(300, Ordering::Relaxed);
+        let racer = {
+            let path = path.clone();
+            let appended = appended.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(std::time::Duration::from_millis(100));
+                let mut f = std::fs::OpenOptions::new()
+                    .append(true)
+                    .open(&path)
+                    .unwrap();
+                f.write_all(appended.as_bytes()).unwrap();
+            })
+        };
+        let result = memex.set_property(&base, "a", "ROUND", &round.to_string());
+        window.store(0, Ordering::Relaxed);
+        racer.join().unwrap();
+        let disk = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            disk.contains(&appended),
+            "round {round}: the outside append was lost ({result:?}):\n{disk}"
+        );
+        assert!(
+            matches!(result, Err(WriteError::Conflict { .. })),
+            "round {round}: {result:?}"
+        );
+    }
+}
+
+#[test]
+fn a_file_open_in_emacs_with_unsaved_changes_is_not_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("notes.org");
+    std::fs::write(&path, "* A\n:PROPERTIES:\n:ID: a\n:END:\n").unwrap();
+    std::os::unix::fs::symlink("user@host.1234:1700000000", dir.path().join(".#notes.org"))
+        .unwrap();
+    let memex = crate::memex::Memex::open(std::slice::from_ref(&path)).unwrap();
+    let error = memex
+        .set_property(&memex.snapshot(), "a", "X", "1")
+        .unwrap_err();
+    assert!(matches!(error, WriteError::Busy { .. }), "{error}");
+    assert!(
+        error.to_string().contains("being edited in Emacs"),
+        "{error}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap(),
+        "* A\n:PROPERTIES:\n:ID: a\n:END:\n"
+    );
+}
