@@ -89,11 +89,14 @@ pub async fn run(
             .spawn(move || read_stdin(&queue, &pending, &status))?;
     }
 
-    // The control socket.
+    // The control socket. Its clients are counted, so that the host waits
+    // for their last replies to be written before it exits.
+    let clients = Arc::new(tokio::sync::Semaphore::new(MAX_CLIENTS));
     if let Some(socket) = socket {
         let queue = queue.clone();
         let stop_tx = stop_tx.clone();
         let status = Arc::clone(&status);
+        let clients = Arc::clone(&clients);
         tokio::spawn(async move {
             loop {
                 match socket.accept().await {
@@ -101,10 +104,15 @@ pub async fn run(
                         let queue = queue.clone();
                         let stop_tx = stop_tx.clone();
                         let status = Arc::clone(&status);
+                        let Ok(permit) = Arc::clone(&clients).try_acquire_owned() else {
+                            tracing::warn!("control socket: too many clients at once; one refused");
+                            continue;
+                        };
                         tokio::spawn(async move {
                             if let Err(error) = serve(stream, &queue, &stop_tx, &status).await {
                                 tracing::debug!("control client: {error}");
                             }
+                            drop(permit);
                         });
                     }
                     Err(error) => {
@@ -210,13 +218,31 @@ pub async fn run(
             }
         }
     }
+    // What is still queued is answered — with a refusal and the reason —
+    // never dropped in silence; then the clients get their last replies.
+    signals.close();
+    while let Ok(queued) = signals.try_recv() {
+        if let Some(reply) = queued.reply {
+            let _ = reply.send(Reply::Error {
+                message: "the host stopped before it could answer this message; send it again when a host runs".to_owned(),
+            });
+        }
+    }
     agent.sync().await?;
+    let _ = tokio::time::timeout(
+        Duration::from_secs(5),
+        clients.acquire_many(MAX_CLIENTS as u32),
+    )
+    .await;
     tracing::info!(
         session = agent.session().name(),
         "host stopped; session saved"
     );
     Ok(())
 }
+
+/// Control clients served at once.
+const MAX_CLIENTS: usize = 1024;
 
 fn change(source: SignalSource, generation: u64) -> Signal {
     Signal {

@@ -280,8 +280,10 @@ pub fn send(
         },
     };
     let mut exit = Exit::Ok;
+    let mut answered = false;
     let result = runtime()?.block_on(control::request(&socket(config), &request, |reply| {
         let mut out = std::io::stdout().lock();
+        answered |= matches!(reply, Reply::Done { .. } | Reply::Error { .. });
         match reply {
             Reply::Text { text } => {
                 let _ = out.write_all(text.as_bytes());
@@ -312,6 +314,14 @@ pub fn send(
             Reply::Status { .. } | Reply::Stopping => true,
         }
     }));
+    if result.is_ok() && !answered {
+        // The connection closed without the end of the turn: the host
+        // stopped or crashed in the middle of it.
+        eprintln!(
+            "error: the host closed the connection before its reply was complete (it stopped or crashed); the message may not have been answered"
+        );
+        return Ok(Exit::NotFound);
+    }
     client_result(result, exit)
 }
 

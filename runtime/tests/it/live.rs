@@ -845,3 +845,65 @@ async fn a_model_servers_echo_reaches_neither_the_log_nor_the_session_file() {
         "private text the server echoed reached:\n{leaks:#?}"
     );
 }
+
+/// A reply of 400 small pieces, slow enough to act while it streams.
+fn slow_reply() -> Scripted {
+    let mut chunks: Vec<serde_json::Value> = (0..400)
+        .map(|i| json!({"choices": [{"index": 0, "delta": {"content": format!("w{i} ")}}]}))
+        .collect();
+    chunks.push(json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}));
+    Scripted::sse(sse_events(&chunks))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stop_during_a_turn_answers_the_waiting_send_and_refuses_the_queued_one() {
+    let dir = workspace();
+    let server = Server::start(vec![slow_reply(), text_reply("never asked")]).await;
+    let mut host = start_host(dir.path(), &server, &["--no-repl"]);
+    let mut first = command(dir.path(), &server, &["send", "first"]);
+    let first = tokio::task::spawn_blocking(move || first.output().unwrap());
+    assert!(wait_for(Duration::from_secs(10), || server
+        .requests()
+        .len()
+        == 1));
+    let mut second = command(dir.path(), &server, &["send", "second"]);
+    let second = tokio::task::spawn_blocking(move || second.output().unwrap());
+    // Let the second message reach the queue, then stop.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let stopped = run_to_end(command(dir.path(), &server, &["stop"])).await;
+    assert!(stopped.status.success(), "{}", stderr(&stopped));
+    let first = first.await.unwrap();
+    let second = second.await.unwrap();
+    assert!(wait_exit(&mut host).success());
+    assert!(first.status.success(), "{}", stderr(&first));
+    assert!(stdout(&first).contains("w399"), "{}", stdout(&first));
+    assert!(!second.status.success());
+    assert!(
+        stderr(&second).contains("the host stopped before it could answer"),
+        "{}",
+        stderr(&second)
+    );
+    assert_eq!(server.requests().len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_send_whose_host_dies_mid_turn_exits_non_zero() {
+    let dir = workspace();
+    let server = Server::start(vec![slow_reply()]).await;
+    let mut host = start_host(dir.path(), &server, &["--no-repl"]);
+    let mut send = command(dir.path(), &server, &["send", "hello"]);
+    let send = tokio::task::spawn_blocking(move || send.output().unwrap());
+    assert!(wait_for(Duration::from_secs(10), || server
+        .requests()
+        .len()
+        == 1));
+    host.kill().unwrap();
+    let _ = host.wait();
+    let send = send.await.unwrap();
+    assert!(!send.status.success(), "{}", stdout(&send));
+    assert!(
+        stderr(&send).contains("closed the connection before its reply was complete"),
+        "{}",
+        stderr(&send)
+    );
+}
