@@ -51,6 +51,9 @@ pub struct PluginSettings {
     /// Libraries one process may load; loaded code is never unloaded
     /// (`plugins.max_loads`).
     pub max_loads: u32,
+    /// Mebibytes of library copies one process may map
+    /// (`plugins.max_load_mib`); a warning at 80 %.
+    pub max_load_mib: u32,
     /// Quiet time after an in-place write before a library is loaded
     /// (`plugins.debounce_ms`). Renames load at once.
     pub debounce_ms: u64,
@@ -265,6 +268,7 @@ struct FilePlugins {
     watch: Option<bool>,
     quarantine_after: Option<Spanned<u32>>,
     max_loads: Option<Spanned<u32>>,
+    max_load_mib: Option<Spanned<u32>>,
     debounce_ms: Option<Spanned<u64>>,
     trusted: Option<Vec<Spanned<String>>>,
     require_trusted: Option<bool>,
@@ -346,6 +350,15 @@ impl Config {
                     "",
                 )?
                 .unwrap_or(500),
+            max_load_mib: check
+                .range(
+                    &file.plugins.max_load_mib,
+                    "plugins.max_load_mib",
+                    1,
+                    u32::MAX,
+                    "",
+                )?
+                .unwrap_or(1024),
             debounce_ms: check
                 .range(
                     &file.plugins.debounce_ms,

@@ -188,6 +188,16 @@ pub enum LoadError {
         /// The panic message.
         message: String,
     },
+    /// This process has mapped as many bytes of libraries as it may.
+    #[error("{}: not loaded: this host has already mapped {loaded} bytes of skill libraries, and this build would pass the cap of {max} (plugins.max_load_mib); loaded code is never unloaded: restart the host to load more", path.display())]
+    ByteLimit {
+        /// The library.
+        path: PathBuf,
+        /// Bytes mapped so far.
+        loaded: u64,
+        /// The cap.
+        max: u64,
+    },
     /// This process has loaded as many libraries as it may.
     #[error("{}: not loaded: this host has already loaded {max} libraries (plugins.max_loads), and loaded code is never unloaded; restart the host to load more", path.display())]
     LoadLimit {
@@ -227,7 +237,8 @@ impl LoadError {
             | Self::ComponentConflict { path, .. }
             | Self::InitFailed { path, .. }
             | Self::InitPanicked { path, .. }
-            | Self::LoadLimit { path, .. } => path,
+            | Self::LoadLimit { path, .. }
+            | Self::ByteLimit { path, .. } => path,
         }
     }
 
@@ -354,8 +365,15 @@ pub struct Loader {
     seq: AtomicU64,
     loads: AtomicU32,
     max_loads: u32,
+    /// Bytes of library copies mapped so far (never unmapped), and the cap.
+    bytes: AtomicU64,
+    max_bytes: AtomicU64,
     allow: AllowList,
 }
+
+/// The default cap on the bytes of libraries one process maps (1 GiB):
+/// each load keeps a copy of its library for the life of the process.
+pub const DEFAULT_MAX_LOADED_BYTES: u64 = 1 << 30;
 
 impl Loader {
     /// A loader that puts shadow copies in `shadow_dir` (created if needed)
@@ -380,8 +398,23 @@ impl Loader {
             seq: AtomicU64::new(0),
             loads: AtomicU32::new(0),
             max_loads,
+            bytes: AtomicU64::new(0),
+            max_bytes: AtomicU64::new(DEFAULT_MAX_LOADED_BYTES),
             allow: AllowList::Any,
         })
+    }
+
+    /// Caps the bytes of library copies this loader maps at `bytes`.
+    pub fn set_max_bytes(&self, bytes: u64) {
+        self.max_bytes.store(bytes.max(1), Ordering::Relaxed);
+    }
+
+    /// The bytes of library copies mapped so far, and the cap.
+    pub fn loaded_bytes(&self) -> (u64, u64) {
+        (
+            self.bytes.load(Ordering::Relaxed),
+            self.max_bytes.load(Ordering::Relaxed),
+        )
     }
 
     /// The same loader, running only the builds `allow` allows. With
@@ -483,6 +516,24 @@ impl Loader {
                 path: path.to_owned(),
                 max: self.max_loads,
             });
+        }
+        let max_bytes = self.max_bytes.load(Ordering::Relaxed);
+        let before = self.bytes.fetch_add(copied, Ordering::Relaxed);
+        if before + copied > max_bytes {
+            self.bytes.fetch_sub(copied, Ordering::Relaxed);
+            self.loads.fetch_sub(1, Ordering::Relaxed);
+            return Err(LoadError::ByteLimit {
+                path: path.to_owned(),
+                loaded: before,
+                max: max_bytes,
+            });
+        }
+        if before < max_bytes / 5 * 4 && before + copied >= max_bytes / 5 * 4 {
+            tracing::warn!(
+                loaded_bytes = before + copied,
+                max_bytes,
+                "loaded skill libraries take 80% of plugins.max_load_mib (loaded code is never unloaded); restart the host before the cap refuses new builds"
+            );
         }
 
         let raw = copy.map().map_err(io)?;

@@ -289,6 +289,11 @@ pub struct Status {
     pub provider: String,
     /// Signals waiting.
     pub queued: usize,
+    /// Skill libraries this process has mapped (never unmapped), and
+    /// their bytes, against `plugins.max_loads` and `plugins.max_load_mib`.
+    pub loaded_libraries: u32,
+    /// Bytes of those libraries.
+    pub loaded_library_bytes: u64,
 }
 
 /// A skill as `foveal status` shows it.
@@ -1156,6 +1161,8 @@ impl Agent {
             })
             .collect();
         status.usage_percent = self.usage_percent;
+        status.loaded_libraries = self.registry.loader().loads();
+        status.loaded_library_bytes = self.registry.loader().loaded_bytes().0;
         status.focus.clone_from(&self.focus);
         status.cycles = self.next_cycle - 1;
         if let Some(last) = last {

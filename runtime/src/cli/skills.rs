@@ -54,12 +54,16 @@ pub(crate) fn open_registry(config: &Config) -> anyhow::Result<Registry> {
 }
 
 fn new_registry(config: &Config) -> anyhow::Result<Registry> {
-    Registry::new(registry_options(config)).map_err(|e| {
+    let registry = Registry::new(registry_options(config)).map_err(|e| {
         anyhow::anyhow!(
             "cannot create the shadow folder {}: {e}; set FOVEAL_DATA_DIR to a writable folder",
             config.shadow_dir().display()
         )
-    })
+    })?;
+    registry
+        .loader()
+        .set_max_bytes(u64::from(config.plugins.max_load_mib) << 20);
+    Ok(registry)
 }
 
 /// `foveal skill-list [--json] [--watch]`.

@@ -78,6 +78,35 @@ fn a_fifo_or_a_device_named_like_a_library_is_refused_at_once() {
 }
 
 #[test]
+fn the_bytes_mapped_are_capped_as_well_as_the_loads() {
+    let sandbox = Sandbox::new();
+    let path = sandbox.plugins().join(file_name("counter"));
+    install(
+        &library("counter-v1"),
+        &sandbox.plugins(),
+        &file_name("counter"),
+    );
+    let loader = Loader::new(sandbox.shadow(), 100).unwrap();
+    let first = loader.open(&path).unwrap();
+    let (loaded, _) = loader.loaded_bytes();
+    assert!(loaded > 0);
+    drop(first);
+    // Room for less than one more copy.
+    loader.set_max_bytes(loaded + loaded / 2);
+    let error = loader.open(&path).unwrap_err();
+    assert!(matches!(error, LoadError::ByteLimit { .. }), "{error}");
+    assert!(
+        error.to_string().contains("plugins.max_load_mib"),
+        "{error}"
+    );
+    assert_eq!(
+        loader.loaded_bytes().0,
+        loaded,
+        "a refused load is not counted"
+    );
+}
+
+#[test]
 fn a_library_built_against_an_older_sdk_is_refused_naming_both_versions() {
     let sandbox = Sandbox::new();
     let error = refusal(&sandbox, "old-sdk");
