@@ -150,6 +150,12 @@ pub trait Output: Send {
     /// A piece of the reply's text, as the model writes it.
     fn text(&mut self, text: &str);
 
+    /// The turn failed: what the user is told instead of a reply. By
+    /// default it goes where the reply's text goes.
+    fn error(&mut self, text: &str) {
+        self.text(text);
+    }
+
     /// A tool ran (or was refused): its name and what it returned.
     fn tool(&mut self, name: &str, result: &Result<String, String>) {
         let _ = (name, result);
@@ -638,8 +644,9 @@ impl Agent {
             }
             if continuations >= limit {
                 report.stop = StopReason::MaxIterations;
+                let calls: usize = report.cycles.iter().map(|c| c.tool_calls.len()).sum();
                 let note = format!(
-                    "\n[stopped after {continuations} tool iterations: the limit of this turn]"
+                    "\n[stopped after {calls} tool calls in {continuations} tool iterations: the limit of this turn]"
                 );
                 out.text(&note);
                 report.reply.push_str(&note);
@@ -1065,7 +1072,7 @@ impl Agent {
         summary.error = Some(error.clone());
         self.recent_errors += 1;
         let shown = format!("[error: {error}]");
-        out.text(&shown);
+        out.error(&shown);
         let mut entry = Entry::new(EntryRole::Error, error);
         entry.cycle = Some(summary.id);
         self.record(entry);

@@ -321,7 +321,10 @@ async fn a_model_that_keeps_calling_tools_stops_at_max_iterations() {
     // The first cycle, then tick_event's max_iterations (5) tool-output
     // cycles.
     assert_eq!(report.cycles.len(), 6);
-    assert!(out.text.contains("[stopped after 5 tool iterations"));
+    assert!(
+        out.text
+            .contains("[stopped after 6 tool calls in 5 tool iterations")
+    );
 }
 
 #[tokio::test]

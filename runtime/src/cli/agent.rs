@@ -208,7 +208,10 @@ pub fn ask(
             Ok(agent) => agent,
             Err(exit) => return Ok(exit),
         };
-        let mut out = StdoutOutput { print: !json };
+        let mut out = StdoutOutput {
+            print: !json,
+            open_line: false,
+        };
         let report = agent.turn(Signal::user(text), &mut out).await;
         if let Err(error) = agent.sync().await {
             eprintln!("warning: {error}");
@@ -217,7 +220,7 @@ pub fn ask(
             let mut stdout = std::io::stdout().lock();
             serde_json::to_writer_pretty(&mut stdout, &report)?;
             writeln!(stdout)?;
-        } else if !report.reply.ends_with('\n') {
+        } else if out.open_line {
             println!();
         }
         Ok(match report.stop {
@@ -236,16 +239,23 @@ pub fn ask(
 /// `foveal ask`'s output: the reply's text as it comes; tools on stderr.
 struct StdoutOutput {
     print: bool,
+    /// What was printed does not end with a line break.
+    open_line: bool,
 }
 
 impl Output for StdoutOutput {
     fn text(&mut self, text: &str) {
-        if self.print {
+        if self.print && !text.is_empty() {
             let mut out = std::io::stdout().lock();
             let _ = out.write_all(text.as_bytes());
             let _ = out.flush();
+            self.open_line = !text.ends_with('\n');
         }
     }
+
+    /// `ask` reports a failed turn on stderr (as its `--help` says); stdout
+    /// holds replies only.
+    fn error(&mut self, _text: &str) {}
 
     fn tool(&mut self, name: &str, result: &Result<String, String>) {
         if self.print {

@@ -83,6 +83,13 @@ pub fn list(config: &Config, json: bool, watch: bool) -> anyhow::Result<Exit> {
     if !watch {
         let registry = open_registry(config)?;
         print_list(&registry.snapshot(), &registry, json, false)?;
+        if config.agent.socket_path(&config.data_dir).exists() {
+            // This list is of this process's own loads: a running host's
+            // panics and quarantines are its own.
+            eprintln!(
+                "note: a host is running; its quarantined skills are shown by `foveal status`, not by this list (loaded afresh)"
+            );
+        }
         return Ok(Exit::Ok);
     }
     // Watch first, then scan: a library installed in between is seen by one

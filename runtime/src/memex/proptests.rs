@@ -1483,6 +1483,15 @@ fn expected_load(bytes: &[u8]) -> Result<usize, MemexError> {
                 column: bad - line_start + 1,
             })
         }
+        // Old Mac line ends (bare `\r`, no `\n`, more than one line) are
+        // refused: read as one line they would hide headlines.
+        Ok(text) if !text.contains('\n') && text.trim_end_matches('\r').contains('\r') => {
+            Err(MemexError::Parse {
+                path,
+                line: 1,
+                message: "lines end with a bare carriage return (old Mac line ends); the file was not loaded: convert it to LF or CRLF line ends".to_owned(),
+            })
+        }
         Ok(text) => parse(text)
             .map(|p| p.headlines.len())
             .map_err(|e| MemexError::Parse {

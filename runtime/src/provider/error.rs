@@ -229,12 +229,32 @@ impl ProviderError {
         if secret.is_empty() {
             return self;
         }
+        // A key short enough to be part of ordinary words (`k`, `test`)
+        // is masked only where it stands alone, not inside every word that
+        // holds its letters.
+        let alone = secret.len() < 12;
         let s = |text: String| {
-            if text.contains(secret) {
-                text.replace(secret, "***")
-            } else {
-                text
+            if !text.contains(secret) {
+                return text;
             }
+            if !alone {
+                return text.replace(secret, "***");
+            }
+            let mut out = String::with_capacity(text.len());
+            let mut rest = text.as_str();
+            while let Some(at) = rest.find(secret) {
+                let end = at + secret.len();
+                let word = |c: Option<char>| {
+                    c.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '-')
+                };
+                let bounded =
+                    !word(rest[..at].chars().next_back()) && !word(rest[end..].chars().next());
+                out.push_str(&rest[..at]);
+                out.push_str(if bounded { "***" } else { secret });
+                rest = &rest[end..];
+            }
+            out.push_str(rest);
+            out
         };
         match self {
             Self::InvalidRequest(m) => Self::InvalidRequest(s(m)),
@@ -372,6 +392,13 @@ mod tests {
             "http://127.0.0.1:8080/v1?a=b@c"
         );
         assert_eq!(safe_url("not a url"), "not a url");
+    }
+
+    #[test]
+    fn a_short_key_is_masked_only_where_it_stands_alone() {
+        let error = ProviderError::Client("the key k was refused by kafka".into()).scrub("k");
+        assert_eq!(error.to_string().matches("***").count(), 1, "{error}");
+        assert!(error.to_string().contains("kafka"), "{error}");
     }
 
     #[test]

@@ -286,7 +286,9 @@ impl Inner {
                 Err(_) => {
                     return Outcome::Fail(self.timeout(phase, attempt));
                 }
-                Ok(Err(error)) if reader.delivered => {
+                Ok(Err(error)) if reader.delivered || (!first && whole_json) => {
+                    // Part of the reply arrived (for a whole JSON body,
+                    // its first bytes): the body was cut, not unreachable.
                     return Outcome::Fail(ProviderError::Cut {
                         url: self.shown.clone(),
                         position: reader.chunks.position(),
@@ -334,6 +336,13 @@ impl Inner {
             }
         }
 
+        if !whole_json && !reader.done && reader.sse.in_line() {
+            return Outcome::Fail(ProviderError::Cut {
+                url: self.shown.clone(),
+                position: reader.chunks.position(),
+                cause: "the connection closed in the middle of an event line".to_owned(),
+            });
+        }
         let mut events = Vec::new();
         let finished = if whole_json {
             let text = String::from_utf8_lossy(&reader.json).into_owned();

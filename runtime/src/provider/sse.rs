@@ -71,6 +71,12 @@ impl SseDecoder {
         self.extend_line(rest)
     }
 
+    /// Whether a line has begun and not ended: a body that stops here was
+    /// cut in the middle of an event.
+    pub(crate) fn in_line(&self) -> bool {
+        !self.line.is_empty()
+    }
+
     /// The body has ended: an unterminated last line and any event still
     /// pending are delivered.
     pub(crate) fn finish(&mut self, out: &mut Vec<String>) -> Result<(), SseError> {
