@@ -89,6 +89,9 @@ fn setup() -> Setup {
             quarantine_after: 3,
             max_loads: 1_000_000,
             allow: foveal::trust::AllowList::Any,
+            hook_timeout: std::time::Duration::from_millis(
+                foveal::registry::DEFAULT_HOOK_TIMEOUT_MS,
+            ),
         })
         .unwrap(),
     );
@@ -116,26 +119,30 @@ fn hook_call(c: &mut Criterion) {
     let snapshot = setup.registry.snapshot();
     let slot = snapshot.get("counter").unwrap();
     group.bench_function("registry_slot", |b| {
-        b.iter(|| black_box(slot.call(hooks::COMPONENTS, |f| f(black_box(&request)))))
+        b.iter(|| black_box(slot.call_inline(hooks::COMPONENTS, |f| f(black_box(&request)))))
     });
     group.bench_function("registry_snapshot_by_name", |b| {
         b.iter(|| {
-            black_box(snapshot.call(black_box("counter"), hooks::COMPONENTS, |f| {
-                f(black_box(&request))
-            }))
+            black_box(
+                snapshot.call_inline(black_box("counter"), hooks::COMPONENTS, |f| {
+                    f(black_box(&request))
+                }),
+            )
         })
     });
     group.bench_function("registry_current_by_name", |b| {
         b.iter(|| {
-            black_box(
-                setup
-                    .registry
-                    .peek()
-                    .call(black_box("counter"), hooks::COMPONENTS, |f| {
-                        f(black_box(&request))
-                    }),
-            )
+            black_box(setup.registry.peek().call_inline(
+                black_box("counter"),
+                hooks::COMPONENTS,
+                |f| f(black_box(&request)),
+            ))
         })
+    });
+    // The host's path: the call hops to the skill's thread and back, with
+    // a deadline (an invoke with owned arguments).
+    group.bench_function("registry_slot_on_the_skills_thread", |b| {
+        b.iter(|| black_box(slot.call(hooks::INVOKE, |f| f("ping".into(), "{}".into()))))
     });
     group.finish();
 }

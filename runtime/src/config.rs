@@ -54,6 +54,9 @@ pub struct PluginSettings {
     /// Mebibytes of library copies one process may map
     /// (`plugins.max_load_mib`); a warning at 80 %.
     pub max_load_mib: u32,
+    /// How long a skill's hook may run before the call is abandoned and
+    /// the skill quarantined (`plugins.hook_timeout_ms`).
+    pub hook_timeout_ms: u64,
     /// Quiet time after an in-place write before a library is loaded
     /// (`plugins.debounce_ms`). Renames load at once.
     pub debounce_ms: u64,
@@ -269,6 +272,7 @@ struct FilePlugins {
     quarantine_after: Option<Spanned<u32>>,
     max_loads: Option<Spanned<u32>>,
     max_load_mib: Option<Spanned<u32>>,
+    hook_timeout_ms: Option<Spanned<u64>>,
     debounce_ms: Option<Spanned<u64>>,
     trusted: Option<Vec<Spanned<String>>>,
     require_trusted: Option<bool>,
@@ -359,6 +363,15 @@ impl Config {
                     "",
                 )?
                 .unwrap_or(1024),
+            hook_timeout_ms: check
+                .range(
+                    &file.plugins.hook_timeout_ms,
+                    "plugins.hook_timeout_ms",
+                    1,
+                    86_400_000,
+                    "",
+                )?
+                .unwrap_or(crate::registry::DEFAULT_HOOK_TIMEOUT_MS),
             debounce_ms: check
                 .range(
                     &file.plugins.debounce_ms,

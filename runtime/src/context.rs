@@ -37,12 +37,12 @@
 
 use std::sync::{Arc, Mutex};
 
-use abi_stable::std_types::{ROption, RString};
-use foveal_sdk::{ComponentsRequest, SignalKind};
+use abi_stable::std_types::RString;
+use foveal_sdk::SignalKind;
 
 use crate::memex::privacy::PrivacyTags;
 use crate::memex::snapshot::MemexSnapshot;
-use crate::memex::view::SnapshotView;
+use crate::memex::view::{ComponentsCall, SnapshotView};
 use crate::registry::{Snapshot, hooks};
 
 /// The skill that renders the section.
@@ -197,22 +197,15 @@ pub fn render(
     privacy: &PrivacyTags,
     request: &ContextRequest,
 ) -> Section {
-    let prepared = SnapshotView::new(memex, privacy);
-    let files = prepared.file_views();
-    let view = prepared.view_of(&files);
-    let config = format!(
-        "{{\"threshold\": {}, \"cache\": {}}}",
-        request.threshold, request.skill_cache
-    );
-    let components_request = ComponentsRequest {
+    let call = ComponentsCall {
+        view: SnapshotView::new(memex, privacy),
         signal: request.signal,
-        focus: match &request.focus {
-            Some(focus) => ROption::RSome(focus.as_str().into()),
-            None => ROption::RNone,
-        },
-        budget_tokens: request.budget.into(),
-        config_json: config.as_str().into(),
-        memex: &view,
+        focus: request.focus.clone(),
+        budget: request.budget,
+        config: format!(
+            "{{\"threshold\": {}, \"cache\": {}}}",
+            request.threshold, request.skill_cache
+        ),
         explain: request.explain,
     };
     let fallback = |why: String, failed: bool| Section {
@@ -222,7 +215,7 @@ pub fn render(
         origin: Origin::Fallback(why),
         failed,
     };
-    let components = match skills.call(SKILL, hooks::COMPONENTS, |f| f(&components_request)) {
+    let components = match skills.call(SKILL, hooks::COMPONENTS, move |f| call.call(f)) {
         Ok(components) => components,
         Err(unavailable) => {
             let why = unavailable.to_string();

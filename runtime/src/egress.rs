@@ -489,7 +489,10 @@ impl Gate {
             }
         });
         let output = slot
-            .call(hooks::REDACT, |redact| redact(input.as_ref().into()))
+            .call(hooks::REDACT, {
+                let input = input.clone().into_owned();
+                move |redact| redact(input.as_str().into())
+            })
             .map_err(|error| Fallback::from_unavailable(&error, false))?
             .into_string();
         for (name, n) in marker_gain(&input, &output) {
@@ -544,8 +547,9 @@ impl Gate {
             return Ok(slot);
         }
         let args = self.configure_args.as_str();
-        match slot.call(hooks::INVOKE, |invoke| {
-            invoke("configure".into(), args.into())
+        let args = args.to_owned();
+        match slot.call(hooks::INVOKE, move |invoke| {
+            invoke("configure".into(), args.as_str().into())
         }) {
             Ok(_) => {
                 state.configured = Some(Arc::downgrade(this_load));

@@ -188,6 +188,17 @@ pub enum LoadError {
         /// The panic message.
         message: String,
     },
+    /// Hooks of this skill hung past their deadline too often in this
+    /// process: each left a thread stuck in its code.
+    #[error("{}: skill `{skill}` is not loaded again: {count} of its hook calls did not return in time (plugins.hook_timeout_ms) and were abandoned in this process; fix the skill and restart the host", path.display())]
+    Hung {
+        /// The library.
+        path: PathBuf,
+        /// The skill.
+        skill: String,
+        /// Abandoned calls.
+        count: u32,
+    },
     /// This process has mapped as many bytes of libraries as it may.
     #[error("{}: not loaded: this host has already mapped {loaded} bytes of skill libraries, and this build would pass the cap of {max} (plugins.max_load_mib); loaded code is never unloaded: restart the host to load more", path.display())]
     ByteLimit {
@@ -238,7 +249,8 @@ impl LoadError {
             | Self::InitFailed { path, .. }
             | Self::InitPanicked { path, .. }
             | Self::LoadLimit { path, .. }
-            | Self::ByteLimit { path, .. } => path,
+            | Self::ByteLimit { path, .. }
+            | Self::Hung { path, .. } => path,
         }
     }
 

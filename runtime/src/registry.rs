@@ -175,6 +175,15 @@ pub enum Reason {
     },
 }
 
+/// Why a hook call was walked away from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Abandoned {
+    /// It did not answer within the deadline.
+    Timeout,
+    /// Its thread could not be started, or died.
+    NoThread,
+}
+
 /// Panic accounting for one loaded build.
 #[derive(Debug, Default)]
 struct Health {
@@ -183,21 +192,139 @@ struct Health {
     quarantined: AtomicBool,
 }
 
+/// The default of `plugins.hook_timeout_ms`: how long a hook may run
+/// before the call is abandoned, the fallback taken and the skill
+/// quarantined.
+pub const DEFAULT_HOOK_TIMEOUT_MS: u64 = 2000;
+
+/// Hook calls abandoned past their deadline, by skill name: each left a
+/// thread stuck in the skill's code. A skill that hangs this many times is
+/// not loaded again by this process.
+pub const MAX_ABANDONED: u32 = 3;
+
+fn abandoned() -> &'static Mutex<BTreeMap<String, u32>> {
+    static ABANDONED: std::sync::OnceLock<Mutex<BTreeMap<String, u32>>> =
+        std::sync::OnceLock::new();
+    ABANDONED.get_or_init(Mutex::default)
+}
+
+/// How many hook calls of skill `name` were abandoned in this process.
+pub fn abandoned_calls(name: &str) -> u32 {
+    abandoned()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(name)
+        .copied()
+        .unwrap_or(0)
+}
+
+/// A job for a skill's worker thread.
+type Job = Box<dyn FnOnce() + Send + 'static>;
+
+/// The thread a skill's hooks run on: the caller waits for each call with
+/// a deadline, and can walk away from one that never returns.
+#[derive(Debug)]
+struct Worker {
+    jobs: std::sync::mpsc::Sender<Job>,
+}
+
+impl Worker {
+    fn start(name: &str) -> std::io::Result<Self> {
+        let (jobs, queue) = std::sync::mpsc::channel::<Job>();
+        std::thread::Builder::new()
+            .name(format!("foveal-skill-{name}"))
+            .spawn(move || {
+                while let Ok(job) = queue.recv() {
+                    job();
+                }
+            })?;
+        Ok(Self { jobs })
+    }
+}
+
 /// One loaded, initialised build of a skill.
 #[derive(Debug)]
 pub struct Skill {
     loaded: Loaded,
     health: Health,
     quarantine_after: u32,
+    /// How long a hook may run before the call is abandoned.
+    hook_timeout: Duration,
+    /// The thread its hooks run on (started on the first call; replaced
+    /// when a call is abandoned).
+    worker: Mutex<Option<Worker>>,
 }
 
 impl Skill {
-    fn new(loaded: Loaded, quarantine_after: u32) -> Self {
+    fn new(loaded: Loaded, limits: Limits) -> Self {
         Self {
             loaded,
             health: Health::default(),
-            quarantine_after,
+            quarantine_after: limits.quarantine_after,
+            hook_timeout: limits.hook_timeout,
+            worker: Mutex::new(None),
         }
+    }
+
+    /// Runs `job` on this skill's worker and waits at most `timeout` for
+    /// its answer. `None` when it did not answer in time (or its thread
+    /// died): the worker is then given up, and the next call gets a new one.
+    fn run<T: Send + 'static>(
+        &self,
+        timeout: Duration,
+        job: impl FnOnce() -> T + Send + 'static,
+    ) -> Result<T, Abandoned> {
+        let (answer, answered) = std::sync::mpsc::sync_channel::<T>(1);
+        let boxed: Job = Box::new(move || {
+            let _ = answer.send(job());
+        });
+        {
+            let mut worker = self.worker.lock().unwrap_or_else(|e| e.into_inner());
+            if worker.is_none() {
+                *worker =
+                    Some(Worker::start(&self.loaded.info.name).map_err(|_| Abandoned::NoThread)?);
+            }
+            if let Some(w) = worker.as_ref()
+                && w.jobs.send(boxed).is_err()
+            {
+                *worker = None;
+                return Err(Abandoned::NoThread);
+            }
+        }
+        match answered.recv_timeout(timeout) {
+            Ok(value) => Ok(value),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                // The thread is stuck in the skill's code: leave it.
+                *self.worker.lock().unwrap_or_else(|e| e.into_inner()) = None;
+                Err(Abandoned::Timeout)
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                *self.worker.lock().unwrap_or_else(|e| e.into_inner()) = None;
+                Err(Abandoned::NoThread)
+            }
+        }
+    }
+
+    /// A hook call did not return within `timeout`: the skill is
+    /// quarantined, and the abandoned call counted against its name.
+    fn hung(&self, hook: &'static str, timeout: Duration) -> u32 {
+        let name = &self.loaded.info.name;
+        self.health.quarantined.store(true, Ordering::Relaxed);
+        let count = {
+            let mut abandoned = abandoned().lock().unwrap_or_else(|e| e.into_inner());
+            let count = abandoned.entry(name.clone()).or_default();
+            *count += 1;
+            *count
+        };
+        tracing::error!(
+            skill = %name,
+            path = %self.loaded.path.display(),
+            hook = %hook,
+            timeout_ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
+            abandoned = count,
+            "skill hook did not return in time (plugins.hook_timeout_ms); the call was abandoned and the skill quarantined"
+        );
+        count
     }
 
     /// What the skill says about itself.
@@ -297,8 +424,41 @@ impl Slot {
     /// Panics inside the skill were already caught at the ABI boundary; here
     /// they are counted, and a skill that panics `quarantine_after` times in
     /// a row is quarantined.
+    ///
+    /// The hook runs on the skill's own thread, and the caller waits at most
+    /// `plugins.hook_timeout_ms` for it: a hook that never returns is
+    /// abandoned there (its thread left stuck), the skill quarantined, and
+    /// the caller takes its fallback. So `invoke` owns what it passes to the
+    /// skill (`Send + 'static`): the borrowed data of a call that is walked
+    /// away from must outlive it.
+    pub fn call<F: Copy + Send + 'static, T: Send + 'static>(
+        &self,
+        hook: Hook<F>,
+        invoke: impl FnOnce(F) -> RResult<T, SkillError> + Send + 'static,
+    ) -> Result<T, Unavailable> {
+        let skill = &*self.skill;
+        if !self.missing.is_empty() || skill.health.quarantined.load(Ordering::Relaxed) {
+            return Err(self.blocked());
+        }
+        let Some(function) = (hook.get)(&skill.loaded.module) else {
+            return Err(self.no_hook(hook.name));
+        };
+        let timeout = skill.hook_timeout;
+        match skill.run(timeout, move || invoke(function)) {
+            Ok(ROk(value)) => {
+                skill.record_success();
+                Ok(value)
+            }
+            Ok(RErr(error)) => Err(self.failed(hook.name, error)),
+            Err(abandoned) => Err(self.abandoned(hook.name, timeout, abandoned)),
+        }
+    }
+
+    /// [`call`](Self::call) on the calling thread, without a deadline, for
+    /// callers that measure the ABI itself (benchmarks) or lend borrowed
+    /// data (tests). The host's own paths all take `call`.
     #[inline]
-    pub fn call<F: Copy, T>(
+    pub fn call_inline<F: Copy, T>(
         &self,
         hook: Hook<F>,
         invoke: impl FnOnce(F) -> RResult<T, SkillError>,
@@ -317,6 +477,28 @@ impl Slot {
             }
             RErr(error) => Err(self.failed(hook.name, error)),
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn abandoned(&self, hook: &'static str, timeout: Duration, why: Abandoned) -> Unavailable {
+        let skill = &*self.skill;
+        let message = match why {
+            Abandoned::Timeout => {
+                skill.hung(hook, timeout);
+                format!(
+                    "did not return within {} ms (plugins.hook_timeout_ms); the call was abandoned and the skill quarantined",
+                    timeout.as_millis()
+                )
+            }
+            Abandoned::NoThread => "its thread could not be started or stopped".to_owned(),
+        };
+        Reason::Failed {
+            skill: skill.loaded.info.name.clone(),
+            hook,
+            error: SkillError::new(SkillError::UNAVAILABLE, message),
+        }
+        .into()
     }
 
     // The unhappy paths are out of line so that the happy path of `call`
@@ -482,15 +664,28 @@ impl Snapshot {
     /// Calls `hook` of skill `name` through [`Slot::call`]. When the skill is
     /// not loaded the answer is [`Reason::NotLoaded`]; the caller takes
     /// its fallback.
+    pub fn call<F: Copy + Send + 'static, T: Send + 'static>(
+        &self,
+        name: &str,
+        hook: Hook<F>,
+        invoke: impl FnOnce(F) -> RResult<T, SkillError> + Send + 'static,
+    ) -> Result<T, Unavailable> {
+        match self.skills.get(name) {
+            Some(slot) => slot.call(hook, invoke),
+            None => Err(not_loaded(name)),
+        }
+    }
+
+    /// [`Slot::call_inline`] of skill `name`.
     #[inline]
-    pub fn call<F: Copy, T>(
+    pub fn call_inline<F: Copy, T>(
         &self,
         name: &str,
         hook: Hook<F>,
         invoke: impl FnOnce(F) -> RResult<T, SkillError>,
     ) -> Result<T, Unavailable> {
         match self.skills.get(name) {
-            Some(slot) => slot.call(hook, invoke),
+            Some(slot) => slot.call_inline(hook, invoke),
             None => Err(not_loaded(name)),
         }
     }
@@ -662,6 +857,16 @@ pub struct RegistryOptions {
     pub max_loads: u32,
     /// Which builds may run, by digest (`plugins.require_trusted`).
     pub allow: crate::trust::AllowList,
+    /// How long a hook may run before the call is abandoned, the fallback
+    /// taken and the skill quarantined (`plugins.hook_timeout_ms`).
+    pub hook_timeout: Duration,
+}
+
+/// What each loaded skill is held to.
+#[derive(Debug, Clone, Copy)]
+struct Limits {
+    quarantine_after: u32,
+    hook_timeout: Duration,
 }
 
 impl Default for RegistryOptions {
@@ -675,6 +880,7 @@ impl Default for RegistryOptions {
             quarantine_after: 3,
             max_loads: 500,
             allow: crate::trust::AllowList::Any,
+            hook_timeout: Duration::from_millis(DEFAULT_HOOK_TIMEOUT_MS),
         }
     }
 }
@@ -697,7 +903,7 @@ pub enum Change {
 pub struct Registry {
     loader: Loader,
     dirs: Vec<PluginDir>,
-    quarantine_after: u32,
+    limits: Limits,
     current: ArcSwap<Snapshot>,
     writer: Mutex<()>,
     /// The last published generation, for [`Registry::wait_for_change`].
@@ -713,7 +919,10 @@ impl Registry {
         Ok(Self {
             loader,
             dirs: options.dirs,
-            quarantine_after: options.quarantine_after.max(1),
+            limits: Limits {
+                quarantine_after: options.quarantine_after.max(1),
+                hook_timeout: options.hook_timeout.max(Duration::from_millis(1)),
+            },
             current: ArcSwap::from_pointee(Snapshot::default()),
             writer: Mutex::new(()),
             published: Mutex::new(0),
@@ -839,6 +1048,19 @@ impl Registry {
         };
         let mut next = (*current).clone();
         let name = opened.info.name.clone();
+        let count = abandoned_calls(&name);
+        if count >= MAX_ABANDONED {
+            self.refuse(
+                &mut next,
+                LoadError::Hung {
+                    path: path.to_owned(),
+                    skill: name,
+                    count,
+                },
+                Some(identity),
+            );
+            return self.publish(next);
+        }
 
         if let Some(slot) = next.skills.get(&name) {
             let holder = slot.skill.loaded.path.clone();
@@ -882,7 +1104,7 @@ impl Registry {
                     load_ms = loaded.load_time.as_secs_f64() * 1e3,
                     "skill loaded"
                 );
-                let skill = Arc::new(Skill::new(loaded, self.quarantine_after));
+                let skill = Arc::new(Skill::new(loaded, self.limits));
                 self.retire_others_at(&mut next, path, &name);
                 next.idle.remove(path);
                 if let Some(old) = next.skills.insert(
@@ -991,7 +1213,7 @@ impl Registry {
             Candidate::Opened(opened) => {
                 let opened = Arc::unwrap_or_clone(opened);
                 match self.loader.init(opened) {
-                    Ok(loaded) => Arc::new(Skill::new(loaded, self.quarantine_after)),
+                    Ok(loaded) => Arc::new(Skill::new(loaded, self.limits)),
                     Err(error) => {
                         let identity = FileIdentity::of(&path).ok();
                         self.refuse(next, error, identity);

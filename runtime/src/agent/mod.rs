@@ -1292,9 +1292,10 @@ fn call_skill_tool(
 ) -> Result<String, String> {
     use abi_stable::std_types::RStr;
     let args = args.to_string();
+    let tool = name.to_owned();
     skills
-        .call(skill, crate::registry::hooks::CALL_TOOL, |f| {
-            f(RStr::from_str(name), RStr::from_str(&args))
+        .call(skill, crate::registry::hooks::CALL_TOOL, move |f| {
+            f(RStr::from_str(&tool), RStr::from_str(&args))
         })
         .map(|text| text.into_string())
         .map_err(|error| format!("the skill {skill} failed to run {name}: {error}"))

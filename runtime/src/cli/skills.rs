@@ -42,6 +42,7 @@ pub fn registry_options(config: &Config) -> RegistryOptions {
         dirs,
         shadow_dir: config.shadow_dir(),
         quarantine_after: config.plugins.quarantine_after,
+        hook_timeout: Duration::from_millis(config.plugins.hook_timeout_ms),
         max_loads: config.plugins.max_loads,
         allow: config.plugins.allow_list(),
     }

@@ -421,22 +421,23 @@ pub fn cached(file: &MemexFile, privacy: &PrivacyTags) -> Arc<Prepared> {
 }
 
 /// The prepared files of one snapshot, ready to lend to hooks as a
-/// [`MemexView`].
-#[derive(Debug)]
-pub struct SnapshotView<'a> {
+/// [`MemexView`]. It holds the files it lends (shared), so it can go with
+/// a hook call to the skill's own thread and outlive an abandoned call.
+#[derive(Debug, Clone)]
+pub struct SnapshotView {
     generation: u64,
-    prepared: Vec<(&'a MemexFile, Arc<Prepared>)>,
+    prepared: Vec<(Arc<MemexFile>, Arc<Prepared>)>,
 }
 
-impl<'a> SnapshotView<'a> {
+impl SnapshotView {
     /// Prepares (or takes from cache) every file; files private as a whole
     /// are left out.
-    pub fn new(snapshot: &'a MemexSnapshot, privacy: &PrivacyTags) -> Self {
+    pub fn new(snapshot: &MemexSnapshot, privacy: &PrivacyTags) -> Self {
         Self {
             generation: snapshot.generation(),
             prepared: snapshot
                 .files()
-                .map(|f| (&**f, cached(f, privacy)))
+                .map(|f| (Arc::clone(f), cached(f, privacy)))
                 .filter(|(_, prepared)| prepared.is_lent())
                 .collect(),
         }
@@ -470,6 +471,45 @@ impl<'a> SnapshotView<'a> {
             generation: self.generation,
             files: self.file_views(),
         }
+    }
+}
+
+/// Everything a `components` hook call is lent, owned, so that the call can
+/// run on the skill's own thread ([`crate::registry::Slot::call`]) and
+/// outlive the caller if it is abandoned.
+#[derive(Debug, Clone)]
+pub struct ComponentsCall {
+    /// The memex as lent.
+    pub view: SnapshotView,
+    /// The signal the cycle answers.
+    pub signal: foveal_sdk::SignalKind,
+    /// The object in focus.
+    pub focus: Option<String>,
+    /// Tokens the section may use.
+    pub budget: Option<u32>,
+    /// The skill's configuration, as JSON.
+    pub config: String,
+    /// Fill sources and omissions.
+    pub explain: bool,
+}
+
+impl ComponentsCall {
+    /// Calls the hook `f` with the request built from this.
+    pub fn call(
+        self,
+        f: foveal_sdk::ComponentsFn,
+    ) -> abi_stable::std_types::RResult<RVec<foveal_sdk::Component>, foveal_sdk::SkillError> {
+        let files = self.view.file_views();
+        let memex = self.view.view_of(&files);
+        let request = foveal_sdk::ComponentsRequest {
+            signal: self.signal,
+            focus: self.focus.as_deref().map(RStr::from_str).into(),
+            budget_tokens: self.budget.into(),
+            config_json: self.config.as_str().into(),
+            memex: &memex,
+            explain: self.explain,
+        };
+        f(&request)
     }
 }
 

@@ -35,7 +35,7 @@ use std::collections::HashMap;
 
 use abi_stable::std_types::ROption;
 use foveal_sdk::Role;
-use foveal_sdk::prompt::{BudgetRequest, BudgetSection, PrefixRequest, SectionKind, TrimLevels};
+use foveal_sdk::prompt::{PrefixRequest, SectionKind, TrimLevels};
 
 use super::economics::{BudgetFailure, Economics};
 use super::{PromptError, PromptSection, Text};
@@ -152,26 +152,17 @@ pub(crate) fn enforce(
             economics.reject_plan(format!("it did not fit after {MAX_ROUNDS} rounds"));
             break;
         }
-        let plan = {
-            let request_sections: Vec<BudgetSection<'_>> = sections
+        let plan = economics.budget(super::economics::OwnedBudget {
+            budget: budget.tokens,
+            prefix: super::economics::OwnedPrefix::of(prefix),
+            sections: sections
                 .iter()
-                .map(|s| BudgetSection {
-                    id: s.id,
-                    kind: s.kind,
-                    text: s.text.as_str().into(),
-                    tokens: s.tokens,
-                })
-                .collect();
-            let request = BudgetRequest {
-                budget: budget.tokens,
-                prefix: *prefix,
-                sections: request_sections.as_slice().into(),
-                applied,
-                context_renderable,
-                exact: counter.exact,
-            };
-            economics.budget(&request)
-        };
+                .map(|s| (s.id, s.kind, s.text.clone(), s.tokens))
+                .collect(),
+            applied,
+            context_renderable,
+            exact: counter.exact,
+        });
         let plan = match plan {
             Ok(plan) => plan,
             Err(BudgetFailure::DoesNotFit(why)) => {

@@ -26,13 +26,12 @@
 
 use std::sync::{Arc, Mutex};
 
-use abi_stable::std_types::ROption;
 use foveal_sdk::prompt::{SectionKind, ids};
-use foveal_sdk::{ComponentsRequest, Role, SignalKind};
+use foveal_sdk::{Role, SignalKind};
 
 use crate::memex::privacy::PrivacyTags;
 use crate::memex::snapshot::MemexSnapshot;
-use crate::memex::view::SnapshotView;
+use crate::memex::view::{ComponentsCall, SnapshotView};
 use crate::registry::{Snapshot, hooks};
 
 /// A component the host knows by id.
@@ -290,18 +289,12 @@ impl SkillComponents {
                 return Arc::clone(components);
             }
         }
-        let prepared = SnapshotView::new(memex, privacy);
-        let files = prepared.file_views();
-        let view = prepared.view_of(&files);
-        let request = ComponentsRequest {
+        let call = ComponentsCall {
+            view: SnapshotView::new(memex, privacy),
             signal,
-            focus: match focus {
-                Some(f) => ROption::RSome(f.into()),
-                None => ROption::RNone,
-            },
-            budget_tokens: ROption::RNone,
-            config_json: "{}".into(),
-            memex: &view,
+            focus: focus.map(str::to_owned),
+            budget: None,
+            config: "{}".to_owned(),
             explain: false,
         };
         let mut out = Vec::new();
@@ -311,7 +304,8 @@ impl SkillComponents {
         for slot in contributors() {
             let info = slot.skill().info();
             let skill: Arc<str> = Arc::from(info.name.as_str());
-            let components = match slot.call(hooks::COMPONENTS, |f| f(&request)) {
+            let call = call.clone();
+            let components = match slot.call(hooks::COMPONENTS, move |f| call.call(f)) {
                 Ok(components) => components,
                 Err(unavailable) => {
                     failed |=

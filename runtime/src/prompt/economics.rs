@@ -14,7 +14,9 @@
 use std::cell::RefCell;
 
 use abi_stable::std_types::{RArc, RString};
-use foveal_sdk::prompt::{BudgetPlan, BudgetRequest, PrefixRequest};
+use foveal_sdk::prompt::{
+    BudgetPlan, BudgetRequest, BudgetSection, PrefixRequest, SectionKind, TrimLevels,
+};
 use foveal_sdk::{SignalKind, SkillError};
 
 use super::{CacheState, Text, signal_name};
@@ -79,10 +81,10 @@ impl<'s> Economics<'s> {
         }
     }
 
-    fn call<F: Copy, T>(
+    fn call<F: Copy + Send + 'static, T: Send + 'static>(
         &self,
         hook: crate::registry::Hook<F>,
-        invoke: impl FnOnce(F) -> abi_stable::std_types::RResult<T, SkillError>,
+        invoke: impl FnOnce(F) -> abi_stable::std_types::RResult<T, SkillError> + Send + 'static,
     ) -> Result<T, crate::registry::Unavailable> {
         match self.slot {
             Some(slot) => slot.call(hook, invoke),
@@ -96,7 +98,8 @@ impl<'s> Economics<'s> {
     /// Contract 1: the prefix from the skill's cache, or built by the host.
     pub(crate) fn prefix(&self, request: &PrefixRequest<'_>) -> (Text, CacheState) {
         if self.slot.is_some() {
-            match self.call(hooks::PREFIX, |f| f(request)) {
+            let owned = OwnedPrefix::of(request);
+            match self.call(hooks::PREFIX, move |f| f(&owned.request())) {
                 Ok(prefix) => {
                     let state = if prefix.hit {
                         CacheState::Hit
@@ -127,7 +130,7 @@ impl<'s> Economics<'s> {
             return FALLBACK;
         }
         let args = format!("{{\"signal\":\"{}\"}}", signal_name(signal));
-        let answer = match self.call(hooks::INVOKE, |f| {
+        let answer = match self.call(hooks::INVOKE, move |f| {
             f("context_policy".into(), args.as_str().into())
         }) {
             Ok(answer) => answer,
@@ -156,11 +159,30 @@ impl<'s> Economics<'s> {
     }
 
     /// Contract 3: one round of the budget plan.
-    pub(crate) fn budget(&self, request: &BudgetRequest<'_>) -> Result<BudgetPlan, BudgetFailure> {
+    pub(crate) fn budget(&self, request: OwnedBudget) -> Result<BudgetPlan, BudgetFailure> {
         if self.slot.is_none() || self.fallback.borrow().is_some() {
             return Err(BudgetFailure::Unavailable);
         }
-        match self.call(hooks::BUDGET, |f| f(request)) {
+        match self.call(hooks::BUDGET, move |f| {
+            let sections: Vec<BudgetSection<'_>> = request
+                .sections
+                .iter()
+                .map(|(id, kind, text, tokens)| BudgetSection {
+                    id: *id,
+                    kind: *kind,
+                    text: text.as_str().into(),
+                    tokens: *tokens,
+                })
+                .collect();
+            f(&BudgetRequest {
+                budget: request.budget,
+                prefix: request.prefix.request(),
+                sections: sections.as_slice().into(),
+                applied: request.applied,
+                context_renderable: request.context_renderable,
+                exact: request.exact,
+            })
+        }) {
             Ok(plan) => Ok(plan),
             Err(unavailable) => match unavailable.reason() {
                 Reason::Failed { error, .. } if error.code == SkillError::DOES_NOT_FIT => {
@@ -180,4 +202,48 @@ impl<'s> Economics<'s> {
             "skill `{SKILL}` returned an unusable budget plan: {why}"
         ));
     }
+}
+
+/// What a [`PrefixRequest`] borrows, owned: it goes with the hook call to
+/// the skill's thread.
+#[derive(Debug, Clone)]
+pub(crate) struct OwnedPrefix {
+    assistant_name: String,
+    identity: String,
+    feedback: String,
+    mandates: String,
+    tools: String,
+}
+
+impl OwnedPrefix {
+    pub(crate) fn of(request: &PrefixRequest<'_>) -> Self {
+        Self {
+            assistant_name: request.assistant_name.to_string(),
+            identity: request.identity.to_string(),
+            feedback: request.feedback.to_string(),
+            mandates: request.mandates.to_string(),
+            tools: request.tools.to_string(),
+        }
+    }
+
+    pub(crate) fn request(&self) -> PrefixRequest<'_> {
+        PrefixRequest {
+            assistant_name: self.assistant_name.as_str().into(),
+            identity: self.identity.as_str().into(),
+            feedback: self.feedback.as_str().into(),
+            mandates: self.mandates.as_str().into(),
+            tools: self.tools.as_str().into(),
+        }
+    }
+}
+
+/// A [`BudgetRequest`], owned (the sections' texts shared, not copied).
+#[derive(Debug)]
+pub(crate) struct OwnedBudget {
+    pub(crate) budget: u32,
+    pub(crate) prefix: OwnedPrefix,
+    pub(crate) sections: Vec<(u32, SectionKind, Text, u32)>,
+    pub(crate) applied: TrimLevels,
+    pub(crate) context_renderable: bool,
+    pub(crate) exact: bool,
 }

@@ -736,6 +736,66 @@ async fn a_skill_that_panics_every_turn_is_quarantined_and_stderr_says_so() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_skill_hook_that_never_returns_costs_one_deadline_and_the_host_answers_anyway() {
+    let dir = workspace();
+    std::fs::create_dir_all(dir.path().join("config")).unwrap();
+    std::fs::write(
+        dir.path().join("config/foveal.toml"),
+        "[plugins]\nhook_timeout_ms = 300\n",
+    )
+    .unwrap();
+    let plugins = dir.path().join("plugins");
+    std::fs::create_dir_all(&plugins).unwrap();
+    install(&library("sleepy"), &plugins, &file_name("sleepy"));
+    let server = Server::start(vec![text_reply("First."), text_reply("Second.")]).await;
+    let mut host = start_host(dir.path(), &server, &["--no-repl"]);
+    for (message, reply) in [("one", "First."), ("two", "Second.")] {
+        let started = std::time::Instant::now();
+        let sent = run_to_end(command(dir.path(), &server, &["send", message])).await;
+        assert!(sent.status.success(), "{}", stderr(&sent));
+        assert!(String::from_utf8_lossy(&sent.stdout).contains(reply));
+        // The sleeping hook costs the first turn its deadline, no more;
+        // the second does not call it at all.
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "{:?}",
+            started.elapsed()
+        );
+    }
+    let status = run_to_end(command(dir.path(), &server, &["status", "--json"])).await;
+    let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    let sleepy = status["skills"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "sleepy")
+        .unwrap()
+        .clone();
+    assert!(
+        sleepy["status"]
+            .as_str()
+            .unwrap()
+            .starts_with("quarantined"),
+        "{sleepy}"
+    );
+    run_to_end(command(dir.path(), &server, &["stop"])).await;
+    // The stuck thread does not keep the host from exiting.
+    assert!(wait_exit(&mut host).success());
+    let mut err = String::new();
+    std::io::Read::read_to_string(host.stderr.as_mut().unwrap(), &mut err).unwrap();
+    let hung: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("did not return in time"))
+        .collect();
+    assert_eq!(hung.len(), 1, "{err}");
+    assert!(
+        hung[0].contains("skill=sleepy") && hung[0].contains("hook=components"),
+        "{err}"
+    );
+    assert!(hung[0].contains("timeout_ms=300"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_piped_run_refuses_a_dangerous_tool_at_once_instead_of_waiting_for_an_answer() {
     let dir = workspace();
     let plugins = dir.path().join("plugins");

@@ -289,8 +289,9 @@ fn a_privacy_skill_that_fails_or_panics_falls_back_to_the_host_and_is_quarantine
     let mode = |m: &str| {
         registry
             .snapshot()
-            .call("privacy", foveal::registry::hooks::INVOKE, |f| {
-                f("mode".into(), m.into())
+            .call("privacy", foveal::registry::hooks::INVOKE, {
+                let m = m.to_owned();
+                move |f| f("mode".into(), m.as_str().into())
             })
             .unwrap();
     };

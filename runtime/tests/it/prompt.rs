@@ -95,7 +95,7 @@ impl World {
     fn prefix(&self, request: &PrefixRequest<'_>) -> (RArc<RString>, bool) {
         let prefix = self
             .skills()
-            .call("token-economics", hooks::PREFIX, |f| f(request))
+            .call_inline("token-economics", hooks::PREFIX, |f| f(request))
             .unwrap();
         (prefix.text, prefix.hit)
     }
@@ -103,7 +103,7 @@ impl World {
     fn budget(&self, request: &BudgetRequest<'_>) -> Result<BudgetPlan, SkillError> {
         match self
             .skills()
-            .call("token-economics", hooks::BUDGET, |f| f(request))
+            .call_inline("token-economics", hooks::BUDGET, |f| f(request))
         {
             Ok(plan) => Ok(plan),
             Err(unavailable) => match unavailable.into_reason() {
@@ -116,7 +116,7 @@ impl World {
     fn invoke(&self, method: &str, args: &str) -> serde_json::Value {
         let answer = self
             .skills()
-            .call("token-economics", hooks::INVOKE, |f| {
+            .call_inline("token-economics", hooks::INVOKE, |f| {
                 f(method.into(), args.into())
             })
             .unwrap();

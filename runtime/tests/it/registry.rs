@@ -2,6 +2,7 @@
 //! precedence and snapshots.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use foveal::registry::{Change, PluginDir, Reason, Registry, RegistryOptions, hooks};
 
@@ -277,4 +278,70 @@ fn temporary_and_foreign_files_are_not_candidates() {
     assert!(!registry.is_candidate(&plugins.join(format!(".{}", file_name("x")))));
     assert!(!registry.is_candidate(&plugins.join("README.md")));
     assert!(!registry.is_candidate(&sandbox.root.path().join(file_name("elsewhere"))));
+}
+
+#[test]
+fn a_hook_that_never_returns_is_abandoned_at_its_deadline_and_the_skill_quarantined() {
+    let sandbox = Sandbox::new();
+    sandbox.install("sleepy", "sleepy");
+    let with_timeout = |ms| {
+        let registry = Registry::new(RegistryOptions {
+            hook_timeout: Duration::from_millis(ms),
+            ..sandbox.options()
+        })
+        .unwrap();
+        registry.scan();
+        registry
+    };
+    let registry = with_timeout(300);
+    let call = |registry: &Registry| {
+        let started = std::time::Instant::now();
+        let answer = registry.snapshot().call("sleepy", hooks::COMPONENTS, |f| {
+            foveal::memex::view::ComponentsCall {
+                view: foveal::memex::view::SnapshotView::new(
+                    &foveal::memex::snapshot::MemexSnapshot::default(),
+                    &foveal::memex::privacy::PrivacyTags::default(),
+                ),
+                signal: foveal_sdk::SignalKind::USER,
+                focus: None,
+                budget: None,
+                config: "{}".to_owned(),
+                explain: false,
+            }
+            .call(f)
+        });
+        (answer, started.elapsed())
+    };
+    let (answer, took) = call(&registry);
+    let error = answer.unwrap_err();
+    assert!(took < Duration::from_secs(3), "waited {took:?}");
+    assert!(
+        error.to_string().contains("did not return within 300 ms"),
+        "{error}"
+    );
+    assert!(foveal::registry::abandoned_calls("sleepy") >= 1);
+    // Quarantined: the next call does not even reach the skill.
+    let (again, took) = call(&registry);
+    assert!(took < Duration::from_millis(100), "{took:?}");
+    assert!(matches!(
+        again.unwrap_err().reason(),
+        foveal::registry::Reason::Quarantined { .. }
+    ),);
+    // Each abandoned call leaves a thread stuck in the skill: after
+    // MAX_ABANDONED of them this process loads the skill no more.
+    while foveal::registry::abandoned_calls("sleepy") < foveal::registry::MAX_ABANDONED {
+        let fresh = with_timeout(20);
+        assert!(call(&fresh).0.is_err());
+    }
+    let refused = with_timeout(20);
+    let rows = refused.snapshot().rows();
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert!(
+        rows[0].status.starts_with("refused:") && rows[0].status.contains("is not loaded again"),
+        "{rows:?}"
+    );
+    assert!(matches!(
+        call(&refused).0.unwrap_err().reason(),
+        foveal::registry::Reason::NotLoaded { .. }
+    ));
 }

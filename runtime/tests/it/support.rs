@@ -91,6 +91,9 @@ impl Sandbox {
             quarantine_after: 3,
             max_loads: 1000,
             allow: foveal::trust::AllowList::Any,
+            hook_timeout: std::time::Duration::from_millis(
+                foveal::registry::DEFAULT_HOOK_TIMEOUT_MS,
+            ),
         }
     }
 
@@ -125,8 +128,9 @@ pub fn invoke(
 ) -> Result<String, foveal::registry::Unavailable> {
     registry
         .snapshot()
-        .call(skill, foveal::registry::hooks::INVOKE, |f| {
-            f(method.into(), "{}".into())
+        .call(skill, foveal::registry::hooks::INVOKE, {
+            let method = method.to_owned();
+            move |f| f(method.as_str().into(), "{}".into())
         })
         .map(|s| s.into_string())
 }
@@ -156,7 +160,6 @@ pub fn components_for_files(
     focus: Option<&str>,
     config: &str,
 ) -> (Vec<foveal_sdk::Component>, u64) {
-    use abi_stable::std_types::ROption;
     use foveal::memex::{Memex, privacy::PrivacyTags, view::SnapshotView};
 
     let sandbox = Sandbox::new();
@@ -170,20 +173,21 @@ pub fn components_for_files(
     }
     let memex = Memex::open(&[dir]).unwrap();
     let snapshot = memex.snapshot();
-    let prepared = SnapshotView::new(&snapshot, &PrivacyTags::new(["@personal"]));
-    let files = prepared.file_views();
-    let view = prepared.view_of(&files);
-    let request = foveal_sdk::ComponentsRequest {
+    // The host's own path: the call goes to the skill's thread, owning
+    // what it lends.
+    let call = foveal::memex::view::ComponentsCall {
+        view: SnapshotView::new(&snapshot, &PrivacyTags::new(["@personal"])),
         signal: foveal_sdk::SignalKind::USER,
-        focus: focus.map_or(ROption::RNone, |f| ROption::RSome(f.into())),
-        budget_tokens: ROption::RNone,
-        config_json: config.into(),
-        memex: &view,
+        focus: focus.map(str::to_owned),
+        budget: None,
+        config: config.to_owned(),
         explain: false,
     };
     let components = registry
         .snapshot()
-        .call(skill, foveal::registry::hooks::COMPONENTS, |f| f(&request))
+        .call(skill, foveal::registry::hooks::COMPONENTS, move |f| {
+            call.call(f)
+        })
         .unwrap();
     (components.into_iter().collect(), snapshot.generation())
 }
