@@ -243,7 +243,7 @@ fn prompt(c: &mut Criterion) {
     skills
         .call_inline("token-economics", hooks::PREFIX, |f| f(&request))
         .unwrap();
-    // The hook itself, inline (the host calls it on the skill's thread,
+    // The hook itself, inline (the host calls it on a thread of its own,
     // with a deadline: see the registry bench for that hop).
     group.bench_function("prefix_hit", |b| {
         b.iter(|| {

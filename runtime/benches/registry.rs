@@ -139,9 +139,9 @@ fn hook_call(c: &mut Criterion) {
             ))
         })
     });
-    // The host's path: the call hops to the skill's thread and back, with
-    // a deadline (an invoke with owned arguments).
-    group.bench_function("registry_slot_on_the_skills_thread", |b| {
+    // The host's path: the call hops to the caller's companion thread and
+    // back, with a deadline (an invoke with owned arguments).
+    group.bench_function("registry_slot_on_the_companion", |b| {
         b.iter(|| black_box(slot.call(hooks::INVOKE, |f| f("ping".into(), "{}".into()))))
     });
     group.finish();

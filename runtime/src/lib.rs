@@ -32,6 +32,7 @@
 
 pub mod agent;
 pub mod cli;
+mod companion;
 pub mod config;
 pub mod context;
 pub mod debounce;

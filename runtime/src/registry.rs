@@ -175,15 +175,6 @@ pub enum Reason {
     },
 }
 
-/// Why a hook call was walked away from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Abandoned {
-    /// It did not answer within the deadline.
-    Timeout,
-    /// Its thread could not be started, or died.
-    NoThread,
-}
-
 /// Panic accounting for one loaded build.
 #[derive(Debug, Default)]
 struct Health {
@@ -218,30 +209,6 @@ pub fn abandoned_calls(name: &str) -> u32 {
         .unwrap_or(0)
 }
 
-/// A job for a skill's worker thread.
-type Job = Box<dyn FnOnce() + Send + 'static>;
-
-/// The thread a skill's hooks run on: the caller waits for each call with
-/// a deadline, and can walk away from one that never returns.
-#[derive(Debug)]
-struct Worker {
-    jobs: std::sync::mpsc::Sender<Job>,
-}
-
-impl Worker {
-    fn start(name: &str) -> std::io::Result<Self> {
-        let (jobs, queue) = std::sync::mpsc::channel::<Job>();
-        std::thread::Builder::new()
-            .name(format!("foveal-skill-{name}"))
-            .spawn(move || {
-                while let Ok(job) = queue.recv() {
-                    job();
-                }
-            })?;
-        Ok(Self { jobs })
-    }
-}
-
 /// One loaded, initialised build of a skill.
 #[derive(Debug)]
 pub struct Skill {
@@ -250,9 +217,6 @@ pub struct Skill {
     quarantine_after: u32,
     /// How long a hook may run before the call is abandoned.
     hook_timeout: Duration,
-    /// The thread its hooks run on (started on the first call; replaced
-    /// when a call is abandoned).
-    worker: Mutex<Option<Worker>>,
 }
 
 impl Skill {
@@ -262,46 +226,6 @@ impl Skill {
             health: Health::default(),
             quarantine_after: limits.quarantine_after,
             hook_timeout: limits.hook_timeout,
-            worker: Mutex::new(None),
-        }
-    }
-
-    /// Runs `job` on this skill's worker and waits at most `timeout` for
-    /// its answer. `None` when it did not answer in time (or its thread
-    /// died): the worker is then given up, and the next call gets a new one.
-    fn run<T: Send + 'static>(
-        &self,
-        timeout: Duration,
-        job: impl FnOnce() -> T + Send + 'static,
-    ) -> Result<T, Abandoned> {
-        let (answer, answered) = std::sync::mpsc::sync_channel::<T>(1);
-        let boxed: Job = Box::new(move || {
-            let _ = answer.send(job());
-        });
-        {
-            let mut worker = self.worker.lock().unwrap_or_else(|e| e.into_inner());
-            if worker.is_none() {
-                *worker =
-                    Some(Worker::start(&self.loaded.info.name).map_err(|_| Abandoned::NoThread)?);
-            }
-            if let Some(w) = worker.as_ref()
-                && w.jobs.send(boxed).is_err()
-            {
-                *worker = None;
-                return Err(Abandoned::NoThread);
-            }
-        }
-        match answered.recv_timeout(timeout) {
-            Ok(value) => Ok(value),
-            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-                // The thread is stuck in the skill's code: leave it.
-                *self.worker.lock().unwrap_or_else(|e| e.into_inner()) = None;
-                Err(Abandoned::Timeout)
-            }
-            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-                *self.worker.lock().unwrap_or_else(|e| e.into_inner()) = None;
-                Err(Abandoned::NoThread)
-            }
         }
     }
 
@@ -425,7 +349,7 @@ impl Slot {
     /// they are counted, and a skill that panics `quarantine_after` times in
     /// a row is quarantined.
     ///
-    /// The hook runs on the skill's own thread, and the caller waits at most
+    /// The hook runs on the caller's companion thread, and the caller waits at most
     /// `plugins.hook_timeout_ms` for it: a hook that never returns is
     /// abandoned there (its thread left stuck), the skill quarantined, and
     /// the caller takes its fallback. So `invoke` owns what it passes to the
@@ -444,7 +368,7 @@ impl Slot {
             return Err(self.no_hook(hook.name));
         };
         let timeout = skill.hook_timeout;
-        match skill.run(timeout, move || invoke(function)) {
+        match crate::companion::run(timeout, move || invoke(function)) {
             Ok(ROk(value)) => {
                 skill.record_success();
                 Ok(value)
@@ -481,17 +405,24 @@ impl Slot {
 
     #[cold]
     #[inline(never)]
-    fn abandoned(&self, hook: &'static str, timeout: Duration, why: Abandoned) -> Unavailable {
+    fn abandoned(
+        &self,
+        hook: &'static str,
+        timeout: Duration,
+        why: crate::companion::Abandoned,
+    ) -> Unavailable {
         let skill = &*self.skill;
         let message = match why {
-            Abandoned::Timeout => {
+            crate::companion::Abandoned::Timeout => {
                 skill.hung(hook, timeout);
                 format!(
                     "did not return within {} ms (plugins.hook_timeout_ms); the call was abandoned and the skill quarantined",
                     timeout.as_millis()
                 )
             }
-            Abandoned::NoThread => "its thread could not be started or stopped".to_owned(),
+            crate::companion::Abandoned::NoThread => {
+                "the thread to run it on could not be started".to_owned()
+            }
         };
         Reason::Failed {
             skill: skill.loaded.info.name.clone(),

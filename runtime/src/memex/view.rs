@@ -422,7 +422,7 @@ pub fn cached(file: &MemexFile, privacy: &PrivacyTags) -> Arc<Prepared> {
 
 /// The prepared files of one snapshot, ready to lend to hooks as a
 /// [`MemexView`]. It holds the files it lends (shared), so it can go with
-/// a hook call to the skill's own thread and outlive an abandoned call.
+/// a hook call to a thread of its own and outlive an abandoned call.
 #[derive(Debug, Clone)]
 pub struct SnapshotView {
     generation: u64,
@@ -475,7 +475,7 @@ impl SnapshotView {
 }
 
 /// Everything a `components` hook call is lent, owned, so that the call can
-/// run on the skill's own thread ([`crate::registry::Slot::call`]) and
+/// run on a thread of its own ([`crate::registry::Slot::call`]) and
 /// outlive the caller if it is abandoned.
 #[derive(Debug, Clone)]
 pub struct ComponentsCall {

@@ -205,7 +205,7 @@ impl<'s> Economics<'s> {
 }
 
 /// What a [`PrefixRequest`] borrows, owned: it goes with the hook call to
-/// the skill's thread.
+/// a thread of its own.
 #[derive(Debug, Clone)]
 pub(crate) struct OwnedPrefix {
     assistant_name: String,

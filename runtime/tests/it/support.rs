@@ -173,7 +173,7 @@ pub fn components_for_files(
     }
     let memex = Memex::open(&[dir]).unwrap();
     let snapshot = memex.snapshot();
-    // The host's own path: the call goes to the skill's thread, owning
+    // The host's own path: the call goes to a thread of its own, owning
     // what it lends.
     let call = foveal::memex::view::ComponentsCall {
         view: SnapshotView::new(&snapshot, &PrivacyTags::new(["@personal"])),
