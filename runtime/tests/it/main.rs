@@ -11,6 +11,8 @@ mod cli;
 mod context_cli;
 mod e2e;
 mod execution;
+mod faults_disk;
+mod faults_input;
 mod hot_reload;
 mod live;
 mod loading;
