@@ -683,6 +683,29 @@ async fn an_adversary_finds_no_private_byte_in_any_request_file_or_log() {
     }
 }
 
+/// The status `foveal status --json` gives skill `name` of a running host.
+async fn skill_status(dir: &Path, server: &Server, name: &str) -> String {
+    let status = run_to_end(command(dir, server, &["status", "--json"])).await;
+    let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    let skill = status["skills"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == name)
+        .unwrap_or_else(|| panic!("no skill {name} in {status}"));
+    skill["status"].as_str().unwrap().to_owned()
+}
+
+/// Stops a running host with `foveal stop`, checks that it exits cleanly,
+/// and returns what it wrote on stderr.
+async fn stop_host(dir: &Path, server: &Server, host: &mut Child) -> String {
+    run_to_end(command(dir, server, &["stop"])).await;
+    assert!(wait_exit(host).success());
+    let mut err = String::new();
+    std::io::Read::read_to_string(host.stderr.as_mut().unwrap(), &mut err).unwrap();
+    err
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_skill_that_panics_every_turn_is_quarantined_and_stderr_says_so() {
     let dir = workspace();
@@ -697,26 +720,9 @@ async fn a_skill_that_panics_every_turn_is_quarantined_and_stderr_says_so() {
         let sent = run_to_end(command(dir.path(), &server, &["send", "same question"])).await;
         assert!(sent.status.success(), "{}", stderr(&sent));
     }
-    let status = run_to_end(command(dir.path(), &server, &["status", "--json"])).await;
-    let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
-    let panicky = status["skills"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["name"] == "panicky")
-        .unwrap()
-        .clone();
-    assert!(
-        panicky["status"]
-            .as_str()
-            .unwrap()
-            .starts_with("quarantined"),
-        "{panicky}"
-    );
-    run_to_end(command(dir.path(), &server, &["stop"])).await;
-    assert!(wait_exit(&mut host).success());
-    let mut err = String::new();
-    std::io::Read::read_to_string(host.stderr.as_mut().unwrap(), &mut err).unwrap();
+    let status = skill_status(dir.path(), &server, "panicky").await;
+    assert!(status.starts_with("quarantined"), "{status}");
+    let err = stop_host(dir.path(), &server, &mut host).await;
     // At the default log level: one line a panic, one for the quarantine,
     // each naming the skill and its file.
     let panics: Vec<&str> = err
@@ -762,27 +768,10 @@ async fn a_skill_hook_that_never_returns_costs_one_deadline_and_the_host_answers
             started.elapsed()
         );
     }
-    let status = run_to_end(command(dir.path(), &server, &["status", "--json"])).await;
-    let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
-    let sleepy = status["skills"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["name"] == "sleepy")
-        .unwrap()
-        .clone();
-    assert!(
-        sleepy["status"]
-            .as_str()
-            .unwrap()
-            .starts_with("quarantined"),
-        "{sleepy}"
-    );
-    run_to_end(command(dir.path(), &server, &["stop"])).await;
+    let status = skill_status(dir.path(), &server, "sleepy").await;
+    assert!(status.starts_with("quarantined"), "{status}");
     // The stuck thread does not keep the host from exiting.
-    assert!(wait_exit(&mut host).success());
-    let mut err = String::new();
-    std::io::Read::read_to_string(host.stderr.as_mut().unwrap(), &mut err).unwrap();
+    let err = stop_host(dir.path(), &server, &mut host).await;
     let hung: Vec<&str> = err
         .lines()
         .filter(|l| l.contains("did not return in time"))
