@@ -30,6 +30,18 @@ pub(super) enum End {
         /// Text chunks rather than comments.
         content: bool,
     },
+    /// As fast as the client reads: `chunks` events of `bytes` letters
+    /// `x` of text each (one word, no spaces), then a finish reason and
+    /// `[DONE]` — made one at a time, so a flood of any size costs the
+    /// test one chunk of memory. Stops when the client hangs up.
+    // Used by the end-to-end tests (tests/it/faults_input.rs).
+    #[allow(dead_code)]
+    Flood {
+        /// How many text events.
+        chunks: u64,
+        /// The letters in each.
+        bytes: usize,
+    },
 }
 
 /// One scripted response.
@@ -202,6 +214,26 @@ async fn serve(
                 return;
             }
         },
+        End::Flood { chunks, bytes } => {
+            let piece = format!(
+                "data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"{}\"}}}}]}}\n\n",
+                "x".repeat(bytes)
+            );
+            let mut chunk = format!("{:x}\r\n", piece.len()).into_bytes();
+            chunk.extend_from_slice(piece.as_bytes());
+            chunk.extend_from_slice(b"\r\n");
+            for _ in 0..chunks {
+                if socket.write_all(&chunk).await.is_err() {
+                    return;
+                }
+            }
+            let tail: &[u8] = b"data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n";
+            let mut last = format!("{:x}\r\n", tail.len()).into_bytes();
+            last.extend_from_slice(tail);
+            last.extend_from_slice(b"\r\n0\r\n\r\n");
+            let _ = socket.write_all(&last).await;
+            let _ = socket.shutdown().await;
+        }
     }
 }
 
