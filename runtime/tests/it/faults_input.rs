@@ -142,9 +142,21 @@ fn last_message(request: &server::Recorded) -> String {
         .to_owned()
 }
 
+/// A host process, killed if the test fails before stopping it.
+struct Host(Child);
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
 /// A host with `--no-repl`, logging warnings into `dir/host.err` (a pipe
 /// nobody reads could fill and stall it).
-fn start_host(dir: &Path, server: &Server, extra: &[&str]) -> Child {
+fn start_host(dir: &Path, server: &Server, extra: &[&str]) -> Host {
     let mut args = vec!["run", "--no-repl"];
     args.extend_from_slice(extra);
     let log = std::fs::File::create(dir.join("host.err")).unwrap();
@@ -159,14 +171,15 @@ fn start_host(dir: &Path, server: &Server, extra: &[&str]) -> Child {
     let up = wait_for(Duration::from_secs(20), || {
         socket.exists() || matches!(child.try_wait(), Ok(Some(_)))
     });
+    let host = Host(child);
     assert!(up && socket.exists(), "the host did not open its socket");
-    child
+    host
 }
 
-fn wait_exit(child: &mut Child) -> std::process::ExitStatus {
+fn wait_exit(host: &mut Host) -> std::process::ExitStatus {
     let mut status = None;
     wait_for(Duration::from_secs(20), || {
-        status = child.try_wait().unwrap();
+        status = host.0.try_wait().unwrap();
         status.is_some()
     });
     status.expect("the host did not exit")
@@ -479,7 +492,7 @@ async fn a_server_streaming_300_mb_is_cut_at_the_cap_and_the_host_stays_small() 
     ])
     .await;
     let mut host = start_host(dir.path(), &server, &["--session", "flood"]);
-    let pid = host.id();
+    let pid = host.0.id();
 
     // A baseline turn first: the peak of an ordinary turn.
     let warm = run_to_end(command(dir.path(), &server, &["send", "warm up"])).await;
