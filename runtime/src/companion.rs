@@ -16,7 +16,7 @@
 //! each time. The spin is short ([`SPIN`]), so an idle host burns nothing.
 
 use std::cell::RefCell;
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, TryRecvError};
+use std::sync::mpsc::{self, Receiver, Sender, TryRecvError};
 use std::time::{Duration, Instant};
 
 /// How long either side spins before it sleeps.
@@ -71,12 +71,10 @@ fn receive<T>(queue: &Receiver<T>, deadline: Option<Instant>) -> Option<T> {
     }
     match deadline {
         None => queue.recv().ok(),
-        Some(deadline) => {
-            match queue.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
-                Ok(value) => Some(value),
-                Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => None,
-            }
-        }
+        // Timed out or disconnected: either way, no answer.
+        Some(deadline) => queue
+            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            .ok(),
     }
 }
 

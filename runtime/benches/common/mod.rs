@@ -58,6 +58,7 @@ pub fn first_party_registry(shadow: &Path, skills: &[&str]) -> Registry {
         }],
         shadow_dir: shadow.to_path_buf(),
         quarantine_after: 3,
+        hook_timeout: std::time::Duration::from_millis(foveal::registry::DEFAULT_HOOK_TIMEOUT_MS),
         max_loads: 100,
         allow: foveal::trust::AllowList::Any,
     })
