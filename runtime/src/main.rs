@@ -18,14 +18,16 @@ fn main() -> ExitCode {
     let explicit = EnvFilter::try_from_env("FOVEAL_LOG").ok();
     // Without FOVEAL_LOG, the commands that run cycles still say on stderr
     // when a skill is refused, panics or is quarantined (the registry's
-    // warnings), one plain line each.
+    // warnings) and when a memex file cannot be loaded, one plain line each.
     let trouble = (explicit.is_none() && cli.runs_cycles()).then(|| {
         tracing_subscriber::fmt::layer()
             .with_writer(foveal::logs::GatedStderr)
             .without_time()
             .with_target(false)
             .with_ansi(false)
-            .with_filter(EnvFilter::new("off,foveal::registry=warn"))
+            .with_filter(EnvFilter::new(
+                "off,foveal::registry=warn,foveal::memex=warn",
+            ))
     });
     let filter = explicit.unwrap_or_else(|| EnvFilter::new("off"));
     tracing_subscriber::registry()

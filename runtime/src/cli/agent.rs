@@ -102,6 +102,11 @@ fn agent(config: &Config, options: &AgentOptions, watch_views: bool) -> Result<A
         let memex = Arc::clone(agent.memex());
         crate::logs::set_redactor(move |line| gate.clean_quietly(line, &memex.snapshot()));
     }
+    // Said once the gate stands: a file private as a whole that failed to
+    // load keeps its name private.
+    for error in agent.memex().snapshot().failed().values() {
+        tracing::warn!(target: "foveal::memex", "memex file not loaded: {error}");
+    }
     if let Some(focus) = &options.focus
         && let Err(error) = agent.set_focus(Some(focus))
     {

@@ -376,7 +376,11 @@ impl Memex {
             {
                 Ok(file) => current.with_file(self.prepared(file)),
                 Err((error, text)) => {
-                    tracing::warn!("memex file not reloaded, previous version kept: {error}");
+                    if current.file(path).is_some() {
+                        tracing::warn!("memex file not reloaded, previous version kept: {error}");
+                    } else {
+                        tracing::warn!("memex file not loaded: {error}");
+                    }
                     current.with_failure(path, error, text)
                 }
             }

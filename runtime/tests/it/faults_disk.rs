@@ -500,16 +500,9 @@ fn fifos_devices_and_huge_files_in_a_running_hosts_folders_are_skipped_and_named
         text_reply("Still here."),
         text_reply("Seen it."),
     ]));
-    // The memex watcher's warnings reach stderr only with FOVEAL_LOG:
-    // without it a host shows the registry's alone (see main.rs). And at
-    // start a host logs no memex file that failed to load, at any level —
-    // `check` and `memex stats` name them (below).
-    let mut host = start_host(
-        dir.path(),
-        &server,
-        &["--no-repl"],
-        &[("FOVEAL_LOG", "warn")],
-    );
+    // At the default log level: the registry's and the memex's warnings
+    // reach stderr (see main.rs).
+    let mut host = start_host(dir.path(), &server, &["--no-repl"], &[]);
     let log = gather(host.stderr.take().unwrap());
     let (_, peak_before) = memory_kib(host.id());
 
@@ -665,6 +658,7 @@ fn fifos_devices_and_huge_files_in_a_running_hosts_folders_are_skipped_and_named
     let started = Instant::now();
     let mut host = start_host(dir.path(), &server, &["--no-repl"], &[]);
     eprintln!("a new host was up in {:?}", started.elapsed());
+    let log = gather(host.stderr.take().unwrap());
     let refused = refused_row(&status()).expect("the new host does not list the FIFO library");
     assert!(
         refused["name"].as_str().unwrap().contains("fifo"),
@@ -673,4 +667,12 @@ fn fifos_devices_and_huge_files_in_a_running_hosts_folders_are_skipped_and_named
     let stop = command(dir.path(), &server, &["stop"]).output().unwrap();
     assert!(stop.status.success(), "{}", stderr(&stop));
     assert!(wait_exit(&mut host).success());
+    // The new host said at start, at the default log level, which memex
+    // files it could not load — as never loaded, not as a version kept.
+    wait_for(Duration::from_secs(2), || {
+        named_lines(&log.lock().unwrap(), &fifo_library).is_ok()
+    });
+    let log = log.lock().unwrap().clone();
+    named_lines(&log, &fifo_library).unwrap_or_else(|missing| panic!("{missing}: {log}"));
+    assert!(!log.contains("previous version kept"), "{log}");
 }
