@@ -207,13 +207,21 @@ impl Drop for ControlSocket {
     }
 }
 
+/// The longest request line a client may send.
+pub const MAX_REQUEST_BYTES: usize = 1 << 20;
+
 /// Reads one request line from a client.
 pub async fn read_request(
     stream: &mut BufReader<UnixStream>,
 ) -> io::Result<Result<Request, String>> {
     let mut line = String::new();
-    let mut limited = (&mut *stream).take(1 << 20);
+    let mut limited = (&mut *stream).take(MAX_REQUEST_BYTES as u64);
     limited.read_line(&mut line).await?;
+    if line.len() >= MAX_REQUEST_BYTES && !line.ends_with('\n') {
+        return Ok(Err(format!(
+            "request longer than {MAX_REQUEST_BYTES} bytes (1 MiB); send a shorter message"
+        )));
+    }
     if line.trim().is_empty() {
         return Ok(Err("empty request".to_owned()));
     }

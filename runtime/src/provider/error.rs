@@ -148,6 +148,19 @@ pub enum ProviderError {
         /// What ended it.
         cause: String,
     },
+    /// A piece of the reply is larger than any reply the host asked for:
+    /// a server that ignores `max_tokens`.
+    #[error(
+        "the model server at {url} sent {what} over {limit} bytes, far past a reply of `max_reply_tokens`; the reply is discarded (does the server honour `max_tokens`?)"
+    )]
+    TooLarge {
+        /// The server, masked.
+        url: String,
+        /// What was too large: "one event line", "a JSON reply".
+        what: &'static str,
+        /// The cap in bytes.
+        limit: usize,
+    },
     /// A piece of the stream is not a chat-completion chunk.
     #[error(
         "the model server at {url} sent a chunk that is not a chat-completion chunk ({message}): {excerpt:?}; is `base_url` an OpenAI-compatible /v1 endpoint?"
@@ -315,6 +328,11 @@ impl ProviderError {
                 url: s(url),
                 position: s(position),
                 cause: s(cause),
+            },
+            Self::TooLarge { url, what, limit } => Self::TooLarge {
+                url: s(url),
+                what,
+                limit,
             },
             Self::BadChunk {
                 url,

@@ -36,7 +36,7 @@ use tokio::time::Instant;
 use super::chunk::{ChunkDecoder, ChunkError, error_message};
 use super::error::{ProviderError, TimeoutPhase, safe_url};
 use super::settings::{ApiKey, ProviderSettings, RetryPolicy, Timeouts, check_base_url};
-use super::sse::SseDecoder;
+use super::sse::{MAX_LINE_BYTES, SseDecoder, SseError};
 use super::stream::{ReplySender, ReplyStream};
 use super::types::{ChatRequest, Event};
 use super::{Provider, RequestBody};
@@ -313,10 +313,9 @@ impl Inner {
             if whole_json {
                 idle_deadline = Instant::now() + self.timeouts.idle;
                 if reader.json.len() + piece.len() > MAX_JSON_BODY {
-                    return Outcome::Fail(self.bad_chunk(
-                        format!("a reply longer than {MAX_JSON_BODY} bytes"),
-                        &String::from_utf8_lossy(&reader.json),
-                    ));
+                    return Outcome::Fail(
+                        self.chunk_error(ReadError::TooLarge("a JSON reply", MAX_JSON_BODY)),
+                    );
                 }
                 reader.json.extend_from_slice(&piece);
                 continue;
@@ -438,6 +437,11 @@ impl Inner {
     fn chunk_error(&self, error: ReadError) -> ProviderError {
         match error {
             ReadError::Sse(message) => self.bad_chunk(message, ""),
+            ReadError::TooLarge(what, limit) => ProviderError::TooLarge {
+                url: self.shown.clone(),
+                what,
+                limit,
+            },
             ReadError::Chunk(ChunkError::NotJson(message), data) => self.bad_chunk(message, &data),
             ReadError::Chunk(ChunkError::Server(message), _) => ProviderError::Server {
                 url: self.shown.clone(),
@@ -459,6 +463,8 @@ impl Inner {
 enum ReadError {
     /// Not an event stream.
     Sse(String),
+    /// A piece larger than any reply asked for: what, and the cap.
+    TooLarge(&'static str, usize),
     /// A bad chunk, with its data.
     Chunk(ChunkError, String),
 }
@@ -477,19 +483,26 @@ struct ReplyReader {
     data: Vec<String>,
 }
 
+impl From<SseError> for ReadError {
+    fn from(error: SseError) -> Self {
+        match error {
+            SseError::LineTooLong => Self::TooLarge("one event line", MAX_LINE_BYTES),
+            SseError::NotUtf8 => Self::Sse(error.to_string()),
+        }
+    }
+}
+
 impl ReplyReader {
     fn push(&mut self, piece: &[u8], events: &mut Vec<Event>) -> Result<(), ReadError> {
         self.sse
             .push(piece, &mut self.data)
-            .map_err(|e| ReadError::Sse(e.to_string()))?;
+            .map_err(ReadError::from)?;
         self.decode(events)
     }
 
     fn finish(&mut self, events: &mut Vec<Event>) -> Result<(), ReadError> {
         if !self.done {
-            self.sse
-                .finish(&mut self.data)
-                .map_err(|e| ReadError::Sse(e.to_string()))?;
+            self.sse.finish(&mut self.data).map_err(ReadError::from)?;
         }
         self.decode(events)
     }

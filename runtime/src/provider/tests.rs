@@ -553,6 +553,33 @@ async fn a_whole_json_reply_is_read_when_the_server_does_not_stream() {
 }
 
 #[tokio::test]
+async fn a_json_reply_past_its_cap_is_too_large_not_a_bad_endpoint() {
+    // 17 MiB of one JSON body, in 1 MiB pieces.
+    let piece = vec![b' '; 1 << 20];
+    let server = Server::start(vec![Scripted {
+        status: 200,
+        headers: vec![("Content-Type".into(), "application/json".into())],
+        pieces: std::iter::repeat_n(piece, 17).collect(),
+        end: End::Complete,
+    }])
+    .await;
+    let error = provider(&server)
+        .stream(&hello())
+        .collect()
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(error, ProviderError::TooLarge { what: "a JSON reply", limit, .. } if limit == 16 << 20),
+        "{error:?}"
+    );
+    let text = error.to_string();
+    assert!(
+        text.contains("max_reply_tokens") && !text.contains("base_url"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
 async fn the_request_body_carries_messages_tools_choice_and_stream_options() {
     let server = Server::start(vec![Scripted::sse(sse_events(&[finish_chunk("stop")]))]).await;
     let request = ChatRequest {

@@ -344,7 +344,7 @@ async fn a_10_mb_request_on_the_control_socket_is_refused_and_the_host_answers_t
         answer["message"]
             .as_str()
             .unwrap()
-            .starts_with("bad request"),
+            .starts_with("request longer than 1048576 bytes (1 MiB)"),
         "{answer}"
     );
     assert!(
@@ -384,7 +384,9 @@ async fn a_10_mb_word_in_a_reply_is_cut_at_the_cap_or_refused_and_the_session_go
     assert_eq!(one.status.code(), Some(1), "{}", stderr(&one));
     assert_eq!(stdout(&one), "");
     assert!(
-        stderr(&one).contains("a line of the event stream is longer than 8388608 bytes"),
+        stderr(&one).contains(
+            "sent one event line over 8388608 bytes, far past a reply of `max_reply_tokens`"
+        ),
         "{}",
         stderr(&one)
     );
@@ -414,7 +416,7 @@ async fn a_10_mb_word_in_a_reply_is_cut_at_the_cap_or_refused_and_the_session_go
         lines[1]["content"]
             .as_str()
             .unwrap()
-            .contains("longer than 8388608 bytes")
+            .contains("one event line over 8388608 bytes")
     );
     assert_eq!(
         lines[3]["content"].as_str().unwrap(),
