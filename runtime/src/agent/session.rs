@@ -65,6 +65,10 @@ pub struct Entry {
     /// is not replayed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sent: Option<String>,
+    /// A user entry sent exactly as typed: `content` is also its `sent`
+    /// text, stored once.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub sent_as_typed: bool,
     /// The tools the model called (assistant entries).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tool_calls: Vec<RecordedCall>,
@@ -87,6 +91,7 @@ impl Entry {
             role,
             content: content.into(),
             sent: None,
+            sent_as_typed: false,
             tool_calls: Vec::new(),
             tool_call_id: None,
             tool: None,
@@ -98,8 +103,22 @@ impl Entry {
     /// the privacy gate.
     pub fn user(typed: impl Into<String>, sent: impl Into<String>) -> Self {
         let mut entry = Self::new(EntryRole::User, typed);
-        entry.sent = Some(sent.into());
+        let sent = sent.into();
+        if sent == entry.content {
+            entry.sent_as_typed = true;
+        } else {
+            entry.sent = Some(sent);
+        }
         entry
+    }
+
+    /// A user entry's text as it was sent (see [`sent`](Self::sent)).
+    pub fn sent_text(&self) -> Option<&str> {
+        if self.sent_as_typed {
+            Some(&self.content)
+        } else {
+            self.sent.as_deref()
+        }
     }
 
     /// The entry as one message of the prompt's conversation history, or
@@ -110,7 +129,7 @@ impl Entry {
     pub fn to_message(&self) -> Option<crate::prompt::Message> {
         use crate::prompt::{CallPart, Message, ToolCallRecord};
         Some(match self.role {
-            EntryRole::User => Message::new(Role::USER, self.sent.as_deref()?),
+            EntryRole::User => Message::new(Role::USER, self.sent_text()?),
             EntryRole::Assistant => {
                 let mut message = Message::new(Role::ASSISTANT, self.content.as_str());
                 if !self.tool_calls.is_empty() {
@@ -449,12 +468,13 @@ mod tests {
         assert!(entry.content.len() < MAX_ENTRY_BYTES + 64);
         assert!(
             entry
-                .sent
-                .as_ref()
+                .sent_text()
                 .unwrap()
                 .ends_with("[cut when the session was read]")
         );
-        assert!(std::fs::metadata(path).unwrap().len() > 6 * MAX_ENTRY_BYTES as u64);
+        // Sent as typed: stored once.
+        let bytes = std::fs::metadata(path).unwrap().len();
+        assert!((3 * MAX_ENTRY_BYTES as u64..4 * MAX_ENTRY_BYTES as u64).contains(&bytes));
     }
 
     #[test]
