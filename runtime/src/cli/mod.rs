@@ -155,13 +155,14 @@ pub enum Command {
         #[command(subcommand)]
         command: MemexCommand,
     },
-    /// Print the context section the think step would send: the awareness
-    /// skill's foveal–peripheral outline of the memex (or, without the
-    /// skill, the line "[Awareness skill not loaded]").
+    /// Print the context section the think step starts from: the
+    /// awareness skill's foveal–peripheral outline of the memex (or,
+    /// without the skill, the line "[Awareness skill not loaded]").
     ///
     /// Private objects (privacy tags, at any depth) never appear. With a
     /// budget, detail is dropped by priority and a closing line says how
-    /// many headlines were left out.
+    /// many headlines were left out. The prompt's own token budget trims
+    /// it further; `foveal prompt` shows what is sent.
     Context {
         #[command(flatten)]
         memex: MemexArgs,
