@@ -86,6 +86,7 @@ pub(crate) fn request(config: &Config, options: &ContextOptions) -> ContextReque
         explain: options.json || options.explain,
         ..ContextRequest::default()
     }
+    .with_awareness(&config.awareness)
 }
 
 /// `foveal context`.
