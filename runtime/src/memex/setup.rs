@@ -253,12 +253,146 @@ fn normal(path: &Path) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
 
     fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
         let path = dir.join(name);
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(&path, text).unwrap();
         path
+    }
+
+    /// Files that include others, read by Emacs 28.2 / Org 9.5.5 and by
+    /// the memex. The expected values are what Emacs printed with
+    ///
+    /// ```elisp
+    /// ;; emacs --batch -Q -l dump.el main.org main2.org common.org
+    /// (require 'org)
+    /// (dolist (file command-line-args-left)
+    ///   (with-current-buffer (find-file-noselect file)
+    ///     (org-mode)
+    ///     (princ (format "%s\ntodo %S\ndone %S\nfile-tags %S\ntags %S\n" file
+    ///                    org-todo-keywords-1 org-done-keywords
+    ///                    (mapcar #'substring-no-properties org-file-tags)
+    ///                    org-current-tag-alist))
+    ///     (org-element-map (org-element-parse-buffer) 'headline
+    ///       (lambda (h) (princ (format "%S %S %S\n"
+    ///                                  (org-element-property :raw-value h)
+    ///                                  (org-element-property :todo-keyword h)
+    ///                                  (org-element-property :todo-type h)))))))
+    /// (setq command-line-args-left nil)
+    /// ```
+    ///
+    /// (Emacs lists a keyword declared twice twice; the memex once.)
+    /// Emacs skips a cycle silently; the memex says so in a warning.
+    #[test]
+    fn settings_through_setup_files_agree_with_emacs() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        write(
+            &root,
+            "sub/base.setup",
+            "#+TODO: PROJ(p) NEXT | DONE(d) KILL\n#+FILETAGS: :fromsetup:\n#+TAGS: work(w) home { @office @car }\n#+SETUPFILE: ../other/nested.setup\n",
+        );
+        write(
+            &root,
+            "other/nested.setup",
+            "#+SEQ_TODO: WAIT | CANCELLED\n#+FILETAGS: nested\n#+SETUPFILE: ../sub/base.setup\n",
+        );
+        write(
+            &root,
+            "main.org",
+            "#+TITLE: Main\n#+TODO: TODO | DONE\n#+SETUPFILE: \"sub/base.setup\"\n#+FILETAGS: :own:\n* PROJ Launch\n** NEXT Step\n** WAIT Blocked\n* KILL Dropped\n* CANCELLED Gone\n* TODO Plain\n",
+        );
+        // A setup file that is a memex file too, named in lower case; and
+        // a `#+SETUPFILE:` in a headline's body, which counts all the same.
+        write(
+            &root,
+            "common.org",
+            "#+TODO: IDEA | DROPPED\n#+FILETAGS: :shared:\n* IDEA Thing\n",
+        );
+        write(
+            &root,
+            "main2.org",
+            "#+setupfile: common.org\n* IDEA Another\n* DROPPED Old\n* PROJ Late keyword\n#+SETUPFILE: sub/base.setup\n* WAIT After\n",
+        );
+        let memex = crate::memex::Memex::open(&[root.clone()]).unwrap();
+        let snapshot = memex.snapshot();
+        let file = |name: &str| Arc::clone(snapshot.file(&root.join(name)).unwrap());
+        let states = |f: &crate::memex::MemexFile| -> Vec<(String, Option<String>, bool)> {
+            f.objects
+                .iter()
+                .map(|o| {
+                    (
+                        f.slice(&o.headline.title).to_owned(),
+                        o.headline.todo.as_deref().map(str::to_owned),
+                        o.headline.done,
+                    )
+                })
+                .collect()
+        };
+        let state = |title: &str, todo: &str, done: bool| {
+            (title.to_owned(), Some(todo.to_owned()), done)
+        };
+
+        // todo ("TODO" "DONE" "PROJ" "NEXT" "DONE" "KILL" "WAIT" "CANCELLED")
+        // done ("DONE" "DONE" "KILL" "CANCELLED")
+        // file-tags ("fromsetup" "nested" "own")
+        // tags (("work" . 119) ("home") (:startgroup) ("@office") ("@car") (:endgroup))
+        let main = file("main.org");
+        assert_eq!(main.keywords.todo, ["TODO", "PROJ", "NEXT", "WAIT"]);
+        assert_eq!(main.keywords.done, ["DONE", "KILL", "CANCELLED"]);
+        assert_eq!(main.file_tags, ["fromsetup", "nested", "own"]);
+        assert_eq!(main.declared_tags, ["work", "home", "@office", "@car"]);
+        assert_eq!(
+            states(&main),
+            [
+                state("Launch", "PROJ", false),
+                state("Step", "NEXT", false),
+                state("Blocked", "WAIT", false),
+                state("Dropped", "KILL", true),
+                state("Gone", "CANCELLED", true),
+                state("Plain", "TODO", false),
+            ]
+        );
+        assert_eq!(
+            main.setup.files,
+            [root.join("sub/base.setup"), root.join("other/nested.setup")]
+        );
+        assert_eq!(main.warnings.len(), 1, "{:?}", main.warnings);
+        assert_eq!(main.warnings[0].line, 3);
+        assert!(main.warnings[0].message.contains("cycle"));
+
+        // todo ("IDEA" "DROPPED" "PROJ" "NEXT" "DONE" "KILL" "WAIT" "CANCELLED")
+        // done ("DROPPED" "DONE" "KILL" "CANCELLED")
+        // file-tags ("shared" "fromsetup" "nested")
+        let main2 = file("main2.org");
+        assert_eq!(main2.keywords.todo, ["IDEA", "PROJ", "NEXT", "WAIT"]);
+        assert_eq!(main2.keywords.done, ["DROPPED", "DONE", "KILL", "CANCELLED"]);
+        assert_eq!(main2.file_tags, ["shared", "fromsetup", "nested"]);
+        assert_eq!(
+            states(&main2),
+            [
+                state("Another", "IDEA", false),
+                state("Old", "DROPPED", true),
+                state("Late keyword", "PROJ", false),
+                state("After", "WAIT", false),
+            ]
+        );
+
+        // todo ("IDEA" "DROPPED"), file-tags ("shared"): read on its own,
+        // the setup file is an ordinary memex file.
+        let common = file("common.org");
+        assert_eq!(common.keywords.todo, ["IDEA"]);
+        assert_eq!(common.file_tags, ["shared"]);
+        assert_eq!(states(&common), [state("Thing", "IDEA", false)]);
+        assert_eq!(
+            snapshot.includers_of(&root.join("common.org")),
+            [root.join("main2.org")]
+        );
+        let mut includers = snapshot.includers_of(&root.join("other/nested.setup"));
+        includers.sort();
+        assert_eq!(includers, [root.join("main.org"), root.join("main2.org")]);
     }
 
     #[test]

@@ -7,6 +7,7 @@
 mod support;
 
 mod awareness;
+mod awareness_projects;
 mod cli;
 mod context_cli;
 mod e2e;

@@ -144,3 +144,29 @@ foveal_sdk::export_skill! {
     init: init,
     hooks: { components: components },
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_configuration_reads_every_key_and_refuses_unknown_ones() {
+        let o = options(
+            r#"{"threshold": 0.5, "cache": false, "projects": ["tag", "gtd"], "map": false,
+                "modified": [3, 1], "file_tags": [["project"], []], "todo_keywords": [["TODO", "DONE"], []]}"#,
+        )
+        .unwrap();
+        assert_eq!(o.threshold, 0.5);
+        assert!(!o.cache && !o.map);
+        assert_eq!(o.rules, Rules::parse(&["tag".into(), "gtd".into()]).unwrap());
+        assert_eq!(o.modified, [3, 1]);
+        assert_eq!(o.facts(0).file_tags, Some(&["project".to_owned()][..]));
+        assert_eq!(o.facts(5).file_tags, None);
+        assert_eq!(options("").unwrap(), Options::default());
+        assert_eq!(options("{}").unwrap(), Options::default());
+        let err = options(r#"{"projects": ["tags"]}"#).unwrap_err();
+        assert!(format!("{err:?}").contains("unknown rule"), "{err:?}");
+        let err = options(r#"{"rules": []}"#).unwrap_err();
+        assert!(format!("{err:?}").contains("unknown field"), "{err:?}");
+    }
+}

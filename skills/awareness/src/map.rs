@@ -3,17 +3,14 @@
 //! When no rule finds an active project anywhere in the memex, the seed
 //! says `No active projects found.` and nothing else: the model sees none
 //! of what the memex holds. The map shows instead, in file order, each
-//! file as a depth-1 entry — its `#+TITLE:` (or its name) and its path
-//! below the memex's common folder — with its top-level headlines (the
-//! visible ones) at depth 2, in the outline's format:
+//! file as a depth-1 line — its path below the memex's common folder and
+//! its `#+TITLE:` — with its top-level headlines (the visible ones) at
+//! depth 2, in the outline's format (their ids, for the tools):
 //!
 //! ```org
 //! GLOBAL MEMEX AWARENESS (Peripheral Vision):
 //! No active projects found. The top of each file:
-//! * Reading notes
-//! :PROPERTIES:
-//! :FILE: notes/reading.org
-//! :END:
+//! * notes/reading.org: Reading notes
 //! ** Books
 //! :PROPERTIES:
 //! :ID: org-2f5c0d1e9a8b7c6d
@@ -22,15 +19,16 @@
 //!
 //! With a token budget, whole files are left out, the least recently
 //! changed first (by the modification times the host passes), and a
-//! closing line says how many. If not even the most recently changed file
-//! fits whole, its first headlines that fit are shown: the map is never
-//! empty while the budget holds the header and one file.
+//! closing line says how many (`[… 12 older files omitted]`). If not even
+//! the most recently changed file fits whole, its line and the first of
+//! its headlines that fit are shown: from 50 tokens on, the map is never
+//! empty while the memex has a file.
 
 use std::fmt::Write as _;
 
 use foveal_sdk::memex::{FileView, NONE};
 
-use crate::projects::{file_name, preamble_keyword, roots};
+use crate::projects::{preamble_keyword, roots};
 use crate::render::{Entry, HEADER, Included, Options, Reason, Rendered, piece};
 
 /// The line under the header: no project, here is the map.
@@ -73,25 +71,20 @@ struct Map<'a> {
 }
 
 impl Map<'_> {
-    /// Appends a file's entry: its title, and its path as `:FILE:`.
+    /// Appends a file's entry: its path below the common folder, and its
+    /// title.
     fn file_entry(&self, f: usize, text: &mut String) {
         let file = &self.files[f];
         let path = file.path.as_str();
         text.push_str("* ");
-        let mut titled = false;
-        for part in preamble_keyword(file, "TITLE").filter(|t| !t.is_empty()) {
-            if titled {
-                text.push(' ');
-            }
-            text.push_str(part);
-            titled = true;
-        }
-        if !titled {
-            text.push_str(file_name(path));
-        }
-        text.push_str("\n:PROPERTIES:\n:FILE: ");
         text.push_str(path.get(self.base..).unwrap_or(path));
-        text.push_str("\n:END:\n");
+        let mut first = true;
+        for part in preamble_keyword(file, "TITLE").filter(|t| !t.is_empty()) {
+            text.push_str(if first { ": " } else { " " });
+            text.push_str(part);
+            first = false;
+        }
+        text.push('\n');
     }
 
     /// Appends a top-level headline `i` of file `f`.
@@ -142,9 +135,8 @@ impl Map<'_> {
         }
         out.omitted.map += partial;
         if out.omitted.files > 0 || partial > 0 {
-            let shown = self.files.len() as u32 - out.omitted.files;
             out.text
-                .push_str(&omitted_line(out.omitted.files, partial, shown));
+                .push_str(&omitted_line(out.omitted.files, partial));
         }
         out
     }
@@ -153,7 +145,7 @@ impl Map<'_> {
     fn bytes(&self) -> usize {
         let mut bytes = HEADER.len() + MAP_LINE.len();
         for (f, file) in self.files.iter().enumerate() {
-            bytes += 40 + file.path.len() + self.title_len(f);
+            bytes += 8 + file.path.len() + self.title_len(f);
             for r in roots(file) {
                 bytes += 3 + file.title(r).len().max(8) + 40 + file.id(r).len();
             }
@@ -163,9 +155,8 @@ impl Map<'_> {
 
     fn title_len(&self, f: usize) -> usize {
         preamble_keyword(&self.files[f], "TITLE")
-            .map(|t| t.len() + 1)
+            .map(|t| t.len() + 2)
             .sum::<usize>()
-            .max(file_name(self.files[f].path.as_str()).len())
     }
 
     /// The map within `budget` tokens: the most recently changed files
@@ -184,10 +175,9 @@ impl Map<'_> {
                 return full;
             }
         }
-        let headlines: u32 = self.headlines.iter().sum();
         let fixed = count(HEADER) + count(MAP_LINE);
-        // Room for the closing line, whatever its numbers.
-        let reserve = count(&omitted_line(n as u32, headlines, n as u32));
+        // Room for the closing line when whole files are left out.
+        let reserve = count(&omitted_line(n as u32, 0));
         if fixed + reserve > budget {
             return Rendered::default();
         }
@@ -212,10 +202,12 @@ impl Map<'_> {
             }
             if kept.is_empty() {
                 // Not even the most recent file fits whole: its entry and
-                // the first headlines that fit.
+                // the first headlines that fit (with room for a closing
+                // line that says so).
                 scratch.clear();
                 self.file_entry(f, &mut scratch);
                 let mut cost = count(&scratch);
+                used = used - reserve + count(&omitted_line(n as u32, self.headlines[f]));
                 if used + cost <= budget {
                     let mut shown = 0u32;
                     for r in roots(&self.files[f]) {
@@ -272,13 +264,13 @@ fn entry(f: usize, i: u32) -> Entry {
 }
 
 /// The closing line of a map the budget cut: `files` left out whole (the
-/// least recently changed), `headlines` left out of the `shown` files.
-fn omitted_line(files: u32, headlines: u32, shown: u32) -> String {
+/// least recently changed), `headlines` left out of the files shown.
+fn omitted_line(files: u32, headlines: u32) -> String {
     let mut line = String::from("[… ");
     if files > 0 {
         let _ = write!(
             line,
-            "{files} file{} (least recently changed)",
+            "{files} older file{}",
             if files == 1 { "" } else { "s" }
         );
         if headlines > 0 {
@@ -288,9 +280,8 @@ fn omitted_line(files: u32, headlines: u32, shown: u32) -> String {
     if headlines > 0 {
         let _ = write!(
             line,
-            "{headlines} headline{} of {}",
-            if headlines == 1 { "" } else { "s" },
-            if shown == 1 { "the file shown" } else { "the files shown" }
+            "{headlines} headline{}",
+            if headlines == 1 { "" } else { "s" }
         );
     }
     line.push_str(" omitted]\n");
@@ -319,18 +310,12 @@ mod tests {
 
     #[test]
     fn the_closing_line_says_what_was_left_out() {
+        assert_eq!(omitted_line(3, 0), "[… 3 older files omitted]\n");
         assert_eq!(
-            omitted_line(3, 0, 2),
-            "[… 3 files (least recently changed) omitted]\n"
+            omitted_line(1, 4),
+            "[… 1 older file and 4 headlines omitted]\n"
         );
-        assert_eq!(
-            omitted_line(1, 4, 1),
-            "[… 1 file (least recently changed) and 4 headlines of the file shown omitted]\n"
-        );
-        assert_eq!(
-            omitted_line(0, 1, 1),
-            "[… 1 headline of the file shown omitted]\n"
-        );
+        assert_eq!(omitted_line(0, 1), "[… 1 headline omitted]\n");
     }
 
     #[test]
