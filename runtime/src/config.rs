@@ -615,8 +615,10 @@ impl Checker<'_> {
                 let name = value.get_ref().trim();
                 let Some(rule) = ProjectRule::parse(name) else {
                     let (line, column) = line_column(self.text, value.span().start);
-                    let known: Vec<String> =
-                        ProjectRule::ALL.iter().map(|r| r.name().to_owned()).collect();
+                    let known: Vec<String> = ProjectRule::ALL
+                        .iter()
+                        .map(|r| r.name().to_owned())
+                        .collect();
                     let mut message = format!("`awareness.projects`: unknown rule {name:?}");
                     if let Some(best) = closest(name, &known) {
                         message.push_str(&format!("; did you mean {best:?}?"));

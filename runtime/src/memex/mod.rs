@@ -292,7 +292,8 @@ impl Memex {
     /// [`MAX_FILE_BYTES`], never anything else. A file that was read but
     /// not loaded comes back with its text, read lossily.
     fn read(&self, path: &Path) -> Result<MemexFile, Failure> {
-        let (bytes, modified) = read_regular_modified(path, MAX_FILE_BYTES).map_err(|e| (e, None))?;
+        let (bytes, modified) =
+            read_regular_modified(path, MAX_FILE_BYTES).map_err(|e| (e, None))?;
         let (text, settings, setup) = self.settings_of(path, bytes)?;
         self.parse_text(path, text, settings, setup, modified)
     }

@@ -13,9 +13,11 @@
 //! - a headline is a line starting with one or more `*` and a space
 //!   (`*bold*`, `**x**` and `*<TAB>x` are not);
 //! - the first word is a TODO keyword only if it is one of the file's
-//!   keywords (`#+TODO:`, `#+SEQ_TODO:`, `#+TYP_TODO:`, merged; default
-//!   `TODO | DONE`; without `|` the last word is the done state; fast-access
-//!   keys like `DONE(d!)` are stripped);
+//!   keywords (`#+TODO:`, `#+SEQ_TODO:`, `#+TYP_TODO:`, merged, with those
+//!   of its `#+SETUPFILE:`s in place of each such line — read by
+//!   [`crate::memex::setup`]; default `TODO | DONE`; without `|` the last
+//!   word is the done state; fast-access keys like `DONE(d!)` are
+//!   stripped);
 //! - then an optional `[#A]` priority cookie and `COMMENT`;
 //! - tags are the last whitespace-preceded token of the form `:a:b:`;
 //! - an optional planning line, then an optional `:PROPERTIES:` … `:END:`

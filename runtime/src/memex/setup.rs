@@ -144,10 +144,7 @@ impl Resolver {
                 .collect();
             self.setup.warnings.push(Warning {
                 line,
-                message: format!(
-                    "`#+SETUPFILE:` cycle {}; not read again",
-                    way.join(" → ")
-                ),
+                message: format!("`#+SETUPFILE:` cycle {}; not read again", way.join(" → ")),
             });
             return None;
         }
@@ -331,9 +328,8 @@ mod tests {
                 })
                 .collect()
         };
-        let state = |title: &str, todo: &str, done: bool| {
-            (title.to_owned(), Some(todo.to_owned()), done)
-        };
+        let state =
+            |title: &str, todo: &str, done: bool| (title.to_owned(), Some(todo.to_owned()), done);
 
         // todo ("TODO" "DONE" "PROJ" "NEXT" "DONE" "KILL" "WAIT" "CANCELLED")
         // done ("DONE" "DONE" "KILL" "CANCELLED")
@@ -368,7 +364,10 @@ mod tests {
         // file-tags ("shared" "fromsetup" "nested")
         let main2 = file("main2.org");
         assert_eq!(main2.keywords.todo, ["IDEA", "PROJ", "NEXT", "WAIT"]);
-        assert_eq!(main2.keywords.done, ["DROPPED", "DONE", "KILL", "CANCELLED"]);
+        assert_eq!(
+            main2.keywords.done,
+            ["DROPPED", "DONE", "KILL", "CANCELLED"]
+        );
         assert_eq!(main2.file_tags, ["shared", "fromsetup", "nested"]);
         assert_eq!(
             states(&main2),
@@ -424,7 +423,9 @@ mod tests {
         assert_eq!(setup.warnings.len(), 1);
         assert_eq!(setup.warnings[0].line, 2);
         assert!(
-            setup.warnings[0].message.ends_with("gone.setup does not exist"),
+            setup.warnings[0]
+                .message
+                .ends_with("gone.setup does not exist"),
             "{:?}",
             setup.warnings
         );
@@ -447,7 +448,11 @@ mod tests {
         assert!(messages[1].contains("cycle") && messages[1].contains("a.org → "));
         assert_eq!(
             setup.files,
-            [root.join("x.setup"), root.join("y.setup"), root.join("a.org")]
+            [
+                root.join("x.setup"),
+                root.join("y.setup"),
+                root.join("a.org")
+            ]
         );
     }
 

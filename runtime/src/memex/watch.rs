@@ -202,6 +202,47 @@ mod tests {
     }
 
     #[test]
+    fn an_edit_to_a_setup_file_rereads_the_files_that_include_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().canonicalize().unwrap();
+        let root = base.join("memex");
+        let elsewhere = base.join("elsewhere");
+        std::fs::create_dir_all(&root).unwrap();
+        std::fs::create_dir_all(&elsewhere).unwrap();
+        std::fs::write(root.join("in.setup"), "#+TODO: TODO | DONE\n").unwrap();
+        std::fs::write(elsewhere.join("out.setup"), "#+FILETAGS: a\n").unwrap();
+        std::fs::write(
+            root.join("a.org"),
+            "#+SETUPFILE: in.setup\n#+SETUPFILE: ../elsewhere/out.setup\n* PROJ x\n",
+        )
+        .unwrap();
+        std::fs::write(root.join("b.org"), "* PROJ y\n").unwrap();
+        let memex = Arc::new(Memex::open(std::slice::from_ref(&root)).unwrap());
+        let _watcher = MemexWatcher::start(Arc::clone(&memex), DEFAULT_QUIET).unwrap();
+        let file = |name: &str| Arc::clone(memex.snapshot().file(&root.join(name)).unwrap());
+        assert_eq!(file("a.org").objects[0].headline.todo, None);
+
+        // In the memex folder (not an `.org` file: not a member).
+        std::fs::write(root.join("in.setup"), "#+TODO: TODO PROJ | DONE\n").unwrap();
+        assert!(wait_for(Duration::from_secs(5), || {
+            file("a.org").objects[0].headline.todo.as_deref() == Some("PROJ")
+        }));
+        // Outside it, saved by rename.
+        std::fs::write(elsewhere.join(".out.tmp"), "#+FILETAGS: b\n").unwrap();
+        std::fs::rename(elsewhere.join(".out.tmp"), elsewhere.join("out.setup")).unwrap();
+        assert!(wait_for(Duration::from_secs(5), || file("a.org").file_tags == ["b"]));
+        // A file that includes none is left alone.
+        assert_eq!(file("b.org").objects[0].headline.todo, None);
+        // A setup file named later is watched from then on.
+        std::fs::create_dir_all(base.join("later")).unwrap();
+        std::fs::write(base.join("later/l.setup"), "#+FILETAGS: l1\n").unwrap();
+        std::fs::write(root.join("b.org"), "#+SETUPFILE: ../later/l.setup\n* y\n").unwrap();
+        assert!(wait_for(Duration::from_secs(5), || file("b.org").file_tags == ["l1"]));
+        std::fs::write(base.join("later/l.setup"), "#+FILETAGS: l2\n").unwrap();
+        assert!(wait_for(Duration::from_secs(5), || file("b.org").file_tags == ["l2"]));
+    }
+
+    #[test]
     fn an_external_edit_becomes_a_new_generation() {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().canonicalize().unwrap();

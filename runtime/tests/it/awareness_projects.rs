@@ -138,7 +138,10 @@ fn keyword_proj_and_project_when_the_file_declares_them() {
     ]);
     let (text, sources) = m.explain(&[ProjectRule::Keyword]);
     assert_eq!(projects(&text), ["Website", "Move"], "{text}");
-    assert!(text.contains("** Draft") && text.contains("** Review"), "{text}");
+    assert!(
+        text.contains("** Draft") && text.contains("** Review"),
+        "{text}"
+    );
     assert!(!text.contains("Nested"), "depth 3 is outline-only\n{text}");
     let rules: Vec<&String> = sources.iter().filter(|s| s.contains("project:")).collect();
     assert_eq!(
@@ -172,7 +175,10 @@ fn gtd_a_task_with_subtasks_is_a_project() {
     // Move house (outermost); inside a done project, an active one is a
     // project of its own, as the seed treats a nested tagged project.
     assert_eq!(projects(&text), ["Move house", "Leftover"], "{text}");
-    assert_eq!(sources[0], "move: outline (project: gtd, a task with subtasks)");
+    assert_eq!(
+        sources[0],
+        "move: outline (project: gtd, a task with subtasks)"
+    );
     assert!(!text.contains("A task alone") && !text.contains("* Notes"));
     // All rules: nothing here says which headlines are projects, so the
     // GTD rule applies.
@@ -186,10 +192,7 @@ fn gtd_gives_way_in_a_file_that_says_which_headlines_are_projects() {
             "tagged.org",
             "* Launch :project:\n** TODO Ship\n*** TODO Write notes\n* Area :area:\n** TODO Chores\n*** TODO Dishes\n",
         ),
-        (
-            "untagged.org",
-            "* TODO Kitchen\n** TODO Tiles\n",
-        ),
+        ("untagged.org", "* TODO Kitchen\n** TODO Tiles\n"),
     ]);
     let (text, _) = m.explain(ALL);
     // `Chores` is a task with subtasks, but its file tags its projects.
@@ -265,7 +268,10 @@ PRIVATE CANARY
 fn without_projects_the_map_shows_the_top_of_each_file() {
     let m = Memexes::new(&[
         ("notes.org", NOTES),
-        ("sub/todo.org", "* TODO Call Ann\n:PROPERTIES:\n:ID: call\n:END:\n"),
+        (
+            "sub/todo.org",
+            "* TODO Call Ann\n:PROPERTIES:\n:ID: call\n:END:\n",
+        ),
         ("empty.org", "Only a preamble.\n"),
     ]);
     let section = m.render(&ContextRequest {
@@ -340,10 +346,17 @@ fn the_map_fits_budgets_from_50_tokens_dropping_the_least_recently_changed_files
             ..ContextRequest::default()
         });
         let text = section.text();
-        assert!(tokens(text) <= budget, "budget {budget}: {}\n{text}", tokens(text));
+        assert!(
+            tokens(text) <= budget,
+            "budget {budget}: {}\n{text}",
+            tokens(text)
+        );
         // Never empty: at least the most recent file, and from a budget
         // that holds one, its first headline.
-        assert!(text.contains("* n00.org: Notebook 0\n"), "budget {budget}:\n{text}");
+        assert!(
+            text.contains("* n00.org: Notebook 0\n"),
+            "budget {budget}:\n{text}"
+        );
         if budget >= 100 {
             assert!(
                 text.contains("** Topic 0.0 of some length\n"),
@@ -355,7 +368,11 @@ fn the_map_fits_budgets_from_50_tokens_dropping_the_least_recently_changed_files
         let shown: Vec<usize> = (0..30)
             .filter(|k| text.contains(&format!("* n{k:02}.org: Notebook {k}\n")))
             .collect();
-        assert_eq!(shown, (0..shown.len()).collect::<Vec<_>>(), "budget {budget}");
+        assert_eq!(
+            shown,
+            (0..shown.len()).collect::<Vec<_>>(),
+            "budget {budget}"
+        );
         if shown.len() > 1 {
             for k in &shown {
                 assert!(text.contains(&format!("** Topic {k}.5 of some length\n")));
@@ -364,7 +381,11 @@ fn the_map_fits_budgets_from_50_tokens_dropping_the_least_recently_changed_files
         let omitted: std::collections::BTreeMap<_, _> = section.omitted.iter().cloned().collect();
         let left_out = 30 - shown.len();
         if left_out > 0 {
-            assert_eq!(omitted.get("file"), Some(&(left_out as u32)), "budget {budget}");
+            assert_eq!(
+                omitted.get("file"),
+                Some(&(left_out as u32)),
+                "budget {budget}"
+            );
             assert!(text.ends_with(" omitted]\n"), "budget {budget}:\n{text}");
             assert!(
                 text.contains(&format!("[… {left_out} older file")),
@@ -386,7 +407,10 @@ fn the_map_keeps_file_order_and_shows_no_private_headline() {
     });
     let text = section.text();
     // b.org changed last, so it is kept; a.org, older, is left out.
-    assert!(text.contains("* b.org\n") && !text.contains("Reading notes"), "{text}");
+    assert!(
+        text.contains("* b.org\n") && !text.contains("Reading notes"),
+        "{text}"
+    );
     let full = m.render(&ContextRequest::default());
     let (a, b) = (
         full.text().find("* a.org: Reading notes").unwrap(),
@@ -415,15 +439,24 @@ fn the_cache_key_covers_the_project_rules_and_the_map() {
     assert!(with_map.text().contains("The top of each file"));
     // An edit is a new generation: seen.
     std::fs::write(m.path("gtd.org"), "* TODO Stay\n** TODO Unpack\n").unwrap();
-    m.memex.reload_file(&m.path("gtd.org").canonicalize().unwrap());
-    let edited = cache.section(&skills, &m.memex.snapshot(), &privacy, &ContextRequest::default());
+    m.memex
+        .reload_file(&m.path("gtd.org").canonicalize().unwrap());
+    let edited = cache.section(
+        &skills,
+        &m.memex.snapshot(),
+        &privacy,
+        &ContextRequest::default(),
+    );
     assert_eq!(projects(edited.text()), ["Stay"]);
 }
 
 #[test]
 fn keywords_and_file_tags_from_a_setup_file_make_projects() {
     let m = Memexes::new(&[
-        ("setup/doom.setup", "#+TODO: TODO PROJ | DONE\n#+FILETAGS: :Project:\n"),
+        (
+            "setup/doom.setup",
+            "#+TODO: TODO PROJ | DONE\n#+FILETAGS: :Project:\n",
+        ),
         (
             "a.org",
             "#+SETUPFILE: setup/doom.setup\n* PROJ Site\n:PROPERTIES:\n:ID: site\n:END:\n** TODO Page\n",
@@ -436,7 +469,10 @@ fn keywords_and_file_tags_from_a_setup_file_make_projects() {
     let (text, sources) = m.explain(ALL);
     assert_eq!(projects(&text), ["Site", "Top"], "{text}");
     assert_eq!(
-        sources.iter().filter(|s| s.contains("project:")).collect::<Vec<_>>(),
+        sources
+            .iter()
+            .filter(|s| s.contains("project:"))
+            .collect::<Vec<_>>(),
         [
             "site: outline (project: tag, from #+FILETAGS)",
             "top: outline (project: tag, from #+FILETAGS)",
@@ -451,7 +487,8 @@ fn keywords_and_file_tags_from_a_setup_file_make_projects() {
 /// the same with every rule on as with the seed's rule alone.
 #[test]
 fn the_benchmark_memex_renders_the_same_with_every_rule() {
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/bench/gen_memex.py");
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/bench/gen_memex.py");
     if !script.is_file() {
         eprintln!("skipped: {} is not there", script.display());
         return;

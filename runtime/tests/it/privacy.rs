@@ -202,27 +202,46 @@ fn a_file_private_through_its_setup_file_leaks_nothing() {
     let root = sandbox.root.path().canonicalize().unwrap();
     let dir = root.join("memex");
     std::fs::create_dir_all(root.join("elsewhere")).unwrap();
-    std::fs::write(root.join("elsewhere/personal.setup"), "#+FILETAGS: :@personal:\n").unwrap();
+    std::fs::write(
+        root.join("elsewhere/personal.setup"),
+        "#+FILETAGS: :@personal:\n",
+    )
+    .unwrap();
     std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("private.setup"), "#+TODO: TODO | DONE\n#+FILETAGS: :@Personal:\n").unwrap();
+    std::fs::write(
+        dir.join("private.setup"),
+        "#+TODO: TODO | DONE\n#+FILETAGS: :@Personal:\n",
+    )
+    .unwrap();
     let diary = "#+TITLE: Harbourside canary diary\n#+SETUPFILE: private.setup\nPreamble: canary morning swim with Beatrix.\n* Monday canary\n:PROPERTIES:\n:ID: monday\n:END:\nMet Beatrix at the harbour canary cafe today.\n";
     std::fs::write(dir.join("diary.org"), diary).unwrap();
     let outside = "#+SETUPFILE: ../elsewhere/personal.setup\n* Tuesday canary\nThe outside canary lunch with Beatrix.\n";
     std::fs::write(dir.join("outside.org"), outside).unwrap();
-    std::fs::write(dir.join("work.org"), "* Launch :project:\n:PROPERTIES:\n:ID: launch\n:END:\nThe launch plan.\n").unwrap();
+    std::fs::write(
+        dir.join("work.org"),
+        "* Launch :project:\n:PROPERTIES:\n:ID: launch\n:END:\nThe launch plan.\n",
+    )
+    .unwrap();
     let memex = Memex::open(std::slice::from_ref(&dir)).unwrap();
     let privacy = PrivacyTags::new(["@personal"]);
     let snapshot = memex.snapshot();
     for name in ["diary.org", "outside.org"] {
         let file = snapshot.file(&dir.join(name)).unwrap();
-        assert!(privacy.file_is_private(file), "{name}: {:?}", file.file_tags);
+        assert!(
+            privacy.file_is_private(file),
+            "{name}: {:?}",
+            file.file_tags
+        );
     }
 
     // Lent: only the public file, not even the others' names.
     let view = SnapshotView::new(&snapshot, &privacy);
     let lent = format!("{:#?}", view.view().as_view());
     assert!(!lent.to_lowercase().contains("canary"), "{lent}");
-    assert!(!lent.contains("diary") && !lent.contains("outside.org"), "{lent}");
+    assert!(
+        !lent.contains("diary") && !lent.contains("outside.org"),
+        "{lent}"
+    );
     // Rendered: the outline and the map alike.
     for request in [
         foveal::context::ContextRequest::default(),
@@ -234,8 +253,14 @@ fn a_file_private_through_its_setup_file_leaks_nothing() {
     ] {
         let section = foveal::context::render(&registry.snapshot(), &snapshot, &privacy, &request);
         let text = section.text();
-        assert!(text.contains("Launch") || text.contains("work.org"), "{text}");
-        assert!(!text.to_lowercase().contains("canary") && !text.contains("diary"), "{text}");
+        assert!(
+            text.contains("Launch") || text.contains("work.org"),
+            "{text}"
+        );
+        assert!(
+            !text.to_lowercase().contains("canary") && !text.contains("diary"),
+            "{text}"
+        );
         assert!(!format!("{:?}", section.sources).contains("monday"));
     }
     // Let through the gate: quotes of its preamble and body are removed.
@@ -245,7 +270,10 @@ fn a_file_private_through_its_setup_file_leaks_nothing() {
         &registry,
         "She wrote: Met Beatrix at the harbour canary cafe today. Also: The outside canary lunch with Beatrix.",
     );
-    assert!(!text.contains("harbour") && !text.contains("outside canary"), "{text}");
+    assert!(
+        !text.contains("harbour") && !text.contains("outside canary"),
+        "{text}"
+    );
     assert_eq!(report.private, 2, "{text}");
 
     // The setup file changes: the files that include it are read again.

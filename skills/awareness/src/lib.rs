@@ -158,7 +158,10 @@ mod tests {
         .unwrap();
         assert_eq!(o.threshold, 0.5);
         assert!(!o.cache && !o.map);
-        assert_eq!(o.rules, Rules::parse(&["tag".into(), "gtd".into()]).unwrap());
+        assert_eq!(
+            o.rules,
+            Rules::parse(&["tag".into(), "gtd".into()]).unwrap()
+        );
         assert_eq!(o.modified, [3, 1]);
         assert_eq!(o.facts(0).file_tags, Some(&["project".to_owned()][..]));
         assert_eq!(o.facts(5).file_tags, None);

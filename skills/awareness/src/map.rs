@@ -135,8 +135,7 @@ impl Map<'_> {
         }
         out.omitted.map += partial;
         if out.omitted.files > 0 || partial > 0 {
-            out.text
-                .push_str(&omitted_line(out.omitted.files, partial));
+            out.text.push_str(&omitted_line(out.omitted.files, partial));
         }
         out
     }

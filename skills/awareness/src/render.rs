@@ -1,8 +1,9 @@
 //! Rendering the outline (seed 000 `context-awareness-assemble` and
 //! `context-object-render`), in linear passes.
 //!
-//! What is selected, for each active project (a headline tagged `project`
-//! that is not done):
+//! What is selected, for each active project (a headline the project rules
+//! of [`crate::projects`] find — seed 000's is "tagged `project`" — that is
+//! not done):
 //!
 //! - every object at depth ≤ 2 of the project (the project is depth 1), as
 //!   outline: `:ID:` only;
@@ -27,6 +28,9 @@
 //! 6. Private objects are never seen: the host removes them from the view.
 //! 7. With a token budget, detail degrades by priority instead of the whole
 //!    section being dropped (see [`Options::budget`]).
+//! 8. Projects are found by more rules than the `project` tag
+//!    ([`crate::projects`]), and a memex without any gets a map of its
+//!    files ([`crate::map`]) instead of one line.
 //!
 //! # Speed
 //!

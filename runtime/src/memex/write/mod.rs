@@ -154,7 +154,7 @@ pub enum WriteError {
     },
     /// The TODO keyword is not one of the file's.
     #[error(
-        "{}:{line}: `{keyword}` is not a TODO keyword of this file; its keywords are {known} (from its `#+TODO:` lines, or the default); nothing was written",
+        "{}:{line}: `{keyword}` is not a TODO keyword of this file; its keywords are {known} (from its `#+TODO:` lines and `#+SETUPFILE:`s, or the default); nothing was written",
         path.display()
     )]
     UnknownKeyword {
