@@ -313,7 +313,7 @@ mod tests {
             "main2.org",
             "#+setupfile: common.org\n* IDEA Another\n* DROPPED Old\n* PROJ Late keyword\n#+SETUPFILE: sub/base.setup\n* WAIT After\n",
         );
-        let memex = crate::memex::Memex::open(&[root.clone()]).unwrap();
+        let memex = crate::memex::Memex::open(std::slice::from_ref(&root)).unwrap();
         let snapshot = memex.snapshot();
         let file = |name: &str| Arc::clone(snapshot.file(&root.join(name)).unwrap());
         let states = |f: &crate::memex::MemexFile| -> Vec<(String, Option<String>, bool)> {
