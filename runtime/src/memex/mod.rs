@@ -294,8 +294,20 @@ impl Memex {
     fn read(&self, path: &Path) -> Result<MemexFile, Failure> {
         let (bytes, modified) =
             read_regular_modified(path, MAX_FILE_BYTES).map_err(|e| (e, None))?;
-        let (text, settings, setup) = self.settings_of(path, bytes)?;
+        self.load(path, bytes, modified)
+    }
+
+    /// [`Memex::read`]'s work after the bytes are read, with the failure
+    /// made to fail closed ([`fail_closed`]).
+    fn load(
+        &self,
+        path: &Path,
+        bytes: Vec<u8>,
+        modified: Option<std::time::SystemTime>,
+    ) -> Result<MemexFile, Failure> {
+        let (text, settings, setup) = self.settings_of(path, bytes).map_err(fail_closed(path))?;
         self.parse_text(path, text, settings, setup, modified)
+            .map_err(fail_closed(path))
     }
 
     /// The text of `bytes` read from `path`, and its in-buffer settings
@@ -392,7 +404,8 @@ impl Memex {
             let read = read_regular_modified(path, MAX_FILE_BYTES)
                 .map_err(|e| (e, None))
                 .and_then(|(bytes, modified)| {
-                    let (text, settings, setup) = self.settings_of(path, bytes)?;
+                    let (text, settings, setup) =
+                        self.settings_of(path, bytes).map_err(fail_closed(path))?;
                     Ok((text, settings, setup, modified))
                 });
             // The same text and setup as the version being served (our own
@@ -409,6 +422,7 @@ impl Memex {
             }
             match read.and_then(|(text, settings, setup, modified)| {
                 self.parse_text(path, text, settings, setup, modified)
+                    .map_err(fail_closed(path))
             }) {
                 Ok(file) => current.with_file(self.prepared(file)),
                 Err((error, text)) => {
@@ -450,6 +464,29 @@ fn release_free_memory() {
 /// following no symlinked folders (no cycles).
 /// Why a file was not loaded, and its text when it was read (lossily).
 type Failure = (MemexError, Option<Arc<str>>);
+
+/// What a failure keeps of the file's text (for the privacy gate only,
+/// never lent) gets, as a last line, the file tags its `#+SETUPFILE:`s
+/// give. The gate takes a file that cannot be loaded for private when its
+/// text names a privacy tag; a file private through its setup file must
+/// stay so while it cannot be loaded (fail closed).
+fn fail_closed(path: &Path) -> impl Fn(Failure) -> Failure + '_ {
+    move |(error, text)| {
+        let Some(text) = text else {
+            return (error, None);
+        };
+        let (settings, setup) = setup::resolve(path, &text);
+        if setup.is_empty() || settings.file_tags.is_empty() {
+            return (error, Some(text));
+        }
+        let mut kept = String::with_capacity(text.len() + 64);
+        kept.push_str(&text);
+        kept.push_str("\n#+FILETAGS: :");
+        kept.push_str(&settings.file_tags.join(":"));
+        kept.push_str(":\n");
+        (error, Some(Arc::from(kept)))
+    }
+}
 
 /// The 1-based line of the first bare carriage return (one not followed by
 /// a line feed), if the text has one and no line feed at all: a file with
@@ -691,6 +728,32 @@ mod tests {
         let error = s.failed().get(&path).unwrap().to_string();
         assert!(error.contains("a.org:2:5: not valid UTF-8"), "{error}");
         assert_eq!(std::fs::read(&path).unwrap(), b"* ok\nbad \xff byte\n");
+    }
+
+    #[test]
+    fn a_file_private_through_its_setup_file_stays_private_while_it_fails_to_load() {
+        let (dir, memex) = memex_with(&[
+            ("p.setup", b"#+FILETAGS: :@personal:\n"),
+            ("diary.org", b"#+SETUPFILE: p.setup\n* Monday\nMet Ann at the harbour today.\n"),
+        ]);
+        let path = dir.path().canonicalize().unwrap().join("diary.org");
+        let privacy = PrivacyTags::new(["@personal"]);
+        assert!(privacy.file_is_private(memex.snapshot().file(&path).unwrap()));
+        for broken in [
+            &b"#+SETUPFILE: p.setup\n* Monday\nMet Ann at the harbour today.\n* Half\n:PROPERTIES:\n"[..],
+            &b"#+SETUPFILE: p.setup\n* Monday\nMet Ann at the harbour \xff today.\n"[..],
+        ] {
+            std::fs::write(&path, broken).unwrap();
+            memex.reload_file(&path);
+            let snapshot = memex.snapshot();
+            let (_, text) = snapshot
+                .failed_texts()
+                .find(|(p, _)| *p == path)
+                .expect("the broken version failed");
+            // The gate takes a failed file whose text names a privacy tag
+            // for private as a whole.
+            assert!(text.to_lowercase().contains(":@personal:"), "{text}");
+        }
     }
 
     #[test]

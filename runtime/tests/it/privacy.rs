@@ -276,6 +276,25 @@ fn a_file_private_through_its_setup_file_leaks_nothing() {
     );
     assert_eq!(report.private, 2, "{text}");
 
+    // Half-written, the file keeps its protection: the lines of the
+    // version that failed to load are private text too.
+    std::fs::write(
+        dir.join("outside.org"),
+        format!("{outside}* Wednesday\nA new canary secret about Beatrix and the boat.\n:PROPERTIES:\n"),
+    )
+    .unwrap();
+    memex.reload_file(&dir.join("outside.org"));
+    assert_eq!(memex.snapshot().failed().len(), 1);
+    let (text, _) = clean(
+        &gate(),
+        &memex,
+        &registry,
+        "Quote: A new canary secret about Beatrix and the boat.",
+    );
+    assert!(!text.contains("boat"), "{text}");
+    std::fs::write(dir.join("outside.org"), outside).unwrap();
+    memex.reload_file(&dir.join("outside.org"));
+
     // The setup file changes: the files that include it are read again.
     std::fs::write(dir.join("private.setup"), "#+FILETAGS: :work:\n").unwrap();
     let before = memex.snapshot().generation();
