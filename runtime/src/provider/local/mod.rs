@@ -422,10 +422,10 @@ impl Provider for LocalProvider {
         let summary = &self.inner.summary;
         vec![
             format!(
-                "model: architecture {}, {} parameters ({}, the tensors' elements)",
+                "model: architecture {}, {} parameters ({}, the sum of the tensors' element counts)",
                 summary.architecture,
-                summary.parameters_short(),
-                summary.parameters
+                summary.parameters,
+                summary.parameters_short()
             ),
             format!(
                 "model: quantization {} of the parameters (weights in memory: {})",
