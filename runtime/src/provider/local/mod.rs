@@ -18,12 +18,12 @@
 //!   4) and needs no build flag. [`LoadOptions`] can turn it off.
 //! - **The prompt** is written by the model's own chat template, read from
 //!   the file (`tokenizer.chat_template`) and rendered with minijinja as
-//!   Hugging Face renders it ([`template`], [`jinja`]). Tools are passed to
+//!   Hugging Face renders it ([`ChatTemplate`]). Tools are passed to
 //!   templates that write them (Qwen2.5, Qwen3) and described in the system
 //!   message for those that do not (SmolLM2); either way they are called
 //!   in `<tool_call>` blocks, which become tool-call events ([`toolcall`]).
 //!   The tokenizer is read from the file ([`tokenizer`]); what the file
-//!   holds is summed up for `foveal check` ([`summary`]).
+//!   holds is summed up for `foveal check` ([`ModelSummary`]).
 //! - **The body** is the same chat-completions JSON the OpenAI-compatible
 //!   provider sends, so the last door checks it the same way; [`Provider::send`]
 //!   reads it back and runs the model on a blocking thread, streaming the
@@ -31,8 +31,10 @@
 //!
 //! Sampling is greedy unless the request sets a temperature above 0 (then
 //! seeded, [`DEFAULT_SEED`] unless the request sets one), with a repeat
-//! penalty of 1.1 over the last 64 tokens. A reply stops at `<|im_end|>`
-//! (or `<|endoftext|>`), at `max_tokens` (default [`DEFAULT_MAX_TOKENS`]),
+//! penalty of 1.1 over the last 64 tokens. A reply stops at a stop token
+//! of the file (its end-of-sequence token, and `<|im_end|>` or
+//! `<|endoftext|>` when they are control tokens: SmolLM2's are both), at
+//! `max_tokens` (default [`DEFAULT_MAX_TOKENS`]),
 //! at the end of the context, or after the first call when `tool_choice`
 //! names a tool. The request's `model` is not checked: there is one model.
 //!
