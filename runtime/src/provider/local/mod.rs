@@ -421,28 +421,10 @@ impl Provider for LocalProvider {
     }
 
     fn details(&self) -> Vec<String> {
-        let summary = &self.inner.summary;
-        vec![
-            format!(
-                "model: architecture {}, {} parameters ({}, the sum of the tensors' element counts)",
-                summary.architecture,
-                summary.parameters,
-                summary.parameters_short()
-            ),
-            format!(
-                "model: quantization {} of the parameters (weights in memory: {})",
-                summary.quantization(),
-                self.inner.weights
-            ),
-            format!(
-                "model: context {} tokens in the file, {} used",
-                summary
-                    .context_length
-                    .map_or_else(|| "not given".to_owned(), |n| n.to_string()),
-                self.inner.context
-            ),
-            format!("model: chat template {}", self.inner.template.describe()),
-        ]
+        let inner = &self.inner;
+        inner
+            .summary
+            .check_lines(inner.weights, inner.context, &inner.template)
     }
 
     fn body(&self, request: &ChatRequest) -> Result<RequestBody, ProviderError> {

@@ -5,6 +5,8 @@ use std::fmt::Write as _;
 
 use candle_core::quantized::{GgmlDType, gguf_file};
 
+use super::template::ChatTemplate;
+
 /// Facts about a model file, read from its metadata and tensor table.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelSummary {
@@ -90,6 +92,36 @@ impl ModelSummary {
             out.push_str("no tensors");
         }
         out
+    }
+
+    /// The lines `foveal check` prints for the model: architecture and
+    /// parameters, quantization (and the weights' format in memory,
+    /// `weights`), the context (and the one used, `context`), and the chat
+    /// template.
+    pub fn check_lines(
+        &self,
+        weights: &str,
+        context: usize,
+        template: &ChatTemplate,
+    ) -> Vec<String> {
+        vec![
+            format!(
+                "model: architecture {}, {} parameters ({}, the sum of the tensors' element counts)",
+                self.architecture,
+                self.parameters,
+                self.parameters_short()
+            ),
+            format!(
+                "model: quantization {} of the parameters (weights in memory: {weights})",
+                self.quantization()
+            ),
+            format!(
+                "model: context {} tokens in the file, {context} used",
+                self.context_length
+                    .map_or_else(|| "not given".to_owned(), |n| n.to_string())
+            ),
+            format!("model: chat template {}", template.describe()),
+        ]
     }
 
     /// The tensor type that holds most parameters.

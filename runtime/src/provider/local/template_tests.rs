@@ -567,3 +567,39 @@ fn a_prompt_that_opens_a_think_block_starts_the_reply_inside_it() {
         vec![Parsed::Text("Hello".into())]
     );
 }
+
+// --- what the file holds ------------------------------------------------
+
+#[test]
+fn the_summary_counts_parameters_by_tensor_type() {
+    use candle_core::quantized::{GgmlDType, QTensor};
+    use candle_core::{Device, Tensor};
+
+    use super::summary::ModelSummary;
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tiny.gguf");
+    let weights = Tensor::ones((3, 64), candle_core::DType::F32, &Device::Cpu).unwrap();
+    let q8 = QTensor::quantize(&weights, GgmlDType::Q8_0).unwrap();
+    let norm = Tensor::ones(64, candle_core::DType::F32, &Device::Cpu).unwrap();
+    let f32 = QTensor::quantize(&norm, GgmlDType::F32).unwrap();
+    let architecture = Gguf::String("qwen3".to_owned());
+    let context = Gguf::U32(40960);
+    gguf_file::write(
+        &mut std::fs::File::create(&path).unwrap(),
+        &[
+            ("general.architecture", &architecture),
+            ("qwen3.context_length", &context),
+        ],
+        &[("blk.0.attn_q.weight", &q8), ("output_norm.weight", &f32)],
+    )
+    .unwrap();
+    let content = gguf_file::Content::read(&mut std::fs::File::open(&path).unwrap()).unwrap();
+    let summary = ModelSummary::from_gguf(&content);
+    assert_eq!(summary.architecture, "qwen3");
+    assert_eq!(summary.parameters, 256);
+    assert_eq!(summary.parameters_short(), "256");
+    assert_eq!(summary.quantization(), "Q8_0 75.0%, F32 25.0%");
+    assert_eq!(summary.main_type(), "Q8_0");
+    assert_eq!(summary.context_length, Some(40960));
+}
