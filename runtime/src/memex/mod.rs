@@ -734,7 +734,10 @@ mod tests {
     fn a_file_private_through_its_setup_file_stays_private_while_it_fails_to_load() {
         let (dir, memex) = memex_with(&[
             ("p.setup", b"#+FILETAGS: :@personal:\n"),
-            ("diary.org", b"#+SETUPFILE: p.setup\n* Monday\nMet Ann at the harbour today.\n"),
+            (
+                "diary.org",
+                b"#+SETUPFILE: p.setup\n* Monday\nMet Ann at the harbour today.\n",
+            ),
         ]);
         let path = dir.path().canonicalize().unwrap().join("diary.org");
         let privacy = PrivacyTags::new(["@personal"]);

@@ -281,7 +281,8 @@ fn a_file_private_through_its_setup_file_leaks_nothing() {
     // are private text too.
     std::fs::write(
         dir.join("outside.org"),
-        format!("{outside}* Wednesday\nA new canary secret about Beatrix and the boat.\n").replace('\n', "\r"),
+        format!("{outside}* Wednesday\nA new canary secret about Beatrix and the boat.\n")
+            .replace('\n', "\r"),
     )
     .unwrap();
     memex.reload_file(&dir.join("outside.org"));
