@@ -127,6 +127,13 @@ impl SignalKind {
     pub const TOOL_OUTPUT: Self = Self(4);
     /// A delegated sub-task returned its result.
     pub const DELEGATION: Self = Self(5);
+    /// A task was marked done (seed 001, post-execution): the host calls
+    /// the `computed-context` skill's `components` hook with the task as
+    /// the focus and a write ticket in the configuration, and the skill
+    /// writes back what the task's handoff taught through
+    /// [`HostApi::memex_write`]. It returns no component. Added after SDK
+    /// 0.2.0's first release: an older skill never receives it.
+    pub const TASK_DONE: Self = Self(6);
 }
 
 /// Who speaks a prompt component (seed 004).
@@ -274,6 +281,18 @@ pub struct HostApi {
     /// content in the host). Added in SDK 0.2.0 after the prefix: absent
     /// (`None`) in a host that predates it.
     pub count_tokens: extern "C" fn(text: RStr<'_>) -> u32,
+    /// Writes to the memex on the skill's behalf, during a call the host
+    /// opened for that purpose: `ticket` is the one the host put in the
+    /// call's configuration (`"write_ticket"`), `edits_json` the edits
+    /// (see [`crate::host::memex_write`]). The host makes each edit with
+    /// its memex write API — atomic, byte-preserving, refused when the
+    /// file changed — and checks privacy first: no edit touches or goes
+    /// under a private object, no privacy tag is added, no private text is
+    /// written. The answer is JSON, one result per edit. Outside such a
+    /// call every write is refused. Added after `count_tokens`: `None` in
+    /// an older host, and an older skill never calls it.
+    pub memex_write:
+        extern "C" fn(ticket: u64, edits_json: RStr<'_>) -> RResult<RString, SkillError>,
 }
 
 impl std::fmt::Debug for HostApiRef {

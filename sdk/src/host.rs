@@ -62,6 +62,37 @@ pub fn count_tokens(text: &str) -> Option<usize> {
     Some(count(RStr::from_str(text)) as usize)
 }
 
+/// Asks the host to write `edits_json` to the memex, under the write
+/// ticket the host put in the call's configuration (`"write_ticket"`, on
+/// a [`SignalKind::TASK_DONE`](crate::SignalKind::TASK_DONE) call).
+///
+/// `edits_json` is `{"edits": [edit, …]}`, each edit one of
+///
+/// - `{"op": "add_child", "parent": ID, "title": T, "body": B?,
+///   "tags": [TAG, …]?, "properties": [[KEY, VALUE], …]?}` — a new
+///   headline under `parent`, its tags and properties set in that order
+///   (put the property that makes it count last);
+/// - `{"op": "set_property", "id": ID, "key": K, "value": V}`.
+///
+/// The answer is `{"results": [{"ok": true, "id": ID, "generation": N} |
+/// {"ok": false, "error": TEXT}, …]}`, one per edit, in order. `Err` when
+/// the host has no such service (an older host), the ticket is not open,
+/// or the JSON is not edits.
+pub fn memex_write(ticket: u64, edits_json: &str) -> Result<String, crate::SkillError> {
+    let installed = HOST.get().ok_or_else(|| {
+        crate::SkillError::new(crate::SkillError::UNAVAILABLE, "no host: init has not run")
+    })?;
+    let write = installed.host.memex_write().ok_or_else(|| {
+        crate::SkillError::new(
+            crate::SkillError::UNAVAILABLE,
+            "this host cannot write to the memex for skills (it predates `memex_write`)",
+        )
+    })?;
+    write(ticket, RStr::from_str(edits_json))
+        .into_result()
+        .map(|s| s.into_string())
+}
+
 /// A safe over-estimate of the tokens of `text` without the host: its
 /// length in bytes (no token is shorter than one byte).
 pub fn estimate_tokens(text: &str) -> usize {
