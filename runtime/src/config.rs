@@ -122,6 +122,8 @@ pub struct Config {
     pub context: ContextSettings,
     /// The awareness outline.
     pub awareness: AwarenessSettings,
+    /// Computed context (`[computed_context]`, `DEBUG_CONTEXT`).
+    pub computed: crate::computed::ComputedSettings,
     /// Where state lives (`data.dir`, `FOVEAL_DATA_DIR`, else the XDG data
     /// folder `…/foveal`).
     pub data_dir: PathBuf,
@@ -233,6 +235,8 @@ struct FileConfig {
     #[serde(default)]
     awareness: FileAwareness,
     #[serde(default)]
+    computed_context: FileComputed,
+    #[serde(default)]
     data: FileData,
     #[serde(default)]
     memex: FileMemex,
@@ -315,6 +319,23 @@ struct FileContext {
 struct FileAwareness {
     projects: Option<Vec<Spanned<String>>>,
     map: Option<bool>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileComputed {
+    debug: Option<bool>,
+    default_complexity: Option<Spanned<String>>,
+    context_map: Option<String>,
+    knowledge: Option<String>,
+    domains: Option<Vec<FileDomain>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileDomain {
+    name: String,
+    triggers: Vec<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -442,6 +463,7 @@ impl Config {
         };
 
         let awareness = check.awareness(&file.awareness)?;
+        let mut computed = check.computed(&file.computed_context)?;
 
         let mut data_dir = file
             .data
@@ -469,6 +491,20 @@ impl Config {
             context.semantic_threshold = t;
         }
 
+        // Seed 001's switch for the "Context Debug" report.
+        if let Some(value) = env("DEBUG_CONTEXT").filter(|v| !v.trim().is_empty()) {
+            computed.debug = match value.trim().to_ascii_lowercase().as_str() {
+                "1" | "true" | "yes" | "on" => true,
+                "0" | "false" | "no" | "off" => false,
+                _ => {
+                    return Err(ConfigError::Env {
+                        name: "DEBUG_CONTEXT",
+                        value,
+                        message: "expected true or false".to_owned(),
+                    });
+                }
+            };
+        }
         if let Some(value) = env("FOVEAL_BUILTIN").filter(|v| !v.trim().is_empty()) {
             plugins.builtin = match value.trim().to_ascii_lowercase().as_str() {
                 "1" | "true" | "yes" | "on" => true,
@@ -547,6 +583,7 @@ impl Config {
             plugins,
             context,
             awareness,
+            computed,
             data_dir,
             memex_paths,
             privacy_tags,
@@ -604,6 +641,45 @@ impl Checker<'_> {
 }
 
 impl Checker<'_> {
+    /// `[computed_context]`: the complexity a known one.
+    fn computed(&self, file: &FileComputed) -> Result<crate::computed::ComputedSettings, ConfigError> {
+        let mut settings = crate::computed::ComputedSettings::default();
+        if let Some(debug) = file.debug {
+            settings.debug = debug;
+        }
+        if let Some(value) = &file.default_complexity {
+            let name = value.get_ref().trim().to_ascii_lowercase();
+            if !["easy", "normal", "complex"].contains(&name.as_str()) {
+                let (line, column) = line_column(self.text, value.span().start);
+                return Err(ConfigError::Invalid {
+                    path: self.path.to_owned(),
+                    line,
+                    column,
+                    key: Some("computed_context.default_complexity".to_owned()),
+                    message: format!(
+                        "`computed_context.default_complexity`: {name:?} is not a complexity; use \"easy\", \"normal\" or \"complex\" (seed 001's limits table)"
+                    ),
+                });
+            }
+            settings.default_complexity = name;
+        }
+        if let Some(map) = &file.context_map {
+            settings.context_map.clone_from(map);
+        }
+        if let Some(knowledge) = &file.knowledge {
+            settings.knowledge.clone_from(knowledge);
+        }
+        if let Some(domains) = &file.domains {
+            settings.domains = Some(
+                domains
+                    .iter()
+                    .map(|d| (d.name.clone(), d.triggers.clone()))
+                    .collect(),
+            );
+        }
+        Ok(settings)
+    }
+
     /// `[awareness]`: each project rule a known one; an error points at
     /// the bad one and suggests the closest.
     fn awareness(&self, file: &FileAwareness) -> Result<AwarenessSettings, ConfigError> {

@@ -1,6 +1,7 @@
 //! The host API handed to every skill's `init`: the services a skill may
-//! call back into the host for: logging, and counting tokens with the
-//! model's encoding ([`crate::tokens`]).
+//! call back into the host for: logging, counting tokens with the
+//! model's encoding ([`crate::tokens`]), and writing to the memex during a
+//! post-execution call ([`crate::computed`]).
 //!
 //! Each skill library has its own copy of `std` and of `tracing`, so it
 //! cannot share the host's subscriber. The `log` callback is the bridge: a
@@ -20,6 +21,7 @@ impl Statics {
             sdk_version: RStr::from_str(foveal_sdk::SDK_VERSION),
             log: host_log,
             count_tokens: host_count_tokens,
+            memex_write: crate::computed::host_memex_write,
         })
     }
 }

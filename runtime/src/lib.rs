@@ -32,6 +32,7 @@
 
 pub mod agent;
 pub mod cli;
+pub mod computed;
 mod companion;
 pub mod config;
 pub mod context;

@@ -1065,7 +1065,28 @@ impl Agent {
                     Ok(output) => {
                         if let Some(generation) = output.wrote {
                             self.own_writes.push(generation);
-                            if self.own_writes.len() > 64 {
+                            // Seed 001, post-execution: a task just marked
+                            // done gives its handoff back to the memex.
+                            if *builtin == tools::Builtin::SetTodo
+                                && let Some(id) = args.get("id").and_then(|v| v.as_str())
+                                && self.memex.snapshot().get(id).is_some_and(|o| o.is_done())
+                            {
+                                let before = self.memex.snapshot().generation();
+                                let done = crate::computed::post_execution(
+                                    &self.registry.snapshot(),
+                                    &self.memex,
+                                    &self.privacy,
+                                    Some(&self.gate),
+                                    &self.config.computed,
+                                    id,
+                                );
+                                if done.edits.iter().any(|e| e.error.is_none()) {
+                                    // Each edit published a generation.
+                                    let after = self.memex.snapshot().generation();
+                                    self.own_writes.extend((before + 1..=after).take(64));
+                                }
+                            }
+                            while self.own_writes.len() > 64 {
                                 self.own_writes.remove(0);
                             }
                         }

@@ -28,6 +28,8 @@ pub struct ContextOptions {
     pub json: bool,
     /// Print the human-readable explanation.
     pub explain: bool,
+    /// Print the computed context of the focus (seed 001) instead.
+    pub computed: bool,
 }
 
 /// The JSON `foveal context --json` prints.
@@ -109,6 +111,9 @@ pub fn run(config: &Config, options: &ContextOptions) -> anyhow::Result<Exit> {
         )
     {
         return Ok(exit);
+    }
+    if options.computed {
+        return computed(config, options, &registry, &snapshot, &privacy);
     }
     let section = ContextCache::default().section(
         &registry.snapshot(),
@@ -264,4 +269,108 @@ fn explain(
     let _ = writeln!(s, "\n## Context\n");
     s.push_str(text);
     s
+}
+
+/// `foveal context --computed`: the computed-context skill's section for
+/// the task in focus, through the last-door check like every output of
+/// this command. Exits 1 (not found) when the skill is not loaded or
+/// failed, or the focus is not a task: there is no such section then.
+fn computed(
+    config: &Config,
+    options: &ContextOptions,
+    registry: &crate::registry::Registry,
+    snapshot: &crate::memex::MemexSnapshot,
+    privacy: &PrivacyTags,
+) -> anyhow::Result<Exit> {
+    use crate::computed::{self, Mode};
+    let focus = options.focus.as_deref().unwrap_or_default();
+    let mode = if options.json {
+        Mode::Json
+    } else if options.explain {
+        Mode::Explain
+    } else {
+        Mode::Text
+    };
+    let skills = registry.snapshot();
+    let content =
+        match computed::compute(&skills, snapshot, privacy, &config.computed, focus, mode) {
+            Ok(Some(content)) => content,
+            Ok(None) => {
+                eprintln!(
+                    "error: {focus:?} is not a task (a headline with a TODO keyword): no computed context"
+                );
+                return Ok(Exit::NotFound);
+            }
+            Err(why) => {
+                eprintln!("error: no computed context: {why}");
+                return Ok(Exit::NotFound);
+            }
+        };
+    let gate = match Gate::from_config(config) {
+        Ok(gate) => gate,
+        Err(error) => {
+            eprintln!("error: {error}");
+            return Ok(Exit::Usage);
+        }
+    };
+    let clean = |text: &str| -> anyhow::Result<(String, egress::Report)> {
+        let cleaned = gate
+            .clean_as(text, crate::egress::Form::Outline, snapshot, &skills)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        Ok((cleaned.text.into_owned(), cleaned.report))
+    };
+    let mut out = std::io::stdout().lock();
+    if mode == Mode::Json {
+        let mut report: serde_json::Value = serde_json::from_str(&content)
+            .map_err(|e| anyhow::anyhow!("the computed-context skill's report is not JSON: {e}"))?;
+        // The last door, on every string of the report.
+        let mut removed = 0usize;
+        let mut first_error = None;
+        walk_strings(&mut report, &mut |s| match clean(s) {
+            Ok((text, report)) => {
+                removed += report.total();
+                *s = text;
+            }
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
+        });
+        if let Some(e) = first_error {
+            eprintln!("error: {e}");
+            return Ok(Exit::NotFound);
+        }
+        let text = report["text"].as_str().unwrap_or_default().to_owned();
+        report["tokens"] = crate::tokens::global().count(&text).into();
+        report["redacted"] = removed.into();
+        serde_json::to_writer_pretty(&mut out, &report)?;
+        writeln!(out)?;
+        return Ok(Exit::Ok);
+    }
+    let (text, _) = match clean(&content) {
+        Ok(cleaned) => cleaned,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(Exit::NotFound);
+        }
+    };
+    if mode == Mode::Explain {
+        // The report first, then the section it explains.
+        match text.find("## Context Debug") {
+            Some(at) => write!(out, "{}\n{}", &text[at..], &text[..at])?,
+            None => write!(out, "{text}")?,
+        }
+    } else {
+        write!(out, "{text}")?;
+    }
+    Ok(Exit::Ok)
+}
+
+/// Calls `f` on every string of `value`.
+fn walk_strings(value: &mut serde_json::Value, f: &mut dyn FnMut(&mut String)) {
+    match value {
+        serde_json::Value::String(s) => f(s),
+        serde_json::Value::Array(items) => items.iter_mut().for_each(|v| walk_strings(v, f)),
+        serde_json::Value::Object(map) => map.values_mut().for_each(|v| walk_strings(v, f)),
+        _ => {}
+    }
 }

@@ -193,6 +193,14 @@ pub enum Command {
         /// section.
         #[arg(long)]
         explain: bool,
+        /// Print the computed context of the task in focus instead (seed
+        /// 001, the `computed-context` skill): patterns, warnings,
+        /// decisions, prior work, code references and blocking questions.
+        /// Needs --focus. With --json: text, tokens, complexity, signals
+        /// and one list per category, each entry with its memex id. With
+        /// --explain: the seed's "Context Debug" report, then the section.
+        #[arg(long, requires = "focus")]
+        computed: bool,
     },
     /// Print the exact prompt the think step would send, without calling a
     /// model: its components in id order, each with its tokens, within the
@@ -620,6 +628,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Exit> {
             budget,
             json,
             explain,
+            computed,
         } => match load_config(&context_overrides(
             cli.config.as_ref(),
             &memex,
@@ -634,6 +643,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Exit> {
                     budget,
                     json,
                     explain,
+                    computed,
                 },
             ),
             Err(exit) => Ok(exit),

@@ -244,7 +244,9 @@ struct Key {
 }
 
 /// The components of every skill that declares ids (but `awareness`,
-/// whose section is the context), kept while the registry and memex
+/// whose section is the context), each called with its configuration
+/// (`{}` when the host has none for it; `computed-context` gets
+/// `[computed_context]`), kept while the registry and memex
 /// generations, the privacy tags, the signal and the focus are unchanged.
 #[derive(Debug, Default)]
 pub struct SkillComponents {
@@ -257,6 +259,7 @@ impl SkillComponents {
     pub fn get(
         &self,
         skills: &Snapshot,
+        configs: &[(String, String)],
         memex: &MemexSnapshot,
         privacy: &PrivacyTags,
         signal: SignalKind,
@@ -304,7 +307,10 @@ impl SkillComponents {
         for slot in contributors() {
             let info = slot.skill().info();
             let skill: Arc<str> = Arc::from(info.name.as_str());
-            let call = call.clone();
+            let mut call = call.clone();
+            if let Some((_, config)) = configs.iter().find(|(name, _)| *name == info.name) {
+                call.config.clone_from(config);
+            }
             let components = match slot.call(hooks::COMPONENTS, move |f| call.call(f)) {
                 Ok(components) => components,
                 Err(unavailable) => {

@@ -373,6 +373,8 @@ pub struct PromptSettings {
     pub log_limit: usize,
     /// `privacy.tags`.
     pub privacy_tags: Vec<String>,
+    /// `[computed_context]`: the computed-context skill's configuration.
+    pub computed: crate::computed::ComputedSettings,
 }
 
 impl Default for PromptSettings {
@@ -384,6 +386,7 @@ impl Default for PromptSettings {
             awareness: crate::config::AwarenessSettings::default(),
             log_limit: 20,
             privacy_tags: vec!["@personal".to_owned()],
+            computed: crate::computed::ComputedSettings::default(),
         }
     }
 }
@@ -398,6 +401,7 @@ impl PromptSettings {
             awareness: config.awareness.clone(),
             log_limit: config.context.log_limit,
             privacy_tags: config.privacy_tags.clone(),
+            computed: config.computed.clone(),
         }
     }
 }
@@ -568,6 +572,8 @@ pub struct Assembler {
     context: ContextCache,
     trimmed_context: ContextCache,
     components: components::SkillComponents,
+    /// Each contributing skill's configuration (JSON), by skill name.
+    skill_configs: Vec<(String, String)>,
     memo: Mutex<budget::Memo>,
     /// The last log section: reused while the lines are the same, so its
     /// count and the privacy gate's verdict are too.
@@ -603,6 +609,9 @@ impl Assembler {
                 crate::tokens::global().encoding()
             );
         }
+        let computed_config = settings
+            .computed
+            .skill_config(crate::computed::Mode::Text, None);
         Self {
             privacy: PrivacyTags::new(&settings.privacy_tags),
             mandates: components::mandates_text(&settings.prompt.identity.mandates),
@@ -610,6 +619,7 @@ impl Assembler {
             context: ContextCache::default(),
             trimmed_context: ContextCache::default(),
             components: components::SkillComponents::default(),
+            skill_configs: vec![(crate::computed::SKILL.to_owned(), computed_config)],
             memo: Mutex::new(budget::Memo::default()),
             last_logs: Mutex::new(None),
             gate,
@@ -749,6 +759,7 @@ impl Assembler {
         // The skills' components, at the ids they declared.
         let contributed = self.components.get(
             skills,
+            &self.skill_configs,
             memex,
             &self.privacy,
             input.signal,

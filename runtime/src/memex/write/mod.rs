@@ -1,8 +1,8 @@
 //! Write-back: edits to memex files, atomic and byte-preserving.
 //!
-//! Four edits, each on one object addressed by its id in a snapshot
+//! Five edits, each on one object addressed by its id in a snapshot
 //! ([`Edit`]): set or clear its TODO keyword, add a child headline, set a
-//! property, append text to its body. An edit goes in two steps:
+//! property, set its tags, append text to its body. An edit goes in two steps:
 //!
 //! 1. [`Memex::plan`] computes it against the file *as the snapshot has it*
 //!    (the *base*): one splice — a byte range of the base text replaced by
@@ -130,6 +130,13 @@ pub enum Edit {
         /// The value: one line; surrounding spaces are dropped (Org drops
         /// them when reading).
         value: String,
+    },
+    /// Replaces the object's own tags with `tags` (none removes them), in
+    /// Org's `:a:b:` form at the end of the headline line. Each tag is
+    /// letters, digits, `_`, `@`, `#` or `%`.
+    SetTags {
+        /// The tags, in order.
+        tags: Vec<String>,
     },
     /// Appends `text` at the end of the object's own section (before its
     /// first child), on lines of its own: a newline is added before it when
@@ -485,6 +492,17 @@ impl Memex {
             value: value.to_owned(),
         };
         self.apply(base, id, &edit)
+    }
+
+    /// Sets the own tags of object `id` ([`Edit::SetTags`]).
+    pub fn set_tags(
+        &self,
+        base: &MemexSnapshot,
+        id: &str,
+        tags: &[String],
+    ) -> Result<Written, WriteError> {
+        let tags = tags.to_vec();
+        self.apply(base, id, &Edit::SetTags { tags })
     }
 
     /// Appends `text` to the body of object `id` ([`Edit::AppendBody`]).

@@ -68,6 +68,7 @@ pub(super) fn plan_in(
             .chain(body.as_deref())
             .collect(),
         Edit::SetProperty { key, value } => vec![key.as_str(), value.as_str()],
+        Edit::SetTags { tags } => tags.iter().map(String::as_str).collect(),
         Edit::AppendBody { text } => vec![text.as_str()],
     };
     for input in inputs {
@@ -156,6 +157,46 @@ pub(super) fn plan_in(
                 value: value.to_owned(),
             };
             set_property(&base, index, key, value, nl)
+        }
+        Edit::SetTags { tags } => {
+            if let Some(bad) = tags.iter().find(|t| {
+                t.is_empty()
+                    || !t
+                        .chars()
+                        .all(|c| c.is_alphanumeric() || matches!(c, '_' | '@' | '#' | '%'))
+            }) {
+                return Err(at.invalid(format!(
+                    "{bad:?} cannot be an Org tag: a tag is letters, digits, `_`, `@`, `#` or `%`"
+                )));
+            }
+            let token = if tags.is_empty() {
+                String::new()
+            } else {
+                format!(":{}:", tags.join(":"))
+            };
+            let span = h.tags_token.start as usize..h.tags_token.end as usize;
+            let splice = match (span.is_empty(), token.is_empty()) {
+                (true, true) => Splice::none(),
+                // No tags yet: after the headline's text, one space apart.
+                (true, false) => {
+                    let end = content_end(text, h.own.start as usize);
+                    Splice::insert(end, format!(" {token}"))
+                }
+                // Remove them with the spaces before them.
+                (false, true) => {
+                    let before = text[..span.start].trim_end_matches([' ', '\t']).len();
+                    Splice {
+                        at: before.max(h.title.end as usize)..span.end,
+                        text: String::new(),
+                    }
+                }
+                (false, false) => Splice {
+                    at: span,
+                    text: token.clone(),
+                },
+            };
+            expect = Expect::Tags(token);
+            splice
         }
         Edit::AppendBody { text: appended } => {
             let escaped = escape_text(appended, nl);
@@ -481,6 +522,8 @@ pub(super) enum Expect {
     Property { key: String, value: String },
     /// With a body ending in this text.
     Appended(String),
+    /// With this tags token (`:a:b:`, or empty).
+    Tags(String),
     /// With a new child at index `at`.
     Child {
         at: usize,
@@ -586,6 +629,15 @@ pub(super) fn verify(
                     return Err(at.structure(format!(
                         "Org would read the properties as {:?}, not {:?}",
                         got.properties, want.properties
+                    )));
+                }
+            }
+            (_, Expect::Tags(token)) => {
+                want.tags = token;
+                if got != want {
+                    return Err(at.structure(format!(
+                        "Org would read the headline's title and tags as {:?} and {:?}, not {:?} and {:?}",
+                        got.title, got.tags, want.title, want.tags
                     )));
                 }
             }

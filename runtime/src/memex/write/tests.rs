@@ -727,6 +727,7 @@ proptest! {
             Edit::AddChild { .. } => h.subtree.end..h.subtree.end,
             Edit::SetProperty { .. } => h.after_headline..h.body.start,
             Edit::AppendBody { .. } => h.own.end..h.own.end,
+            Edit::SetTags { .. } => h.own.start..h.after_headline,
         };
         let (a, b) = (region.start as usize, region.end as usize);
         if let Edit::SetTodo { state: Some(s) } = &edit
@@ -776,6 +777,11 @@ proptest! {
                     .map(|p| reparsed.slice(&p.value));
                 prop_assert_eq!(got, Some(value.as_str()));
             }
+            Edit::SetTags { tags } => {
+                let got: Vec<&str> = o.headline.tags(&reparsed.text).collect();
+                prop_assert_eq!(got, tags.iter().map(String::as_str).collect::<Vec<_>>());
+                prop_assert_eq!(title, base.slice(&h.title));
+            }
             Edit::AppendBody { text: t } => {
                 let body_text = reparsed.slice(&o.headline.body).replace("\r\n", "\n");
                 let lines: Vec<&str> = t.trim_end_matches('\n').split('\n')
@@ -791,6 +797,28 @@ proptest! {
         }
         prop_assert_eq!(reparsed.keywords, base.keywords.clone());
     }
+}
+
+fn tags(tags: &[&str]) -> Edit {
+    Edit::SetTags {
+        tags: tags.iter().map(|t| t.to_string()).collect(),
+    }
+}
+
+#[test]
+fn tags_are_added_replaced_and_removed_on_the_headline_line() {
+    let text = "* TODO Pattern\n:PROPERTIES:\n:ID: p\n:END:\nbody\n* Other :x:\n";
+    assert_eq!(
+        edited(text, "Pattern", tags(&["auth", "jwt"])),
+        "* TODO Pattern :auth:jwt:\n:PROPERTIES:\n:ID: p\n:END:\nbody\n* Other :x:\n"
+    );
+    assert_eq!(edited(text, "Other", tags(&["y", "z"])), text.replace(":x:", ":y:z:"));
+    assert_eq!(edited(text, "Other", tags(&[])), text.replace(" :x:", ""));
+    assert!(!plan_text(text, "Pattern", tags(&[])).unwrap().changed());
+    let err = plan_text(text, "Pattern", tags(&["two words"])).unwrap_err();
+    assert!(err.to_string().contains("cannot be an Org tag"), "{err}");
+    let err = plan_text(text, "Pattern", tags(&["a:b"])).unwrap_err();
+    assert!(matches!(err, WriteError::InvalidInput { .. }), "{err}");
 }
 
 #[test]

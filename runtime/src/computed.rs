@@ -1,0 +1,480 @@
+//! Computed context (seed 001) in the host: the `computed-context`
+//! skill's section for the task in focus, and post-execution write-back.
+//!
+//! - **The section** is prompt component 2100 (after the awareness
+//!   outline), contributed by the skill like any skill component
+//!   ([`crate::prompt::components::SkillComponents`]) with the
+//!   configuration of [`ComputedSettings::skill_config`]. It is there when
+//!   the focus is a task; when the skill is absent, quarantined or fails,
+//!   there is no such section and the prompt says nothing about it (the
+//!   fallback of DESIGN.md's table). [`compute`] asks for it directly
+//!   (`foveal context --computed`), as text, JSON or with the seed's
+//!   "Context Debug" report.
+//! - **Post-execution** ([`post_execution`]): when a task is marked done,
+//!   the host opens a *write ticket*, calls the skill with
+//!   [`SignalKind::TASK_DONE`] and the ticket in its configuration, and
+//!   the skill sends the edits its handoff calls for through the host API's
+//!   `memex_write` ([`host_memex_write`]). The host makes them with the
+//!   memex write API ([`crate::memex::write`]: atomic, byte-preserving,
+//!   refused on a conflict) after its privacy checks: the object written
+//!   to (or under) must be visible, no privacy tag may be added, and no
+//!   text may carry private text or a secret (the last-door gate's
+//!   matcher). The ticket closes when the call returns: a skill cannot
+//!   write at any other time, and never touches a file itself.
+//!
+//! # Example
+//!
+//! ```
+//! use foveal::computed::{ComputedSettings, Mode};
+//! use foveal::memex::{Memex, privacy::PrivacyTags};
+//! use foveal::registry::{Registry, RegistryOptions};
+//!
+//! let dir = tempfile::tempdir().unwrap();
+//! std::fs::write(dir.path().join("a.org"), "* TODO Add login\n:PROPERTIES:\n:ID: t\n:END:\n").unwrap();
+//! let memex = Memex::open(&[dir.path().to_path_buf()]).unwrap();
+//! let registry = Registry::new(RegistryOptions {
+//!     dirs: vec![],
+//!     shadow_dir: dir.path().join("shadow"),
+//!     ..RegistryOptions::default()
+//! })
+//! .unwrap();
+//! // No skill: no section.
+//! let out = foveal::computed::compute(
+//!     &registry.snapshot(),
+//!     &memex.snapshot(),
+//!     &PrivacyTags::default(),
+//!     &ComputedSettings::default(),
+//!     "t",
+//!     Mode::Text,
+//! );
+//! assert!(out.is_err());
+//! ```
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use abi_stable::std_types::{RErr, ROk, RResult, RStr, RString};
+use foveal_sdk::{SignalKind, SkillError};
+use serde_json::{Value, json};
+
+use crate::egress::Gate;
+use crate::memex::privacy::PrivacyTags;
+use crate::memex::snapshot::MemexSnapshot;
+use crate::memex::view::{ComponentsCall, SnapshotView};
+use crate::memex::write::Edit;
+use crate::memex::Memex;
+use crate::registry::{Snapshot, hooks};
+
+/// The skill.
+pub const SKILL: &str = "computed-context";
+/// Its prompt component (seed 004: a free id after the semantic memories).
+pub const COMPONENT_ID: u32 = 2100;
+
+/// `[computed_context]`: how the skill computes.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ComputedSettings {
+    /// `computed_context.debug`, `DEBUG_CONTEXT=true`: add the seed's
+    /// "Context Debug" report to the section.
+    pub debug: bool,
+    /// `computed_context.default_complexity`: a task without
+    /// `:COMPLEXITY:` (`easy`, `normal`, `complex`).
+    pub default_complexity: String,
+    /// `computed_context.context_map`: the context map's headline title,
+    /// id, or file (`*.org`).
+    pub context_map: String,
+    /// `computed_context.knowledge`: the headline (title or id) under which
+    /// write-back puts new knowledge nodes.
+    pub knowledge: String,
+    /// `computed_context.domains`: the domain mapping, in order (none: the
+    /// seed's).
+    pub domains: Option<Vec<(String, Vec<String>)>>,
+}
+
+impl Default for ComputedSettings {
+    fn default() -> Self {
+        Self {
+            debug: false,
+            default_complexity: "normal".to_owned(),
+            context_map: "Context Map".to_owned(),
+            knowledge: "Knowledge".to_owned(),
+            domains: None,
+        }
+    }
+}
+
+/// What [`compute`] prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// The section (with the debug report when configured).
+    Text,
+    /// The skill's JSON report.
+    Json,
+    /// The "Context Debug" report with the section.
+    Explain,
+}
+
+impl ComputedSettings {
+    /// The skill's configuration (JSON).
+    pub fn skill_config(&self, mode: Mode, ticket: Option<u64>) -> String {
+        let mut config = json!({
+            "debug": self.debug || mode == Mode::Explain,
+            "output": if mode == Mode::Json { "json" } else { "text" },
+            "default_complexity": self.default_complexity,
+            "context_map": self.context_map,
+            "knowledge": self.knowledge,
+        });
+        if let Some(domains) = &self.domains {
+            config["domains"] = json!(domains);
+        }
+        if let Some(ticket) = ticket {
+            config["write_ticket"] = json!(ticket);
+        }
+        config.to_string()
+    }
+}
+
+/// The skill's section for task `focus` (its content: markdown, or the
+/// JSON report in [`Mode::Json`]); `Ok(None)` when the focus is not a
+/// task; `Err(why)` when the skill is absent or failed — then there is no
+/// section.
+pub fn compute(
+    skills: &Snapshot,
+    memex: &MemexSnapshot,
+    privacy: &PrivacyTags,
+    settings: &ComputedSettings,
+    focus: &str,
+    mode: Mode,
+) -> Result<Option<String>, String> {
+    let call = ComponentsCall {
+        view: SnapshotView::new(memex, privacy),
+        signal: SignalKind::USER,
+        focus: Some(focus.to_owned()),
+        budget: None,
+        config: settings.skill_config(mode, None),
+        explain: false,
+    };
+    let components = skills
+        .call(SKILL, hooks::COMPONENTS, move |f| call.call(f))
+        .map_err(|e| e.to_string())?;
+    Ok(components
+        .into_iter()
+        .find(|c| c.id == COMPONENT_ID)
+        .map(|c| c.content.into_string()))
+}
+
+/// What [`ComputedCache::get`] depends on.
+#[derive(Debug, Clone, PartialEq)]
+struct Key {
+    registry: u64,
+    memex: u64,
+    privacy: PrivacyTags,
+    focus: String,
+    mode: Mode,
+}
+
+type Answer = Arc<Result<Option<String>, String>>;
+
+/// The last section computed, reused while the registry and memex
+/// generations, the privacy tags, the focus and the mode are unchanged
+/// (seed 003's cache keyed on generations, not counts).
+#[derive(Debug, Default)]
+pub struct ComputedCache {
+    last: Mutex<Option<(Key, Answer)>>,
+}
+
+impl ComputedCache {
+    /// [`compute`], from the cache when nothing changed. A failure is not
+    /// kept: the next call asks the skill again.
+    pub fn get(
+        &self,
+        skills: &Snapshot,
+        memex: &MemexSnapshot,
+        privacy: &PrivacyTags,
+        settings: &ComputedSettings,
+        focus: &str,
+        mode: Mode,
+    ) -> Answer {
+        {
+            let last = self.last.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some((k, answer)) = last.as_ref()
+                && k.registry == skills.generation()
+                && k.memex == memex.generation()
+                && k.focus == focus
+                && k.mode == mode
+                && k.privacy == *privacy
+            {
+                return Arc::clone(answer);
+            }
+        }
+        let answer = Arc::new(compute(skills, memex, privacy, settings, focus, mode));
+        if answer.is_ok() {
+            let key = Key {
+                registry: skills.generation(),
+                memex: memex.generation(),
+                privacy: privacy.clone(),
+                focus: focus.to_owned(),
+                mode,
+            };
+            *self.last.lock().unwrap_or_else(|e| e.into_inner()) = Some((key, Arc::clone(&answer)));
+        }
+        answer
+    }
+}
+
+/// One edit the skill asked for, and how it went.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct WriteResult {
+    /// The edit, as the skill sent it.
+    pub edit: String,
+    /// The id written (a new child's), when it was made.
+    pub id: Option<String>,
+    /// Why it was refused.
+    pub error: Option<String>,
+}
+
+/// What post-execution did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PostExecution {
+    /// Each edit, in order.
+    pub edits: Vec<WriteResult>,
+    /// Why the skill did not run or failed (absent: no write-back).
+    pub error: Option<String>,
+}
+
+/// An open write ticket: where the skill's edits go.
+struct Target {
+    memex: Arc<Memex>,
+    privacy: PrivacyTags,
+    gate: Option<Arc<Gate>>,
+    results: Mutex<Vec<WriteResult>>,
+}
+
+static NEXT_TICKET: AtomicU64 = AtomicU64::new(1);
+
+fn tickets() -> &'static Mutex<HashMap<u64, Arc<Target>>> {
+    static TICKETS: std::sync::OnceLock<Mutex<HashMap<u64, Arc<Target>>>> =
+        std::sync::OnceLock::new();
+    TICKETS.get_or_init(Default::default)
+}
+
+/// Closes a ticket when dropped, whatever the call did.
+struct Ticket(u64);
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        tickets()
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&self.0);
+    }
+}
+
+/// Post-execution for task `task`, just marked done: the skill plans what
+/// its handoff teaches and the host writes it (see the module docs).
+/// `gate`, when given, refuses any text that carries private text or a
+/// secret.
+pub fn post_execution(
+    skills: &Snapshot,
+    memex: &Arc<Memex>,
+    privacy: &PrivacyTags,
+    gate: Option<&Arc<Gate>>,
+    settings: &ComputedSettings,
+    task: &str,
+) -> PostExecution {
+    if skills.get(SKILL).is_none() {
+        return PostExecution {
+            edits: Vec::new(),
+            error: Some(format!("the {SKILL} skill is not loaded")),
+        };
+    }
+    let target = Arc::new(Target {
+        memex: Arc::clone(memex),
+        privacy: privacy.clone(),
+        gate: gate.cloned(),
+        results: Mutex::new(Vec::new()),
+    });
+    let ticket = Ticket(NEXT_TICKET.fetch_add(1, Ordering::Relaxed));
+    tickets()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(ticket.0, Arc::clone(&target));
+    let call = ComponentsCall {
+        view: SnapshotView::new(&memex.snapshot(), privacy),
+        signal: SignalKind::TASK_DONE,
+        focus: Some(task.to_owned()),
+        budget: None,
+        config: settings.skill_config(Mode::Text, Some(ticket.0)),
+        explain: false,
+    };
+    let outcome = skills.call(SKILL, hooks::COMPONENTS, move |f| call.call(f));
+    drop(ticket);
+    let edits = std::mem::take(&mut *target.results.lock().unwrap_or_else(|e| e.into_inner()));
+    let error = outcome.err().map(|e| e.to_string());
+    if let Some(error) = &error {
+        tracing::warn!(target: "foveal::computed", "post-execution of {task}: {error}");
+    }
+    for edit in &edits {
+        match &edit.error {
+            None => tracing::info!(target: "foveal::computed", "post-execution of {task}: wrote {}", edit.id.as_deref().unwrap_or("")),
+            Some(e) => tracing::warn!(target: "foveal::computed", "post-execution of {task}: refused: {e}"),
+        }
+    }
+    PostExecution { edits, error }
+}
+
+/// The host API's `memex_write` (see [`foveal_sdk::HostApi::memex_write`]).
+pub(crate) extern "C" fn host_memex_write(
+    ticket: u64,
+    edits_json: RStr<'_>,
+) -> RResult<RString, SkillError> {
+    // Never unwind into the skill's frames.
+    let edits_json = edits_json.as_str();
+    match std::panic::catch_unwind(|| write(ticket, edits_json)) {
+        Ok(Ok(answer)) => ROk(RString::from(answer)),
+        Ok(Err(error)) => RErr(error),
+        Err(_) => RErr(SkillError::new(
+            SkillError::UNAVAILABLE,
+            "the host failed while writing; nothing more was written",
+        )),
+    }
+}
+
+fn write(ticket: u64, edits_json: &str) -> Result<String, SkillError> {
+    let target = tickets()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(&ticket)
+        .cloned()
+        .ok_or_else(|| {
+            SkillError::invalid_input(
+                "no open write ticket: the host accepts writes only during the post-execution call it opened",
+            )
+        })?;
+    let request: Value = serde_json::from_str(edits_json)
+        .map_err(|e| SkillError::invalid_input(format!("memex_write: not JSON: {e}")))?;
+    let edits = request
+        .get("edits")
+        .and_then(Value::as_array)
+        .ok_or_else(|| SkillError::invalid_input("memex_write: expected {\"edits\": [...]}"))?;
+    let mut answers = Vec::with_capacity(edits.len());
+    for edit in edits {
+        let result = match one_edit(&target, edit) {
+            Ok(id) => WriteResult {
+                edit: edit.to_string(),
+                id: Some(id),
+                error: None,
+            },
+            Err(error) => WriteResult {
+                edit: edit.to_string(),
+                id: None,
+                error: Some(error),
+            },
+        };
+        answers.push(match &result.error {
+            None => json!({"ok": true, "id": result.id, "generation": target.memex.snapshot().generation()}),
+            Some(e) => json!({"ok": false, "error": e}),
+        });
+        target
+            .results
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(result);
+    }
+    Ok(json!({ "results": answers }).to_string())
+}
+
+fn text_field<'a>(edit: &'a Value, key: &str) -> Result<&'a str, String> {
+    edit.get(key)
+        .and_then(Value::as_str)
+        .ok_or_else(|| format!("`{key}` must be a string"))
+}
+
+/// The privacy checks of one text the skill wants written.
+fn check_text(target: &Target, snapshot: &MemexSnapshot, text: &str) -> Result<(), String> {
+    if let Some(gate) = &target.gate
+        && gate.clean_quietly(text, snapshot).is_some()
+    {
+        return Err("refused: the text holds private text or a secret".to_owned());
+    }
+    Ok(())
+}
+
+/// One edit; the id written.
+fn one_edit(target: &Target, edit: &Value) -> Result<String, String> {
+    let memex = &target.memex;
+    let visible = |snapshot: &MemexSnapshot, id: &str| -> Result<(), String> {
+        crate::agent::tools::visible_object(snapshot, &target.privacy, id)
+            .map(|_| ())
+            .map_err(|_| "no visible object has that id".to_owned())
+    };
+    let set_property = |id: &str, key: &str, value: &str| -> Result<(), String> {
+        if key.eq_ignore_ascii_case("ID") {
+            return Err("refused: a skill does not change ids".to_owned());
+        }
+        let snapshot = memex.snapshot();
+        visible(&snapshot, id)?;
+        check_text(target, &snapshot, value)?;
+        memex
+            .set_property(&snapshot, id, key, value)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    };
+    match edit.get("op").and_then(Value::as_str) {
+        Some("set_property") => {
+            let id = text_field(edit, "id")?;
+            set_property(id, text_field(edit, "key")?, text_field(edit, "value")?)?;
+            Ok(id.to_owned())
+        }
+        Some("add_child") => {
+            let parent = text_field(edit, "parent")?;
+            let title = text_field(edit, "title")?;
+            let body = edit.get("body").and_then(Value::as_str);
+            let tags: Vec<String> = match edit.get("tags") {
+                None | Some(Value::Null) => Vec::new(),
+                Some(Value::Array(a)) => a
+                    .iter()
+                    .map(|t| t.as_str().map(str::to_owned).ok_or("`tags` are strings"))
+                    .collect::<Result<_, _>>()?,
+                Some(_) => return Err("`tags` must be a list of strings".to_owned()),
+            };
+            if let Some(t) = tags.iter().find(|t| target.privacy.matches(t)) {
+                return Err(format!("refused: {t:?} is a privacy tag"));
+            }
+            let properties: Vec<(String, String)> = match edit.get("properties") {
+                None | Some(Value::Null) => Vec::new(),
+                Some(Value::Array(a)) => a
+                    .iter()
+                    .map(|p| match p.as_array().map(Vec::as_slice) {
+                        Some([Value::String(k), Value::String(v)]) => Ok((k.clone(), v.clone())),
+                        _ => Err("each property is [key, value]".to_owned()),
+                    })
+                    .collect::<Result<_, _>>()?,
+                Some(_) => return Err("`properties` must be a list of [key, value]".to_owned()),
+            };
+            let snapshot = memex.snapshot();
+            visible(&snapshot, parent)?;
+            check_text(target, &snapshot, title)?;
+            if let Some(body) = body {
+                check_text(target, &snapshot, body)?;
+            }
+            let written = memex
+                .add_child(&snapshot, parent, title, body)
+                .map_err(|e| e.to_string())?;
+            let id = written.id;
+            if !tags.is_empty() {
+                let snapshot = memex.snapshot();
+                memex
+                    .apply(&snapshot, &id, &Edit::SetTags { tags })
+                    .map_err(|e| format!("{id} added, its tags not: {e}"))?;
+            }
+            for (key, value) in &properties {
+                set_property(&id, key, value)
+                    .map_err(|e| format!("{id} added, its property {key} not: {e}"))?;
+            }
+            Ok(id)
+        }
+        Some(other) => Err(format!("unknown op {other:?}; the ops are add_child and set_property")),
+        None => Err("an edit needs an `op`".to_owned()),
+    }
+}
