@@ -9,6 +9,7 @@ mod support;
 mod awareness;
 mod awareness_projects;
 mod cli;
+mod computed;
 mod context_cli;
 mod e2e;
 mod execution;
