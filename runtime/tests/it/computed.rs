@@ -340,9 +340,9 @@ fn post_execution_writes_knowledge_and_the_context_map_through_the_host_once() {
     assert!(memex.snapshot().generation() > before);
     let file = std::fs::read_to_string(memex.snapshot().files().next().unwrap().path.clone()).unwrap();
     // The pattern became a knowledge node under `Knowledge`, tagged.
-    assert!(file.contains("*** Hash passwords with argon2id :auth:password:\n:PROPERTIES:\n:ID: "), "{file}");
+    assert!(file.contains("** Hash passwords with argon2id :auth:password:\n:PROPERTIES:\n:ID: "), "{file}");
     assert!(file.contains(":SOURCE: t-model\n:FILE: src/auth/hash.rs\n:KIND: pattern\n:END:\n"), "{file}");
-    assert!(file.contains("*** Emails compare case-insensitively"), "{file}");
+    assert!(file.contains("** Emails compare case-insensitively :database:\n"), "{file}");
     // The files went to the context map as entry headlines.
     assert!(file.contains("** user\n:PROPERTIES:\n:ID: ") && file.contains(":LOCATION: src/models/user.rs:1-80\n:NOTES: the User model\n"), "{file}");
     assert!(file.contains("** hash\n") && file.contains(":LOCATION: src/auth/hash.rs\n:NOTES: password hashing\n"), "{file}");
