@@ -486,3 +486,78 @@ fn one_edit(target: &Target, edit: &Value) -> Result<String, String> {
         None => Err("an edit needs an `op`".to_owned()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ORG: &str = "* Knowledge\n:PROPERTIES:\n:ID: k\n:END:\n* Diary :@personal:\n:PROPERTIES:\n:ID: diary\n:END:\nMy secret plan for the garden party next week.\n";
+
+    fn open_ticket(dir: &std::path::Path) -> (Ticket, Arc<Target>) {
+        std::fs::write(dir.join("a.org"), ORG).unwrap();
+        let memex = Arc::new(Memex::open(&[dir.to_path_buf()]).unwrap());
+        let privacy = PrivacyTags::new(["@personal"]);
+        let gate = Arc::new(Gate::new(privacy.clone(), &[], true).unwrap());
+        let target = Arc::new(Target {
+            memex,
+            privacy,
+            gate: Some(gate),
+            results: Mutex::new(Vec::new()),
+        });
+        let ticket = Ticket(NEXT_TICKET.fetch_add(1, Ordering::Relaxed));
+        tickets()
+            .lock()
+            .unwrap()
+            .insert(ticket.0, Arc::clone(&target));
+        (ticket, target)
+    }
+
+    fn results(answer: &str) -> Vec<Value> {
+        let v: Value = serde_json::from_str(answer).unwrap();
+        v["results"].as_array().unwrap().clone()
+    }
+
+    #[test]
+    fn writes_go_through_the_privacy_checks_and_only_under_an_open_ticket() {
+        let dir = tempfile::tempdir().unwrap();
+        let (ticket, target) = open_ticket(dir.path());
+        let edits = json!({"edits": [
+            {"op": "add_child", "parent": "diary", "title": "Under a private parent"},
+            {"op": "add_child", "parent": "k", "title": "Hidden", "tags": ["@PERSONAL"]},
+            {"op": "add_child", "parent": "k", "title": "my secret plan for the garden party next week"},
+            {"op": "set_property", "id": "diary", "key": "KIND", "value": "pattern"},
+            {"op": "set_property", "id": "k", "key": "ID", "value": "other"},
+            {"op": "delete", "id": "k"},
+            {"op": "add_child", "parent": "k", "title": "A fine node", "tags": ["auth"], "properties": [["KIND", "pattern"]]}
+        ]});
+        let answer = write(ticket.0, &edits.to_string()).unwrap();
+        let r = results(&answer);
+        let errors: Vec<&str> = r.iter().map(|x| x["error"].as_str().unwrap_or("")).collect();
+        assert_eq!(errors[0], "no visible object has that id");
+        assert!(errors[1].contains("privacy tag"), "{}", errors[1]);
+        assert!(errors[2].contains("private text"), "{}", errors[2]);
+        assert_eq!(errors[3], "no visible object has that id");
+        assert!(errors[4].contains("ids"), "{}", errors[4]);
+        assert!(errors[5].contains("unknown op"), "{}", errors[5]);
+        assert_eq!(r[6]["ok"], true, "{answer}");
+        let text = std::fs::read_to_string(dir.path().join("a.org")).unwrap();
+        assert!(text.contains("** A fine node :auth:\n:PROPERTIES:\n"), "{text}");
+        assert!(text.ends_with(&ORG[ORG.find("* Diary").unwrap()..]), "{text}");
+        assert_eq!(target.results.lock().unwrap().len(), 7);
+        let closed = ticket.0;
+        drop(ticket);
+        let err = write(closed, &edits.to_string()).unwrap_err();
+        assert!(err.message.contains("no open write ticket"), "{err}");
+        assert!(write(closed + 1_000_000, "{").is_err());
+    }
+
+    #[test]
+    fn bad_json_is_an_error_not_a_panic() {
+        let dir = tempfile::tempdir().unwrap();
+        let (ticket, _) = open_ticket(dir.path());
+        assert!(write(ticket.0, "not json").unwrap_err().message.contains("not JSON"));
+        assert!(write(ticket.0, "{}").unwrap_err().message.contains("edits"));
+        let answer = write(ticket.0, r#"{"edits": [{"op": "add_child", "parent": 3}]}"#).unwrap();
+        assert!(results(&answer)[0]["error"].as_str().unwrap().contains("parent"));
+    }
+}
