@@ -59,11 +59,11 @@ use foveal_sdk::{SignalKind, SkillError};
 use serde_json::{Value, json};
 
 use crate::egress::Gate;
+use crate::memex::Memex;
 use crate::memex::privacy::PrivacyTags;
 use crate::memex::snapshot::MemexSnapshot;
 use crate::memex::view::{ComponentsCall, SnapshotView};
 use crate::memex::write::Edit;
-use crate::memex::Memex;
 use crate::registry::{Snapshot, hooks};
 
 /// The skill.
@@ -89,6 +89,9 @@ pub struct ComputedSettings {
     /// `computed_context.domains`: the domain mapping, in order (none: the
     /// seed's).
     pub domains: Option<Vec<(String, Vec<String>)>>,
+    /// Let the skill keep per-file work between calls (where the context
+    /// map's headline is); off only to time the work itself.
+    pub skill_cache: bool,
 }
 
 impl Default for ComputedSettings {
@@ -99,6 +102,7 @@ impl Default for ComputedSettings {
             context_map: "Context Map".to_owned(),
             knowledge: "Knowledge".to_owned(),
             domains: None,
+            skill_cache: true,
         }
     }
 }
@@ -123,6 +127,7 @@ impl ComputedSettings {
             "default_complexity": self.default_complexity,
             "context_map": self.context_map,
             "knowledge": self.knowledge,
+            "cache": self.skill_cache,
         });
         if let Some(domains) = &self.domains {
             config["domains"] = json!(domains);
@@ -316,8 +321,12 @@ pub fn post_execution(
     }
     for edit in &edits {
         match &edit.error {
-            None => tracing::info!(target: "foveal::computed", "post-execution of {task}: wrote {}", edit.id.as_deref().unwrap_or("")),
-            Some(e) => tracing::warn!(target: "foveal::computed", "post-execution of {task}: refused: {e}"),
+            None => {
+                tracing::info!(target: "foveal::computed", "post-execution of {task}: wrote {}", edit.id.as_deref().unwrap_or(""))
+            }
+            Some(e) => {
+                tracing::warn!(target: "foveal::computed", "post-execution of {task}: refused: {e}")
+            }
         }
     }
     PostExecution { edits, error }
@@ -482,7 +491,9 @@ fn one_edit(target: &Target, edit: &Value) -> Result<String, String> {
             }
             Ok(id)
         }
-        Some(other) => Err(format!("unknown op {other:?}; the ops are add_child and set_property")),
+        Some(other) => Err(format!(
+            "unknown op {other:?}; the ops are add_child and set_property"
+        )),
         None => Err("an edit needs an `op`".to_owned()),
     }
 }
@@ -532,7 +543,10 @@ mod tests {
         ]});
         let answer = write(ticket.0, &edits.to_string()).unwrap();
         let r = results(&answer);
-        let errors: Vec<&str> = r.iter().map(|x| x["error"].as_str().unwrap_or("")).collect();
+        let errors: Vec<&str> = r
+            .iter()
+            .map(|x| x["error"].as_str().unwrap_or(""))
+            .collect();
         assert_eq!(errors[0], "no visible object has that id");
         assert!(errors[1].contains("privacy tag"), "{}", errors[1]);
         assert!(errors[2].contains("private text"), "{}", errors[2]);
@@ -541,8 +555,14 @@ mod tests {
         assert!(errors[5].contains("unknown op"), "{}", errors[5]);
         assert_eq!(r[6]["ok"], true, "{answer}");
         let text = std::fs::read_to_string(dir.path().join("a.org")).unwrap();
-        assert!(text.contains("** A fine node :auth:\n:PROPERTIES:\n"), "{text}");
-        assert!(text.ends_with(&ORG[ORG.find("* Diary").unwrap()..]), "{text}");
+        assert!(
+            text.contains("** A fine node :auth:\n:PROPERTIES:\n"),
+            "{text}"
+        );
+        assert!(
+            text.ends_with(&ORG[ORG.find("* Diary").unwrap()..]),
+            "{text}"
+        );
         assert_eq!(target.results.lock().unwrap().len(), 7);
         let closed = ticket.0;
         drop(ticket);
@@ -555,9 +575,19 @@ mod tests {
     fn bad_json_is_an_error_not_a_panic() {
         let dir = tempfile::tempdir().unwrap();
         let (ticket, _) = open_ticket(dir.path());
-        assert!(write(ticket.0, "not json").unwrap_err().message.contains("not JSON"));
+        assert!(
+            write(ticket.0, "not json")
+                .unwrap_err()
+                .message
+                .contains("not JSON")
+        );
         assert!(write(ticket.0, "{}").unwrap_err().message.contains("edits"));
         let answer = write(ticket.0, r#"{"edits": [{"op": "add_child", "parent": 3}]}"#).unwrap();
-        assert!(results(&answer)[0]["error"].as_str().unwrap().contains("parent"));
+        assert!(
+            results(&answer)[0]["error"]
+                .as_str()
+                .unwrap()
+                .contains("parent")
+        );
     }
 }

@@ -642,7 +642,10 @@ impl Checker<'_> {
 
 impl Checker<'_> {
     /// `[computed_context]`: the complexity a known one.
-    fn computed(&self, file: &FileComputed) -> Result<crate::computed::ComputedSettings, ConfigError> {
+    fn computed(
+        &self,
+        file: &FileComputed,
+    ) -> Result<crate::computed::ComputedSettings, ConfigError> {
         let mut settings = crate::computed::ComputedSettings::default();
         if let Some(debug) = file.debug {
             settings.debug = debug;

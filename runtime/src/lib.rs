@@ -32,8 +32,8 @@
 
 pub mod agent;
 pub mod cli;
-pub mod computed;
 mod companion;
+pub mod computed;
 pub mod config;
 pub mod context;
 pub mod debounce;

@@ -292,20 +292,20 @@ fn computed(
         Mode::Text
     };
     let skills = registry.snapshot();
-    let content =
-        match computed::compute(&skills, snapshot, privacy, &config.computed, focus, mode) {
-            Ok(Some(content)) => content,
-            Ok(None) => {
-                eprintln!(
-                    "error: {focus:?} is not a task (a headline with a TODO keyword): no computed context"
-                );
-                return Ok(Exit::NotFound);
-            }
-            Err(why) => {
-                eprintln!("error: no computed context: {why}");
-                return Ok(Exit::NotFound);
-            }
-        };
+    let content = match computed::compute(&skills, snapshot, privacy, &config.computed, focus, mode)
+    {
+        Ok(Some(content)) => content,
+        Ok(None) => {
+            eprintln!(
+                "error: {focus:?} is not a task (a headline with a TODO keyword): no computed context"
+            );
+            return Ok(Exit::NotFound);
+        }
+        Err(why) => {
+            eprintln!("error: no computed context: {why}");
+            return Ok(Exit::NotFound);
+        }
+    };
     let gate = match Gate::from_config(config) {
         Ok(gate) => gate,
         Err(error) => {

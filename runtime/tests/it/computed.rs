@@ -121,12 +121,30 @@ fn foveal_context_computed_prints_the_seeds_sections_for_a_task() {
     let output = context(&dir, &["--focus", "t-login"]);
     assert!(output.status.success(), "{}", text(&output.stderr));
     let out = text(&output.stdout);
-    assert!(out.starts_with("## Context (Computed)\n\n### Patterns to Follow\n"), "{out}");
-    assert!(out.contains("- **Hash passwords with argon2id** (see: src/auth/hash.rs)\n"), "{out}");
-    assert!(out.contains("- **Validate tokens in one middleware** (see: src/auth/middleware.rs)\n"), "{out}");
-    assert!(out.contains("### Warnings\n- ⚠️ **high**: Emails compare case-insensitively\n"), "{out}");
-    assert!(out.contains("#### Set up the user model\nUsers table with a password hash\n"), "{out}");
-    assert!(out.contains("| `src/auth/login.rs` | Login handler | auth endpoint |\n"), "{out}");
+    assert!(
+        out.starts_with("## Context (Computed)\n\n### Patterns to Follow\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("- **Hash passwords with argon2id** (see: src/auth/hash.rs)\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("- **Validate tokens in one middleware** (see: src/auth/middleware.rs)\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("### Warnings\n- ⚠️ **high**: Emails compare case-insensitively\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("#### Set up the user model\nUsers table with a password hash\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("| `src/auth/login.rs` | Login handler | auth endpoint |\n"),
+        "{out}"
+    );
     assert!(!out.contains("web/style.css"), "{out}");
     assert!(out.contains("### Open Questions (Blocking)\n"), "{out}");
     assert_no_canary(&out);
@@ -142,9 +160,20 @@ fn private_knowledge_never_appears_in_the_section_or_the_json() {
     let json: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert!(json["tokens"].as_u64().unwrap() > 0, "{json}");
     assert_eq!(json["complexity"], "normal");
-    assert_eq!(json["signals"]["domains"], serde_json::json!(["api", "auth"]));
-    assert_eq!(json["signals"]["files"], serde_json::json!(["src/auth/login.rs"]));
-    assert!(json["signals"]["keywords"].as_array().unwrap().contains(&"jwt".into()));
+    assert_eq!(
+        json["signals"]["domains"],
+        serde_json::json!(["api", "auth"])
+    );
+    assert_eq!(
+        json["signals"]["files"],
+        serde_json::json!(["src/auth/login.rs"])
+    );
+    assert!(
+        json["signals"]["keywords"]
+            .as_array()
+            .unwrap()
+            .contains(&"jwt".into())
+    );
     let ids = |key: &str| -> Vec<String> {
         json[key]
             .as_array()
@@ -164,7 +193,12 @@ fn private_knowledge_never_appears_in_the_section_or_the_json() {
     assert_eq!(errors.len(), 1, "{json}");
     let line = ORG.lines().position(|l| l == "gotchas: [unclosed").unwrap() + 1;
     let error = errors[0].as_str().unwrap();
-    assert!(error.contains(&format!("main.org:{line}: the handoff of task t-broken does not parse")), "{error}");
+    assert!(
+        error.contains(&format!(
+            "main.org:{line}: the handoff of task t-broken does not parse"
+        )),
+        "{error}"
+    );
 }
 
 #[test]
@@ -173,7 +207,10 @@ fn explain_prints_the_context_debug_report_then_the_section() {
     let output = context(&dir, &["--focus", "t-login", "--explain"]);
     assert!(output.status.success(), "{}", text(&output.stderr));
     let out = text(&output.stdout);
-    assert!(out.starts_with("## Context Debug\n\n### Signals Extracted\n- Keywords: ["), "{out}");
+    assert!(
+        out.starts_with("## Context Debug\n\n### Signals Extracted\n- Keywords: ["),
+        "{out}"
+    );
     for line in [
         "- Domains: [api, auth]\n",
         "- Files Mentioned: [src/auth/login.rs]\n",
@@ -188,13 +225,23 @@ fn explain_prints_the_context_debug_report_then_the_section() {
     // DEBUG_CONTEXT=true adds the report to the section itself.
     let output = crate::support::foveal_command(
         dir.path(),
-        &["context", "--memex", "memex", "--computed", "--focus", "t-login"],
+        &[
+            "context",
+            "--memex",
+            "memex",
+            "--computed",
+            "--focus",
+            "t-login",
+        ],
     )
     .env("DEBUG_CONTEXT", "true")
     .output()
     .unwrap();
     let out = text(&output.stdout);
-    assert!(out.starts_with("## Context (Computed)\n") && out.contains("\n## Context Debug\n"), "{out}");
+    assert!(
+        out.starts_with("## Context (Computed)\n") && out.contains("\n## Context Debug\n"),
+        "{out}"
+    );
 }
 
 #[test]
@@ -202,12 +249,19 @@ fn a_focus_that_is_not_a_task_or_a_missing_skill_has_no_section() {
     let dir = sandbox();
     let output = context(&dir, &["--focus", "plain"]);
     assert_eq!(output.status.code(), Some(1));
-    assert!(text(&output.stderr).contains("is not a task"), "{}", text(&output.stderr));
+    assert!(
+        text(&output.stderr).contains("is not a task"),
+        "{}",
+        text(&output.stderr)
+    );
     assert!(output.stdout.is_empty());
     let output = context(&dir, &["--focus", "t-login", "--no-builtin"]);
     assert_eq!(output.status.code(), Some(1));
     let err = text(&output.stderr);
-    assert!(err.contains("no computed context") && err.contains("computed-context"), "{err}");
+    assert!(
+        err.contains("no computed context") && err.contains("computed-context"),
+        "{err}"
+    );
     // A private id is no more visible than a missing one.
     let output = context(&dir, &["--focus", "k-private"]);
     assert_eq!(output.status.code(), Some(1));
@@ -232,7 +286,11 @@ fn world(skills: &[&str]) -> (Sandbox, foveal::registry::Registry, Arc<Memex>) {
     (sandbox, registry, memex)
 }
 
-fn prompt_text(registry: &foveal::registry::Registry, memex: &Memex, focus: &str) -> (String, Vec<u32>) {
+fn prompt_text(
+    registry: &foveal::registry::Registry,
+    memex: &Memex,
+    focus: &str,
+) -> (String, Vec<u32>) {
     let assembler = Assembler::new(PromptSettings::default());
     let prompt = assembler
         .assemble(
@@ -245,7 +303,10 @@ fn prompt_text(registry: &foveal::registry::Registry, memex: &Memex, focus: &str
             },
         )
         .unwrap();
-    (prompt.text(), prompt.sections.iter().map(|s| s.id).collect())
+    (
+        prompt.text(),
+        prompt.sections.iter().map(|s| s.id).collect(),
+    )
 }
 
 #[test]
@@ -263,7 +324,10 @@ fn the_prompt_has_the_section_with_the_skill_and_is_otherwise_the_same_without()
     let (_s2, without, memex2) = world(&[]);
     let (text_without, ids_without) = prompt_text(&without, &memex2, "t-login");
     assert!(!ids_without.contains(&computed::COMPONENT_ID));
-    assert!(!text_without.contains("Computed"), "the prompt says nothing about it:\n{text_without}");
+    assert!(
+        !text_without.contains("Computed"),
+        "the prompt says nothing about it:\n{text_without}"
+    );
     let section_start = text_with.find("## Context (Computed)").unwrap();
     let section_end = section_start
         + text_with[section_start..]
@@ -271,7 +335,11 @@ fn the_prompt_has_the_section_with_the_skill_and_is_otherwise_the_same_without()
             .map_or_else(|| text_with[section_start..].len(), |i| i + 1);
     let _ = section_end;
     // Without the section, the two prompts are the same text.
-    let ids_with_minus: Vec<u32> = ids_with.iter().copied().filter(|&i| i != computed::COMPONENT_ID).collect();
+    let ids_with_minus: Vec<u32> = ids_with
+        .iter()
+        .copied()
+        .filter(|&i| i != computed::COMPONENT_ID)
+        .collect();
     assert_eq!(ids_with_minus, ids_without);
     let assembler = Assembler::new(PromptSettings::default());
     let input = PromptInput {
@@ -279,7 +347,9 @@ fn the_prompt_has_the_section_with_the_skill_and_is_otherwise_the_same_without()
         message: Some(Arc::from("Go on.")),
         ..PromptInput::default()
     };
-    let with_prompt = assembler.assemble(&with.snapshot(), &memex.snapshot(), &input).unwrap();
+    let with_prompt = assembler
+        .assemble(&with.snapshot(), &memex.snapshot(), &input)
+        .unwrap();
     let without_prompt = Assembler::new(PromptSettings::default())
         .assemble(&without.snapshot(), &memex2.snapshot(), &input)
         .unwrap();
@@ -297,7 +367,10 @@ fn the_prompt_has_the_section_with_the_skill_and_is_otherwise_the_same_without()
 fn a_panicking_computed_context_skill_is_quarantined_and_its_section_absent() {
     let (_s, registry, memex) = world(&["fixture:computed-panic"]);
     assert_eq!(
-        registry.snapshot().get("computed-context").map(|s| s.skill().info().name.clone()),
+        registry
+            .snapshot()
+            .get("computed-context")
+            .map(|s| s.skill().info().name.clone()),
         Some("computed-context".to_owned())
     );
     for _ in 0..4 {
@@ -336,16 +409,38 @@ fn post_execution_writes_knowledge_and_the_context_map_through_the_host_once() {
     );
     assert_eq!(done.error, None);
     assert_eq!(done.edits.len(), 4, "{:#?}", done.edits);
-    assert!(done.edits.iter().all(|e| e.error.is_none()), "{:#?}", done.edits);
+    assert!(
+        done.edits.iter().all(|e| e.error.is_none()),
+        "{:#?}",
+        done.edits
+    );
     assert!(memex.snapshot().generation() > before);
-    let file = std::fs::read_to_string(memex.snapshot().files().next().unwrap().path.clone()).unwrap();
+    let file =
+        std::fs::read_to_string(memex.snapshot().files().next().unwrap().path.clone()).unwrap();
     // The pattern became a knowledge node under `Knowledge`, tagged.
-    assert!(file.contains("** Hash passwords with argon2id :auth:password:\n:PROPERTIES:\n:ID: "), "{file}");
-    assert!(file.contains(":SOURCE: t-model\n:FILE: src/auth/hash.rs\n:KIND: pattern\n:END:\n"), "{file}");
-    assert!(file.contains("** Emails compare case-insensitively :database:\n"), "{file}");
+    assert!(
+        file.contains("** Hash passwords with argon2id :auth:password:\n:PROPERTIES:\n:ID: "),
+        "{file}"
+    );
+    assert!(
+        file.contains(":SOURCE: t-model\n:FILE: src/auth/hash.rs\n:KIND: pattern\n:END:\n"),
+        "{file}"
+    );
+    assert!(
+        file.contains("** Emails compare case-insensitively :database:\n"),
+        "{file}"
+    );
     // The files went to the context map as entry headlines.
-    assert!(file.contains("** user\n:PROPERTIES:\n:ID: ") && file.contains(":LOCATION: src/models/user.rs:1-80\n:NOTES: the User model\n"), "{file}");
-    assert!(file.contains("** hash\n") && file.contains(":LOCATION: src/auth/hash.rs\n:NOTES: password hashing\n"), "{file}");
+    assert!(
+        file.contains("** user\n:PROPERTIES:\n:ID: ")
+            && file.contains(":LOCATION: src/models/user.rs:1-80\n:NOTES: the User model\n"),
+        "{file}"
+    );
+    assert!(
+        file.contains("** hash\n")
+            && file.contains(":LOCATION: src/auth/hash.rs\n:NOTES: password hashing\n"),
+        "{file}"
+    );
     // Everything else is as it was.
     assert!(file.contains(&ORG[..ORG.find("* Knowledge").unwrap()]));
     // The new node is knowledge: the login task now finds it by its tags.
@@ -360,8 +455,21 @@ fn post_execution_writes_knowledge_and_the_context_map_through_the_host_once() {
     .unwrap()
     .unwrap();
     let json: serde_json::Value = serde_json::from_str(&section).unwrap();
-    let sources: Vec<&str> = json["patterns"].as_array().unwrap().iter().map(|p| p["source"].as_str().unwrap()).collect();
-    assert!(sources.contains(&"knowledge") && json["patterns"].as_array().unwrap().iter().any(|p| p["text"] == "Hash passwords with argon2id" && p["source"] == "knowledge"), "{json}");
+    let sources: Vec<&str> = json["patterns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["source"].as_str().unwrap())
+        .collect();
+    assert!(
+        sources.contains(&"knowledge")
+            && json["patterns"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|p| p["text"] == "Hash passwords with argon2id" && p["source"] == "knowledge"),
+        "{json}"
+    );
     // Marking it done again writes nothing new.
     let again = computed::post_execution(
         &registry.snapshot(),
@@ -372,7 +480,10 @@ fn post_execution_writes_knowledge_and_the_context_map_through_the_host_once() {
         "t-model",
     );
     assert_eq!(again.edits, [], "{:#?}", again.edits);
-    assert_eq!(std::fs::read_to_string(memex.snapshot().files().next().unwrap().path.clone()).unwrap(), file);
+    assert_eq!(
+        std::fs::read_to_string(memex.snapshot().files().next().unwrap().path.clone()).unwrap(),
+        file
+    );
     // A task that is not done: nothing.
     let not_done = computed::post_execution(
         &registry.snapshot(),

@@ -812,7 +812,10 @@ fn tags_are_added_replaced_and_removed_on_the_headline_line() {
         edited(text, "Pattern", tags(&["auth", "jwt"])),
         "* TODO Pattern :auth:jwt:\n:PROPERTIES:\n:ID: p\n:END:\nbody\n* Other :x:\n"
     );
-    assert_eq!(edited(text, "Other", tags(&["y", "z"])), text.replace(":x:", ":y:z:"));
+    assert_eq!(
+        edited(text, "Other", tags(&["y", "z"])),
+        text.replace(":x:", ":y:z:")
+    );
     assert_eq!(edited(text, "Other", tags(&[])), text.replace(" :x:", ""));
     assert!(!plan_text(text, "Pattern", tags(&[])).unwrap().changed());
     let err = plan_text(text, "Pattern", tags(&["two words"])).unwrap_err();
