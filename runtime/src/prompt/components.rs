@@ -251,15 +251,24 @@ struct Key {
 #[derive(Debug, Default)]
 pub struct SkillComponents {
     last: Mutex<Option<(Key, Arc<[SkillComponent]>)>>,
+    /// Each skill's configuration (JSON), by skill name.
+    configs: Vec<(String, String)>,
 }
 
 impl SkillComponents {
+    /// Calls each skill named in `configs` with its configuration.
+    pub fn with_configs(configs: Vec<(String, String)>) -> Self {
+        Self {
+            last: Mutex::default(),
+            configs,
+        }
+    }
+
     /// The components for these inputs; from the cache when `reuse` and
     /// nothing changed.
     pub fn get(
         &self,
         skills: &Snapshot,
-        configs: &[(String, String)],
         memex: &MemexSnapshot,
         privacy: &PrivacyTags,
         signal: SignalKind,
@@ -308,7 +317,7 @@ impl SkillComponents {
             let info = slot.skill().info();
             let skill: Arc<str> = Arc::from(info.name.as_str());
             let mut call = call.clone();
-            if let Some((_, config)) = configs.iter().find(|(name, _)| *name == info.name) {
+            if let Some((_, config)) = self.configs.iter().find(|(name, _)| *name == info.name) {
                 call.config.clone_from(config);
             }
             let components = match slot.call(hooks::COMPONENTS, move |f| call.call(f)) {

@@ -572,8 +572,6 @@ pub struct Assembler {
     context: ContextCache,
     trimmed_context: ContextCache,
     components: components::SkillComponents,
-    /// Each contributing skill's configuration (JSON), by skill name.
-    skill_configs: Vec<(String, String)>,
     memo: Mutex<budget::Memo>,
     /// The last log section: reused while the lines are the same, so its
     /// count and the privacy gate's verdict are too.
@@ -618,8 +616,10 @@ impl Assembler {
             settings,
             context: ContextCache::default(),
             trimmed_context: ContextCache::default(),
-            components: components::SkillComponents::default(),
-            skill_configs: vec![(crate::computed::SKILL.to_owned(), computed_config)],
+            components: components::SkillComponents::with_configs(vec![(
+                crate::computed::SKILL.to_owned(),
+                computed_config,
+            )]),
             memo: Mutex::new(budget::Memo::default()),
             last_logs: Mutex::new(None),
             gate,
@@ -759,7 +759,6 @@ impl Assembler {
         // The skills' components, at the ids they declared.
         let contributed = self.components.get(
             skills,
-            &self.skill_configs,
             memex,
             &self.privacy,
             input.signal,

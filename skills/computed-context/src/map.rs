@@ -59,7 +59,7 @@ pub fn filter_context_map(signals: &Signals, map: &[MapEntry], take: usize) -> V
             });
         }
     }
-    filtered.sort_by(|a, b| b.relevance.cmp(&a.relevance));
+    filtered.sort_by_key(|r| std::cmp::Reverse(r.relevance));
     filtered.truncate(take);
     filtered
 }

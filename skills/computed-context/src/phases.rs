@@ -489,7 +489,7 @@ pub fn query_knowledge(
     }
     for list in [&mut k.patterns, &mut k.gotchas, &mut k.decisions] {
         // Stable: equal relevance keeps the query's order.
-        list.sort_by(|a, b| b.relevance.cmp(&a.relevance));
+        list.sort_by_key(|m| std::cmp::Reverse(m.relevance));
     }
     k.patterns.truncate(keep.max_patterns.max(5));
     k.gotchas.truncate(keep.max_gotchas.max(3));

@@ -208,10 +208,9 @@ impl<'a> Parser<'a> {
                 if let Some(next) = self.peek()
                     && next.indent == item_indent
                     && !next.text.starts_with("- ")
+                    && let Yaml::Map(more) = self.mapping(item_indent)?
                 {
-                    if let Yaml::Map(more) = self.mapping(item_indent)? {
-                        entries.extend(more);
-                    }
+                    entries.extend(more);
                 }
                 items.push(Yaml::Map(entries));
             } else {
