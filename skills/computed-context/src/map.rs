@@ -161,12 +161,11 @@ pub fn context_map(view: &MemexView<'_>, place: &MapPlace) -> Vec<MapEntry> {
             }
         }
     }
-    let path_of = |l: &str| l.split(':').next().unwrap_or(l).to_owned();
-    rows.retain(|r| {
-        !heads
-            .iter()
-            .any(|h| path_of(&h.location) == path_of(&r.location))
-    });
+    // A set, not a scan per row: maps grow with every finished task.
+    let path_of = |l: &str| l.split(':').next().unwrap_or(l).trim().to_owned();
+    let headed: std::collections::HashSet<String> =
+        heads.iter().map(|h| path_of(&h.location)).collect();
+    rows.retain(|r| !headed.contains(&path_of(&r.location)));
     rows.extend(heads);
     rows
 }

@@ -273,13 +273,14 @@ pub fn extract_signals(task: &Task<'_>, options: &Options) -> Signals {
 /// and one-letter words removed; each once, in order.
 pub fn extract_keywords(text: &str) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
+    let mut seen: std::collections::HashSet<String> = std::collections::HashSet::new();
     for word in text.split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '-')) {
         let word = word.trim_matches(['-', '_']);
         if word.chars().count() < 2 || word.chars().all(|c| c.is_ascii_digit()) {
             continue;
         }
         let lower = word.to_lowercase();
-        if is_stopword(&lower) || out.contains(&lower) {
+        if is_stopword(&lower) || !seen.insert(lower.clone()) {
             continue;
         }
         out.push(lower);
@@ -307,6 +308,7 @@ pub fn domains_of(keywords: &[String], mapping: &[(String, Vec<String>)]) -> Vec
 /// without Org or Markdown verbatim markers; URLs are not files.
 pub fn extract_paths(text: &str) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
+    let mut seen: std::collections::HashSet<&str> = std::collections::HashSet::new();
     for word in text.split(|c: char| {
         c.is_whitespace() || matches!(c, ',' | ';' | '(' | ')' | '[' | ']' | '"' | '\'')
     }) {
@@ -330,7 +332,7 @@ pub fn extract_paths(text: &str) -> Vec<String> {
         // A folder and a name (`src/auth`, `/etc/hosts`); `/login` alone is
         // a route more often than a file.
         let has_dir = path.split('/').filter(|s| !s.is_empty()).count() >= 2;
-        if (has_ext || has_dir) && !out.iter().any(|p| p == path) {
+        if (has_ext || has_dir) && seen.insert(path) {
             out.push(path.to_owned());
         }
     }
@@ -338,7 +340,7 @@ pub fn extract_paths(text: &str) -> Vec<String> {
 }
 
 /// The kind of a knowledge node.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Kind {
     /// `:KIND: pattern`.
@@ -408,12 +410,11 @@ pub fn query_by_tags(
     exclude: Option<At>,
 ) -> Vec<(At, u32)> {
     let mut scores: HashMap<At, u32> = HashMap::new();
-    let mut seen_tags: Vec<&str> = Vec::new();
+    let mut seen_tags: std::collections::HashSet<&str> = std::collections::HashSet::new();
     for tag in tags {
-        if seen_tags.contains(&tag.as_str()) {
+        if !seen_tags.insert(tag) {
             continue;
         }
-        seen_tags.push(tag);
         for (f, file) in view.files().enumerate() {
             for &index in file.with_tag(tag) {
                 let at = (f as u32, index);

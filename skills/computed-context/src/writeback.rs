@@ -122,24 +122,22 @@ pub fn plan(
         }
     };
     let parent_id = parent_file.id(parent_index).to_owned();
-    let existing: Vec<(String, Option<phases::Kind>)> = parent_file
+    // The titles of the knowledge headline's nodes, by kind: a set, so a
+    // handoff is checked in time linear in the nodes.
+    let existing: std::collections::HashSet<(String, phases::Kind)> = parent_file
         .children(parent_index)
         .iter()
-        .map(|&c| {
+        .filter_map(|&c| {
             let o = Obj {
                 file: parent_file,
                 index: c,
             };
-            (
-                o.title().trim().to_lowercase(),
-                o.property("KIND").and_then(phases::Kind::parse),
-            )
+            let kind = o.property("KIND").and_then(phases::Kind::parse)?;
+            Some((o.title().trim().to_lowercase(), kind))
         })
         .collect();
-    let known = |title: &str, kind: phases::Kind| {
-        let t = title.trim().to_lowercase();
-        existing.iter().any(|(e, k)| *e == t && *k == Some(kind))
-    };
+    let known =
+        |title: &str, kind: phases::Kind| existing.contains(&(title.trim().to_lowercase(), kind));
     for p in &handoff.patterns {
         if known(&p.pattern, phases::Kind::Pattern) {
             continue;
