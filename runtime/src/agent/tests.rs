@@ -144,10 +144,17 @@ struct Fixture {
 }
 
 fn fixture(answers: Vec<Answer>) -> Fixture {
+    fixture_with(answers, |_| {})
+}
+
+/// [`fixture`], with `setup` run on the folder before the memex and the
+/// plugins are opened.
+fn fixture_with(answers: Vec<Answer>, setup: impl FnOnce(&std::path::Path)) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let memex_dir = dir.path().join("memex");
     std::fs::create_dir_all(&memex_dir).unwrap();
     std::fs::write(memex_dir.join("work.org"), MEMEX).unwrap();
+    setup(dir.path());
     let data = dir.path().join("data");
     let env = |name: &str| match name {
         "FOVEAL_DATA_DIR" => Some(data.to_string_lossy().into_owned()),
@@ -459,6 +466,55 @@ async fn write_tools_change_the_memex_and_the_agent_knows_its_own_writes() {
         "{journal}"
     );
     assert!(journal.contains(" Second\n"));
+}
+
+#[tokio::test]
+async fn marking_a_task_done_writes_its_handoff_back_through_the_computed_context_skill() {
+    // The library cargo built beside this test (`cargo build --workspace`).
+    let exe = std::env::current_exe().unwrap();
+    let profile = exe.parent().and_then(std::path::Path::parent).unwrap();
+    let library = profile.join(format!(
+        "{}foveal_skill_computed_context.{}",
+        std::env::consts::DLL_PREFIX,
+        std::env::consts::DLL_EXTENSION
+    ));
+    assert!(
+        library.is_file(),
+        "{} is missing: run `cargo build --workspace` before `cargo test`",
+        library.display()
+    );
+    let tasks = "* Knowledge\n:PROPERTIES:\n:ID: knowledge\n:END:\n* TODO Add login\n:PROPERTIES:\n:ID: login\n:END:\n#+begin_src yaml\npatterns_discovered:\n  - pattern: Check tokens in one middleware\n    applies_to: [auth]\n#+end_src\n";
+    let mut f = fixture_with(
+        vec![
+            call("set_todo", r#"{"id": "login", "state": "DONE"}"#),
+            text("Done."),
+        ],
+        |dir| {
+            std::fs::write(dir.join("memex/tasks.org"), tasks).unwrap();
+            std::fs::create_dir_all(dir.join("plugins")).unwrap();
+            std::fs::copy(
+                &library,
+                dir.join("plugins").join(library.file_name().unwrap()),
+            )
+            .unwrap();
+        },
+    );
+    let (report, out) = ask(&mut f, "login is finished").await;
+    assert_eq!(report.stop, StopReason::Replied, "{:?}", out.tools);
+    let written = std::fs::read_to_string(f.dir.path().join("memex/tasks.org")).unwrap();
+    assert!(written.contains("* DONE Add login\n"), "{written}");
+    assert!(
+        written.contains("** Check tokens in one middleware :auth:\n:PROPERTIES:\n"),
+        "{written}"
+    );
+    assert!(
+        written.contains(":SOURCE: login\n:KIND: pattern\n"),
+        "{written}"
+    );
+    // Every generation the write-back published is the agent's own.
+    let generation = f.agent.memex.snapshot().generation();
+    assert!(f.agent.is_own_write(generation));
+    assert!(f.agent.is_own_write(generation - 1));
 }
 
 #[tokio::test]
