@@ -1,5 +1,5 @@
-//! Work kept between calls: where a headline of a given title is, per
-//! version of a file.
+//! Work kept between calls, per version of a file: where a headline of a
+//! given title is, and the context map read from it, ready to score.
 //!
 //! Finding the context map's headline by its title is the only walk over
 //! every headline of a file; its answer is kept per file version, so a
@@ -63,6 +63,36 @@ pub fn title_lookup(file: &FileView<'_>, title: &str, cache: bool) -> Option<u32
     lookups.push((key, found));
     found
 }
+
+/// The context map prepared for scoring, kept per version of the file
+/// that holds it (`place` tells maps of one file apart).
+pub fn map_index(
+    file: &FileView<'_>,
+    place: u32,
+    cache: bool,
+    build: impl FnOnce() -> crate::map::MapIndex,
+) -> std::sync::Arc<crate::map::MapIndex> {
+    if !cache {
+        return std::sync::Arc::new(build());
+    }
+    let key = key(file, &format!("\u{0}map {place}"));
+    {
+        let maps = MAPS.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, map)) = maps.iter().find(|(k, _)| *k == key) {
+            return std::sync::Arc::clone(map);
+        }
+    }
+    let map = std::sync::Arc::new(build());
+    let mut maps = MAPS.lock().unwrap_or_else(|e| e.into_inner());
+    if maps.len() >= 8 {
+        maps.remove(0);
+    }
+    maps.push((key, std::sync::Arc::clone(&map)));
+    map
+}
+
+#[allow(clippy::type_complexity)]
+static MAPS: Mutex<Vec<(Key, std::sync::Arc<crate::map::MapIndex>)>> = Mutex::new(Vec::new());
 
 fn scan(file: &FileView<'_>, title: &str) -> Option<u32> {
     let title = title.trim();

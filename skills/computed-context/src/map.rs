@@ -25,43 +25,120 @@ pub struct CodeRef {
 /// Phase 4: `filterContextMap` — the seed's scoring, entries scoring 0
 /// dropped, the best `take` kept (ties in map order).
 pub fn filter_context_map(signals: &Signals, map: &[MapEntry], take: usize) -> Vec<CodeRef> {
-    let mut filtered: Vec<CodeRef> = Vec::new();
-    for entry in map {
-        let component = entry.component.to_lowercase();
-        let location = entry.location.to_lowercase();
-        let notes = entry.notes.to_lowercase();
-        let mut score = 0u32;
-        for keyword in &signals.keywords {
-            if component.contains(keyword.as_str()) {
-                score += 2;
+    MapIndex::new(map.to_vec()).filter(signals, take)
+}
+
+/// A context map prepared for scoring: each column's texts (lowercased,
+/// but for the case-sensitive file match) joined into one string, so
+/// that a keyword is one SIMD substring search over a column instead of
+/// one search per entry. Built once per version of the map's file.
+#[derive(Debug, Default)]
+pub struct MapIndex {
+    /// The entries, in map order.
+    pub entries: Vec<MapEntry>,
+    component: Column,
+    location: Column,
+    location_raw: Column,
+    notes: Column,
+}
+
+/// One column: the texts joined by `\n` (no keyword holds one, so no
+/// match spans two entries) and where each starts.
+#[derive(Debug, Default)]
+struct Column {
+    text: String,
+    starts: Vec<u32>,
+}
+
+impl Column {
+    fn new<'a>(texts: impl Iterator<Item = &'a str>, lower: bool) -> Self {
+        let mut c = Column::default();
+        for t in texts {
+            c.starts.push(c.text.len() as u32);
+            if lower {
+                c.text.push_str(&t.to_lowercase().replace('\n', " "));
+            } else {
+                c.text.push_str(&t.replace('\n', " "));
             }
-            if location.contains(keyword.as_str()) {
-                score += 1;
-            }
+            c.text.push('\n');
         }
-        for domain in &signals.domains {
-            if notes.contains(domain.as_str()) {
-                score += 1;
-            }
+        c
+    }
+
+    /// Adds `weight` to the score of each entry whose text holds `needle`
+    /// (once an entry, however many times it holds it).
+    fn score(&self, needle: &str, weight: u32, scores: &mut [u32], seen: &mut [u32], stamp: u32) {
+        if needle.is_empty() {
+            return;
         }
-        for file in &signals.files {
-            if entry.location.contains(file.as_str()) {
-                score += 3;
+        for at in memchr::memmem::find_iter(self.text.as_bytes(), needle.as_bytes()) {
+            let entry = self.starts.partition_point(|&s| s as usize <= at) - 1;
+            if seen[entry] != stamp {
+                seen[entry] = stamp;
+                scores[entry] += weight;
             }
-        }
-        if score > 0 {
-            filtered.push(CodeRef {
-                file: entry.location.clone(),
-                component: entry.component.clone(),
-                notes: entry.notes.clone(),
-                relevance: score,
-                id: entry.source.clone(),
-            });
         }
     }
-    filtered.sort_by_key(|r| std::cmp::Reverse(r.relevance));
-    filtered.truncate(take);
-    filtered
+}
+
+impl MapIndex {
+    /// Prepares `entries`.
+    pub fn new(entries: Vec<MapEntry>) -> Self {
+        Self {
+            component: Column::new(entries.iter().map(|e| e.component.as_str()), true),
+            location: Column::new(entries.iter().map(|e| e.location.as_str()), true),
+            location_raw: Column::new(entries.iter().map(|e| e.location.as_str()), false),
+            notes: Column::new(entries.iter().map(|e| e.notes.as_str()), true),
+            entries,
+        }
+    }
+
+    /// The seed's scoring: +2 per keyword in the component, +1 per keyword
+    /// in the location, +1 per domain in the notes (all lowercased), +3
+    /// per mentioned file in the location (as written); entries scoring 0
+    /// dropped; the best `take`, ties in map order.
+    pub fn filter(&self, signals: &Signals, take: usize) -> Vec<CodeRef> {
+        let n = self.entries.len();
+        let mut scores = vec![0u32; n];
+        let mut seen = vec![0u32; n];
+        let mut stamp = 0u32;
+        let mut pass = |column: &Column, needle: &str, weight: u32| {
+            stamp += 1;
+            column.score(needle, weight, &mut scores, &mut seen, stamp);
+        };
+        for keyword in &signals.keywords {
+            pass(&self.component, keyword, 2);
+            pass(&self.location, keyword, 1);
+        }
+        for domain in &signals.domains {
+            pass(&self.notes, domain, 1);
+        }
+        for file in &signals.files {
+            pass(&self.location_raw, file, 3);
+        }
+        let mut ranked: Vec<(usize, u32)> = scores
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| **s > 0)
+            .map(|(i, s)| (i, *s))
+            .collect();
+        // Stable: equal scores keep the map's order.
+        ranked.sort_by_key(|&(_, s)| std::cmp::Reverse(s));
+        ranked.truncate(take);
+        ranked
+            .into_iter()
+            .map(|(i, relevance)| {
+                let e = &self.entries[i];
+                CodeRef {
+                    file: e.location.clone(),
+                    component: e.component.clone(),
+                    notes: e.notes.clone(),
+                    relevance,
+                    id: e.source.clone(),
+                }
+            })
+            .collect()
+    }
 }
 
 /// Where the context map is: the objects whose text holds it.

@@ -24,6 +24,7 @@ pub use crate::handoff::{
     read_handoff,
 };
 pub use crate::map::{CodeRef, context_map, filter_context_map, find_place};
+
 use crate::org::{self, Obj};
 
 /// How much context a task gets (seed 001, "Context Limits").
@@ -575,8 +576,17 @@ pub fn compute(view: &MemexView<'_>, focus: &str, options: &Options) -> Option<C
     let deps = dependency_context(view, &task, options);
     // Step 4.
     let place = find_place(view, &options.context_map, options.cache);
-    let map = context_map(view, &place);
-    let mut scored = filter_context_map(&signals, &map, usize::MAX);
+    let map_file = place.headline.map(|(f, _)| f).or(place.file);
+    let map = match map_file {
+        Some(f) => crate::cache::map_index(
+            &view.files.as_slice()[f as usize],
+            place.headline.map_or(u32::MAX, |(_, i)| i),
+            options.cache,
+            || crate::map::MapIndex::new(context_map(view, &place)),
+        ),
+        None => std::sync::Arc::new(crate::map::MapIndex::default()),
+    };
+    let mut scored = map.filter(&signals, usize::MAX);
     let map_filtered = scored.len();
     let top_score = scored.first().map_or(0, |r| r.relevance);
     // The seed keeps the top 10; a complex task's limit is 20.
@@ -602,7 +612,7 @@ pub fn compute(view: &MemexView<'_>, focus: &str, options: &Options) -> Option<C
         incomplete: deps.incomplete.clone(),
         missing: deps.missing.clone(),
         inherited: [inherited_patterns.len(), inherited_gotchas.len()],
-        map_total: map.len(),
+        map_total: map.entries.len(),
         map_filtered,
         top_score,
         map_found: place.headline.is_some() || place.file.is_some(),
