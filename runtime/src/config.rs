@@ -91,6 +91,28 @@ pub struct ContextSettings {
     pub log_limit: usize,
 }
 
+/// The bounds of the context window: what the user attaches (seed 002,
+/// the `context-window` skill).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WindowSettings {
+    /// `window.max_items`, `CONTEXT_WINDOW_MAX_ITEMS`: items kept, 1 to
+    /// 1000 (default 50); the oldest is evicted first.
+    pub max_items: usize,
+    /// `window.max_tokens`, `CONTEXT_WINDOW_MAX_TOKENS`: tokens of all
+    /// items together (default 4096; 0 for no bound); the oldest are
+    /// evicted until a new item fits.
+    pub max_tokens: u32,
+}
+
+impl Default for WindowSettings {
+    fn default() -> Self {
+        Self {
+            max_items: 50,
+            max_tokens: 4096,
+        }
+    }
+}
+
 /// The resolved configuration.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
@@ -100,6 +122,8 @@ pub struct Config {
     pub plugins: PluginSettings,
     /// Context assembly.
     pub context: ContextSettings,
+    /// `[window]`: the bounds of the context window (seed 002).
+    pub window: WindowSettings,
     /// Where state lives (`data.dir`, `FOVEAL_DATA_DIR`, else the XDG data
     /// folder `…/foveal`).
     pub data_dir: PathBuf,
@@ -229,6 +253,16 @@ struct FileConfig {
         std::collections::BTreeMap<Spanned<String>, crate::prompt::settings::FileContextType>,
     #[serde(default)]
     execution: FileExecution,
+    #[serde(default)]
+    window: FileWindow,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileWindow {
+    // Signed, so that a negative value gets the range message too.
+    max_items: Option<Spanned<i64>>,
+    max_tokens: Option<Spanned<u32>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -410,6 +444,29 @@ impl Config {
             log_limit: file.context.log_limit.as_ref().map_or(20, |v| *v.get_ref()),
         };
 
+        let defaults = WindowSettings::default();
+        let mut window = WindowSettings {
+            max_items: check
+                .range(
+                    &file.window.max_items,
+                    "window.max_items",
+                    1,
+                    1000,
+                    " (seed 002; default 50)",
+                )?
+                // In range, so it fits.
+                .map_or(defaults.max_items, |v| v as usize),
+            max_tokens: check
+                .range(
+                    &file.window.max_tokens,
+                    "window.max_tokens",
+                    0,
+                    u32::MAX,
+                    "",
+                )?
+                .unwrap_or(defaults.max_tokens),
+        };
+
         let mut data_dir = file
             .data
             .dir
@@ -434,6 +491,12 @@ impl Config {
         }
         if let Some(t) = env_number::<f64>(env, "CONTEXT_SEMANTIC_THRESHOLD", -1.0, 1.0)? {
             context.semantic_threshold = t;
+        }
+        if let Some(n) = env_number::<usize>(env, "CONTEXT_WINDOW_MAX_ITEMS", 1, 1000)? {
+            window.max_items = n;
+        }
+        if let Some(n) = env_number::<u32>(env, "CONTEXT_WINDOW_MAX_TOKENS", 0, u32::MAX)? {
+            window.max_tokens = n;
         }
 
         if let Some(value) = env("FOVEAL_BUILTIN").filter(|v| !v.trim().is_empty()) {
@@ -513,6 +576,7 @@ impl Config {
             agent,
             plugins,
             context,
+            window,
             data_dir,
             memex_paths,
             privacy_tags,

@@ -323,6 +323,9 @@ pub enum AgentError {
     /// The privacy gate could not be built.
     #[error(transparent)]
     Gate(#[from] crate::egress::GateError),
+    /// The context window could not be read.
+    #[error(transparent)]
+    Window(#[from] crate::window::WindowError),
     /// The usage record could not be read.
     #[error(transparent)]
     Cost(#[from] crate::prompt::cost::CostError),
@@ -357,6 +360,8 @@ pub struct Agent {
     tools_cache: Option<(u64, Arc<[Tool]>)>,
     /// What the last check of earlier requests made of their strings.
     request_memo: crate::egress::RequestMemo,
+    /// The session's context window (seed 002).
+    window: Arc<crate::window::Window>,
 }
 
 impl fmt::Debug for Agent {
@@ -432,6 +437,12 @@ impl Agent {
             ..Status::default()
         };
         let gate = Arc::new(gate);
+        let window = Arc::new(crate::window::Window::open(
+            &config.data_dir,
+            session.name(),
+            config.window,
+            Arc::clone(&registry),
+        )?);
         let agent = Self {
             assembler: Assembler::with_gate(
                 PromptSettings::from_config(&config),
@@ -457,6 +468,7 @@ impl Agent {
             own_writes: Vec::new(),
             tools_cache: None,
             request_memo: crate::egress::RequestMemo::default(),
+            window,
         };
         agent.refresh_status(None);
         Ok(agent)
@@ -495,6 +507,13 @@ impl Agent {
     /// The session.
     pub fn session(&self) -> &Session {
         &self.session
+    }
+
+    /// The session's context window, shared: the control socket changes
+    /// it while a cycle runs (each change is whole; a cycle sees the window
+    /// as it was when its prompt was assembled).
+    pub fn window(&self) -> &Arc<crate::window::Window> {
+        &self.window
     }
 
     /// The privacy tags.
@@ -826,6 +845,7 @@ impl Agent {
             .saturating_sub(u32::try_from(definitions_bytes).unwrap_or(u32::MAX))
             .max(1);
         let focus = self.focus.clone();
+        let window_revision = self.window.for_prompt(&skills);
         let input = PromptInput {
             signal,
             context_type: Some(context_type_name),
@@ -837,6 +857,10 @@ impl Agent {
             logs: &logs,
             budget: Some(budget),
             exact_counts: false,
+            window: window_revision.map(|revision| crate::prompt::SessionWindow {
+                session: self.window.session(),
+                revision,
+            }),
         };
         let prompt = match self.assembler.assemble(&skills, &snapshot, &input) {
             Ok(prompt) => prompt,

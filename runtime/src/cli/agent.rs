@@ -27,7 +27,7 @@ pub struct AgentOptions {
 
 /// A tokio runtime for one command: the current thread, plus the
 /// blocking pool.
-fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     Ok(tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?)
@@ -273,7 +273,7 @@ impl Output for StdoutOutput {
 }
 
 /// The control socket of the configured host.
-fn socket(config: &Config) -> PathBuf {
+pub(crate) fn socket(config: &Config) -> PathBuf {
     config.agent.socket_path(&config.data_dir)
 }
 
@@ -326,7 +326,11 @@ pub fn send(
                 exit = Exit::NotFound;
                 false
             }
-            Reply::Status { .. } | Reply::Stopping => true,
+            Reply::Status { .. }
+            | Reply::Stopping
+            | Reply::Window { .. }
+            | Reply::WindowError { .. }
+            | Reply::OtherSession { .. } => true,
         }
     }));
     if result.is_ok() && !answered {

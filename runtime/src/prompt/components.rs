@@ -241,11 +241,17 @@ struct Key {
     privacy: PrivacyTags,
     signal: SignalKind,
     focus: Option<String>,
+    /// The session's window and its revision.
+    window: Option<(String, u64)>,
 }
 
 /// The components of every skill that declares ids (but `awareness`,
 /// whose section is the context), kept while the registry and memex
-/// generations, the privacy tags, the signal and the focus are unchanged.
+/// generations, the privacy tags, the signal, the focus and the session's
+/// context window (its revision) are unchanged. Each skill is asked with
+/// `{"session": NAME}` as its configuration when the prompt is for a
+/// session's window (the `context-window` skill renders that window at
+/// 3000), else `{}`.
 #[derive(Debug, Default)]
 pub struct SkillComponents {
     last: Mutex<Option<(Key, Arc<[SkillComponent]>)>>,
@@ -261,6 +267,7 @@ impl SkillComponents {
         privacy: &PrivacyTags,
         signal: SignalKind,
         focus: Option<&str>,
+        window: Option<super::SessionWindow<'_>>,
         reuse: bool,
     ) -> Arc<[SkillComponent]> {
         let contributors = || {
@@ -280,6 +287,7 @@ impl SkillComponents {
             privacy: privacy.clone(),
             signal,
             focus: focus.map(str::to_owned),
+            window: window.map(|w| (w.session.to_owned(), w.revision)),
         };
         if reuse {
             let last = self.lock();
@@ -294,7 +302,10 @@ impl SkillComponents {
             signal,
             focus: focus.map(str::to_owned),
             budget: None,
-            config: "{}".to_owned(),
+            config: match window {
+                Some(w) => serde_json::json!({ "session": w.session }).to_string(),
+                None => "{}".to_owned(),
+            },
             explain: false,
         };
         let mut out = Vec::new();
