@@ -290,11 +290,7 @@ fn print(op: &WindowOp, session: &str, result: &Value, json: bool) -> std::io::R
             if items.is_empty() {
                 return writeln!(out, "the window of session {session} is empty");
             }
-            writeln!(
-                out,
-                "{:<8} {:<13} {:>6}  {}",
-                "ID", "TYPE", "TOKENS", "FROM / FIRST LINE"
-            )?;
+            writeln!(out, "ID       TYPE          TOKENS  FROM / FIRST LINE")?;
             for (n, item) in items.iter().enumerate() {
                 let tokens = result["tokens"][n].as_u64().unwrap_or(0);
                 let first = item["content"]

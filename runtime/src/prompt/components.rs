@@ -257,6 +257,17 @@ pub struct SkillComponents {
     last: Mutex<Option<(Key, Arc<[SkillComponent]>)>>,
 }
 
+/// What a cycle asks the skills' components for.
+#[derive(Debug, Clone, Copy)]
+pub struct ComponentsFor<'a> {
+    /// The kind of signal the cycle answers.
+    pub signal: SignalKind,
+    /// The object in foveal focus.
+    pub focus: Option<&'a str>,
+    /// The session's context window.
+    pub window: Option<super::SessionWindow<'a>>,
+}
+
 impl SkillComponents {
     /// The components for these inputs; from the cache when `reuse` and
     /// nothing changed.
@@ -265,11 +276,14 @@ impl SkillComponents {
         skills: &Snapshot,
         memex: &MemexSnapshot,
         privacy: &PrivacyTags,
-        signal: SignalKind,
-        focus: Option<&str>,
-        window: Option<super::SessionWindow<'_>>,
+        cycle: ComponentsFor<'_>,
         reuse: bool,
     ) -> Arc<[SkillComponent]> {
+        let ComponentsFor {
+            signal,
+            focus,
+            window,
+        } = cycle;
         let contributors = || {
             skills.skills().filter(|slot| {
                 let info = slot.skill().info();

@@ -761,9 +761,11 @@ impl Assembler {
             skills,
             memex,
             &self.privacy,
-            input.signal,
-            input.focus,
-            input.window,
+            components::ComponentsFor {
+                signal: input.signal,
+                focus: input.focus,
+                window: input.window,
+            },
             economics.loaded(),
         );
         for c in contributed.iter().filter(|c| context_type.enables(c.id)) {
