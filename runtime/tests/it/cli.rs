@@ -57,7 +57,11 @@ fn skill_list_finds_the_first_party_skills_beside_the_binary() {
         .iter()
         .map(|l| l.split_whitespace().next().unwrap())
         .collect();
-    assert_eq!(names, ["privacy", "token-economics", "awareness"], "{text}");
+    assert_eq!(
+        names,
+        ["privacy", "token-economics", "awareness", "context-window"],
+        "{text}"
+    );
     assert!(lines[1..].iter().all(|l| l.ends_with("loaded")), "{text}");
 }
 
@@ -215,7 +219,7 @@ fn skill_source_of_an_unknown_skill_fails_and_lists_the_known_ones() {
     let output = foveal(&sandbox, &["skill-source", "nonesuch"]);
     assert_eq!(output.status.code(), Some(1));
     assert!(stdout(&output).is_empty());
-    insta::assert_snapshot!(stderr(&output), @"error: unknown skill `nonesuch`; known skills: awareness, privacy, token-economics");
+    insta::assert_snapshot!(stderr(&output), @"error: unknown skill `nonesuch`; known skills: awareness, context-window, privacy, token-economics");
 }
 
 #[test]
