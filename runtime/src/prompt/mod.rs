@@ -769,7 +769,13 @@ impl Assembler {
             economics.loaded(),
         );
         for c in contributed.iter().filter(|c| context_type.enables(c.id)) {
-            let kind = components::static_component(c.id).map_or(SectionKind::FIXED, |s| s.kind);
+            // The context window's oldest items may be dropped (L4b);
+            // other skills' components are never trimmed.
+            let kind = if c.id == crate::window::COMPONENT_ID && *c.skill == *crate::window::SKILL {
+                SectionKind::WINDOW
+            } else {
+                components::static_component(c.id).map_or(SectionKind::FIXED, |s| s.kind)
+            };
             sections.push(PromptSection {
                 id: c.id,
                 key: Cow::Owned(c.key.to_string()),

@@ -181,6 +181,70 @@ SIMPLE-ERROR: Unbound variable FOO
     );
 }
 
+/// Over its budget, the prompt loses the window's oldest items at L4b —
+/// after the history, before the user's message — as few as make it fit,
+/// with a marker; the newest items stay whole.
+#[test]
+fn over_budget_the_oldest_window_items_go_after_the_history() {
+    let world = World::new(&["context-window", "token-economics", "awareness"]);
+    let window = world.window("default");
+    for i in 0..10 {
+        add(
+            &window,
+            "code",
+            &format!(
+                "fn item_{i}() {{\n{}}}",
+                "    let x = compute(1, 2, 3);\n".repeat(10)
+            ),
+            json!({"filename": format!("src/item_{i}.rs")}),
+        );
+    }
+    let assembler = Assembler::new(PromptSettings::default());
+    let full = world.prompt(&assembler, &window, "Which item computes what?");
+    let window_tokens = section(&full, 3000).unwrap().tokens;
+    assert!(window_tokens > 500, "{window_tokens}");
+    let skills = world.registry.snapshot();
+    let budget = full.total_tokens - window_tokens / 2;
+    let trimmed = assembler
+        .assemble(
+            &skills,
+            &world.memex.snapshot(),
+            &PromptInput {
+                message: Some("Which item computes what?".into()),
+                window: window.for_prompt(&skills).map(|revision| SessionWindow {
+                    session: window.session(),
+                    revision,
+                }),
+                budget: Some(budget),
+                exact_counts: true,
+                ..PromptInput::default()
+            },
+        )
+        .unwrap();
+    let levels: Vec<&str> = trimmed.trim_levels.names().collect();
+    assert!(levels.contains(&"L4b_window"), "{levels:?}");
+    assert!(!levels.contains(&"L5_user_message"), "{levels:?}");
+    assert!(trimmed.total_tokens <= budget);
+    let text = section(&trimmed, 3000).unwrap().text.as_str();
+    assert!(text.starts_with("## Context\n\n["), "{text}");
+    assert!(
+        text.contains("older attached items left out to fit the token budget]"),
+        "{text}"
+    );
+    assert!(
+        text.contains("### Code (from src/item_9.rs)"),
+        "the newest stays: {text}"
+    );
+    assert!(
+        !text.contains("src/item_0.rs"),
+        "the oldest goes first: {text}"
+    );
+    assert_eq!(
+        section(&trimmed, 6000).unwrap().text.as_str(),
+        "Which item computes what?"
+    );
+}
+
 /// What the user pastes into the window goes into the prompt, so it passes
 /// the same privacy gate as every section: a private memex phrase quoted
 /// in an item is withheld from the request body, and the item's text is
