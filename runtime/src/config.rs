@@ -1019,6 +1019,37 @@ mod tests {
     }
 
     #[test]
+    fn the_window_bounds_are_checked_and_the_environment_wins() {
+        let c = parse("").unwrap();
+        assert_eq!(c.window, WindowSettings::default());
+        assert_eq!((c.window.max_items, c.window.max_tokens), (50, 4096));
+        let err = parse("[window]\nmax_items = 0\n").unwrap_err().to_string();
+        assert!(
+            err.starts_with("conf/foveal.toml:2:13: `window.max_items`: 0 is out of range; must be from 1 to 1000"),
+            "{err}"
+        );
+        assert!(parse("[window]\nmax_items = -3\n").is_err());
+        assert!(parse("[window]\nmax_items = 1001\n").is_err());
+        let c = parse("[window]\nmax_items = 1000\nmax_tokens = 0\n").unwrap();
+        assert_eq!((c.window.max_items, c.window.max_tokens), (1000, 0));
+        let env = |name: &str| match name {
+            "CONTEXT_WINDOW_MAX_ITEMS" => Some("7".to_owned()),
+            "CONTEXT_WINDOW_MAX_TOKENS" => Some("100".to_owned()),
+            _ => None,
+        };
+        let c = Config::from_toml(
+            "[window]\nmax_items = 9\n",
+            None,
+            &Overrides::default(),
+            &env,
+        )
+        .unwrap();
+        assert_eq!((c.window.max_items, c.window.max_tokens), (7, 100));
+        let bad = |name: &str| (name == "CONTEXT_WINDOW_MAX_ITEMS").then(|| "0".to_owned());
+        assert!(Config::from_toml("", None, &Overrides::default(), &bad).is_err());
+    }
+
+    #[test]
     fn unknown_table_is_rejected() {
         let err = parse("[plugin]\ndir = \"x\"\n").unwrap_err().to_string();
         assert!(err.contains("did you mean `plugins`?"), "{err}");

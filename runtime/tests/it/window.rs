@@ -398,6 +398,36 @@ fn a_replaced_skill_gets_the_window_back_from_the_saved_file() {
     );
 }
 
+/// A change that cannot be saved is not made: the skill is opened again
+/// from the last saved state, and the error says where and why.
+#[test]
+fn a_change_that_cannot_be_saved_is_not_made() {
+    let world = World::new(&["context-window"]);
+    let window = world.window("default");
+    add(&window, "text", "saved", json!(null));
+    // The file's place is taken by a folder that is not empty: the
+    // rename into place fails.
+    let path = world.data().join("windows/default.json");
+    std::fs::remove_file(&path).unwrap();
+    std::fs::create_dir_all(path.join("blocker")).unwrap();
+    let error = window.add(AddRequest::text("text", "unsaved")).unwrap_err();
+    assert!(matches!(error, WindowError::Io { .. }), "{error}");
+    assert!(error.to_string().contains("nothing was changed"), "{error}");
+    let listed = window
+        .apply(&WindowOp::List {
+            types: vec![],
+            limit: None,
+        })
+        .unwrap();
+    let contents: Vec<&str> = listed["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["content"].as_str().unwrap())
+        .collect();
+    assert_eq!(contents, ["saved"]);
+}
+
 /// A saved window that is not JSON is moved aside, never lost, and the
 /// window starts empty.
 #[test]
