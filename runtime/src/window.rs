@@ -155,9 +155,9 @@ pub enum WindowError {
 struct Inner {
     /// The state as saved (`None`: no file yet).
     saved: Option<Value>,
-    /// The build of the skill that holds the window (its address), if one
-    /// does.
-    opened: Option<usize>,
+    /// The build of the skill that holds the window, if one does. Held,
+    /// not remembered by address: a new build can never be taken for it.
+    opened: Option<Arc<crate::registry::Skill>>,
     /// Bumped by every change.
     revision: u64,
 }
@@ -314,8 +314,11 @@ impl Window {
                 "skill `{SKILL}` is not loaded"
             )));
         };
-        let build = Arc::as_ptr(slot.skill()) as usize;
-        if inner.opened == Some(build) {
+        if inner
+            .opened
+            .as_ref()
+            .is_some_and(|held| Arc::ptr_eq(held, slot.skill()))
+        {
             return Ok(());
         }
         let args = json!({
@@ -325,7 +328,7 @@ impl Window {
             "max_tokens": self.limits.max_tokens,
         });
         let mut answer = invoke(skills, "open", &args)?;
-        inner.opened = Some(build);
+        inner.opened = Some(Arc::clone(slot.skill()));
         let evicted = answer["evicted"].as_array().map_or(0, Vec::len);
         if evicted > 0 {
             // The bounds in force are smaller than the saved window.
@@ -381,15 +384,9 @@ use CallError::NotOpen;
 impl From<CallError> for WindowError {
     fn from(error: CallError) -> Self {
         match error {
-            CallError::NotOpen => Self::Failed("the window was not open after opening it".into()),
+            CallError::NotOpen => Self::Failed("it does not hold the window it was given".into()),
             CallError::Other(error) => error,
         }
-    }
-}
-
-impl From<WindowError> for CallError {
-    fn from(error: WindowError) -> Self {
-        Self::Other(error)
     }
 }
 
