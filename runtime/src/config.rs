@@ -113,6 +113,26 @@ impl Default for WindowSettings {
     }
 }
 
+/// Settings of the awareness outline (`[awareness]`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AwarenessSettings {
+    /// `awareness.projects`: the rules that make a headline a project
+    /// (default: all of them; `["tag"]` is seed 000's rule alone).
+    pub projects: Vec<crate::context::ProjectRule>,
+    /// `awareness.map`: when no project is found, show the top of each
+    /// file instead of only saying so (default true; false is seed 000).
+    pub map: bool,
+}
+
+impl Default for AwarenessSettings {
+    fn default() -> Self {
+        Self {
+            projects: crate::context::ProjectRule::ALL.to_vec(),
+            map: true,
+        }
+    }
+}
+
 /// The resolved configuration.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
@@ -124,6 +144,8 @@ pub struct Config {
     pub context: ContextSettings,
     /// `[window]`: the bounds of the context window (seed 002).
     pub window: WindowSettings,
+    /// The awareness outline.
+    pub awareness: AwarenessSettings,
     /// Where state lives (`data.dir`, `FOVEAL_DATA_DIR`, else the XDG data
     /// folder `…/foveal`).
     pub data_dir: PathBuf,
@@ -233,6 +255,8 @@ struct FileConfig {
     #[serde(default)]
     context: FileContext,
     #[serde(default)]
+    awareness: FileAwareness,
+    #[serde(default)]
     data: FileData,
     #[serde(default)]
     memex: FileMemex,
@@ -318,6 +342,13 @@ struct FileContext {
     max_tokens: Option<Spanned<u32>>,
     semantic_threshold: Option<Spanned<f64>>,
     log_limit: Option<Spanned<usize>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileAwareness {
+    projects: Option<Vec<Spanned<String>>>,
+    map: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -466,6 +497,7 @@ impl Config {
                 )?
                 .unwrap_or(defaults.max_tokens),
         };
+        let awareness = check.awareness(&file.awareness)?;
 
         let mut data_dir = file
             .data
@@ -577,6 +609,7 @@ impl Config {
             plugins,
             context,
             window,
+            awareness,
             data_dir,
             memex_paths,
             privacy_tags,
@@ -634,6 +667,45 @@ impl Checker<'_> {
 }
 
 impl Checker<'_> {
+    /// `[awareness]`: each project rule a known one; an error points at
+    /// the bad one and suggests the closest.
+    fn awareness(&self, file: &FileAwareness) -> Result<AwarenessSettings, ConfigError> {
+        use crate::context::ProjectRule;
+        let mut settings = AwarenessSettings::default();
+        if let Some(values) = &file.projects {
+            settings.projects = Vec::with_capacity(values.len());
+            for value in values {
+                let name = value.get_ref().trim();
+                let Some(rule) = ProjectRule::parse(name) else {
+                    let (line, column) = line_column(self.text, value.span().start);
+                    let known: Vec<String> = ProjectRule::ALL
+                        .iter()
+                        .map(|r| r.name().to_owned())
+                        .collect();
+                    let mut message = format!("`awareness.projects`: unknown rule {name:?}");
+                    if let Some(best) = closest(name, &known) {
+                        message.push_str(&format!("; did you mean {best:?}?"));
+                    }
+                    message.push_str(&format!(" The rules: {}.", known.join(", ")));
+                    return Err(ConfigError::Invalid {
+                        path: self.path.to_owned(),
+                        line,
+                        column,
+                        key: Some("awareness.projects".to_owned()),
+                        message,
+                    });
+                };
+                if !settings.projects.contains(&rule) {
+                    settings.projects.push(rule);
+                }
+            }
+        }
+        if let Some(map) = file.map {
+            settings.map = map;
+        }
+        Ok(settings)
+    }
+
     /// `plugins.trusted`: each entry a digest as `foveal skill trust`
     /// prints it; an error points at the bad one.
     fn digests(
@@ -986,6 +1058,27 @@ mod tests {
             &Overrides::default(),
             &no_env,
         )
+    }
+
+    #[test]
+    fn awareness_rules_are_named_and_checked() {
+        use crate::context::ProjectRule;
+        let c = parse("").unwrap();
+        assert_eq!(c.awareness, AwarenessSettings::default());
+        assert_eq!(c.awareness.projects, ProjectRule::ALL);
+        assert!(c.awareness.map);
+        let c = parse("[awareness]\nprojects = [\"tag\"]\nmap = false\n").unwrap();
+        assert_eq!(c.awareness.projects, [ProjectRule::Tag]);
+        assert!(!c.awareness.map);
+        let c = parse("[awareness]\nprojects = []\n").unwrap();
+        assert!(c.awareness.projects.is_empty());
+        let err = parse("[awareness]\nprojects = [\"tag\", \"gdt\"]\n")
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "conf/foveal.toml:2:20: `awareness.projects`: unknown rule \"gdt\"; did you mean \"gtd\"? The rules: tag, keyword, gtd, heading."
+        );
     }
 
     #[test]

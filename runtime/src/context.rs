@@ -3,11 +3,17 @@
 //!
 //! [`ContextCache::section`] asks the skill for the outline of a memex
 //! snapshot, through the registry snapshot of the cycle, and keeps the
-//! answer. While the registry generation, the memex generation, the focus,
-//! the budget and the options are unchanged, the next request returns the
-//! same [`Section`] without building a view or calling the skill (seed 003,
+//! answer. While the registry generation, the memex generation, the
+//! privacy tags, the focus, the budget and the options (threshold, project
+//! rules, map) are unchanged, the next request returns the same
+//! [`Section`] without building a view or calling the skill (seed 003,
 //! contract 2: unlike the seed, keyed on the memex *generation*, so an edit
-//! that keeps the number of objects cannot serve a stale context).
+//! that keeps the number of objects cannot serve a stale context). What
+//! else the skill is told of each file — its modification time, file tags
+//! and TODO keywords ([`skill_config`]) — changes only with a new version
+//! of the file, hence a new generation: a touch that leaves the bytes (and
+//! the setup files' settings) as they were publishes nothing and changes
+//! nothing the skill is told.
 //!
 //! When the skill is not loaded, quarantined or fails, the section is the
 //! seed's line `[Awareness skill not loaded]` (seed 003), and the reason is
@@ -52,6 +58,42 @@ pub const COMPONENT_ID: u32 = 2000;
 /// The section when the skill is absent (seed 003).
 pub const FALLBACK: &str = "[Awareness skill not loaded]\n";
 
+/// A rule that makes a headline a project (`[awareness] projects`; the
+/// awareness skill's README explains each).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProjectRule {
+    /// Tagged `project` (also through `#+FILETAGS:`): seed 000's rule.
+    Tag,
+    /// TODO keyword `PROJ` or `PROJECT`.
+    Keyword,
+    /// A not-done task with a child that has a TODO keyword.
+    Gtd,
+    /// Under a top-level `Projects` headline, or at the top of
+    /// `projects.org`.
+    Heading,
+}
+
+impl ProjectRule {
+    /// Every rule, in the documented order.
+    pub const ALL: [ProjectRule; 4] = [Self::Tag, Self::Keyword, Self::Gtd, Self::Heading];
+
+    /// Its name in the configuration.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Tag => "tag",
+            Self::Keyword => "keyword",
+            Self::Gtd => "gtd",
+            Self::Heading => "heading",
+        }
+    }
+
+    /// The rule named `name` (exactly, as the configuration writes it).
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|r| r.name() == name)
+    }
+}
+
 /// What to render.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ContextRequest {
@@ -68,6 +110,11 @@ pub struct ContextRequest {
     /// Let the skill reuse work between calls (on, except to time the work
     /// itself).
     pub skill_cache: bool,
+    /// The rules that make a headline a project (`awareness.projects`).
+    pub projects: Vec<ProjectRule>,
+    /// Show the map of the memex when no project is found
+    /// (`awareness.map`).
+    pub map: bool,
 }
 
 impl Default for ContextRequest {
@@ -79,8 +126,71 @@ impl Default for ContextRequest {
             threshold: 0.75,
             explain: false,
             skill_cache: true,
+            projects: ProjectRule::ALL.to_vec(),
+            map: true,
         }
     }
+}
+
+impl ContextRequest {
+    /// The seed's awareness: projects by the `project` tag alone, and no
+    /// map when there is none.
+    pub fn seed() -> Self {
+        Self {
+            projects: vec![ProjectRule::Tag],
+            map: false,
+            ..Self::default()
+        }
+    }
+
+    /// The request with the awareness settings of a configuration.
+    pub fn with_awareness(mut self, settings: &crate::config::AwarenessSettings) -> Self {
+        self.projects = settings.projects.clone();
+        self.map = settings.map;
+        self
+    }
+}
+
+/// The awareness skill's configuration (JSON): the request's options,
+/// and what the skill needs to know of each lent file that its view does
+/// not say — when it last changed (the map drops the least recently
+/// changed files first), its file tags and its TODO keywords (both with
+/// those of its setup files, which the lent text does not hold).
+#[derive(Debug, serde::Serialize)]
+struct SkillConfig<'a> {
+    threshold: f64,
+    cache: bool,
+    projects: &'a [ProjectRule],
+    map: bool,
+    /// Unix seconds, in view order (0 when unknown).
+    modified: Vec<i64>,
+    file_tags: Vec<&'a [String]>,
+    todo_keywords: Vec<Vec<&'a str>>,
+}
+
+/// The JSON configuration of the awareness skill for `request` over
+/// `view`.
+pub fn skill_config(request: &ContextRequest, view: &SnapshotView) -> String {
+    let config = SkillConfig {
+        threshold: request.threshold,
+        cache: request.skill_cache,
+        projects: &request.projects,
+        map: request.map,
+        modified: view.modified().collect(),
+        file_tags: view.files().map(|f| f.file_tags.as_slice()).collect(),
+        todo_keywords: view
+            .files()
+            .map(|f| {
+                f.keywords
+                    .todo
+                    .iter()
+                    .chain(&f.keywords.done)
+                    .map(String::as_str)
+                    .collect()
+            })
+            .collect(),
+    };
+    serde_json::to_string(&config).unwrap_or_else(|_| "{}".to_owned())
 }
 
 /// Who produced a section.
@@ -197,15 +307,14 @@ pub fn render(
     privacy: &PrivacyTags,
     request: &ContextRequest,
 ) -> Section {
+    let view = SnapshotView::new(memex, privacy);
+    let config = skill_config(request, &view);
     let call = ComponentsCall {
-        view: SnapshotView::new(memex, privacy),
+        view,
         signal: request.signal,
         focus: request.focus.clone(),
         budget: request.budget,
-        config: format!(
-            "{{\"threshold\": {}, \"cache\": {}}}",
-            request.threshold, request.skill_cache
-        ),
+        config,
         explain: request.explain,
     };
     let fallback = |why: String, failed: bool| Section {

@@ -98,7 +98,8 @@ pub fn awareness(config: &Config, focus: &str, runs: usize, json: bool) -> anyho
         focus: Some(focus.to_owned()),
         threshold: config.context.semantic_threshold,
         ..ContextRequest::default()
-    };
+    }
+    .with_awareness(&config.awareness);
     let uncached_request = ContextRequest {
         skill_cache: false,
         ..request.clone()

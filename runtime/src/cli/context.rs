@@ -86,6 +86,7 @@ pub(crate) fn request(config: &Config, options: &ContextOptions) -> ContextReque
         explain: options.json || options.explain,
         ..ContextRequest::default()
     }
+    .with_awareness(&config.awareness)
 }
 
 /// `foveal context`.
@@ -240,13 +241,19 @@ fn explain(
     for (reason, n) in &by_reason {
         let _ = writeln!(s, "  - {reason}: {n}");
     }
-    let omitted: u32 = section.omitted.iter().map(|(_, n)| n).sum();
+    // `file` counts whole files of the map, not objects.
+    let omitted: u32 = section
+        .omitted
+        .iter()
+        .filter(|(reason, _)| reason != "file")
+        .map(|(_, n)| n)
+        .sum();
     let _ = writeln!(s, "- Objects left out: {omitted}");
     for (reason, n) in &section.omitted {
-        let why = if reason == "depth" {
-            "deeper than 2, not foveal, not similar"
-        } else {
-            "did not fit the budget"
+        let why = match reason.as_str() {
+            "depth" => "deeper than 2, not foveal, not similar",
+            "file" => "files of the map, the least recently changed, did not fit the budget",
+            _ => "did not fit the budget",
         };
         let _ = writeln!(s, "  - {reason}: {n} ({why})");
     }

@@ -9,9 +9,10 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
-use crate::memex::parse::{self, Headline, ParseError, Span, TodoKeywords};
+use crate::memex::parse::{self, Headline, ParseError, Settings, Span, TodoKeywords};
+use crate::memex::setup::Setup;
 
 /// How an object got its id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -95,8 +96,17 @@ pub struct MemexFile {
     pub text: String,
     /// Its TODO keywords.
     pub keywords: TodoKeywords,
-    /// Its file tags (`#+FILETAGS:`): every headline inherits them.
+    /// Its file tags (`#+FILETAGS:`, its setup files' too): every
+    /// headline inherits them.
     pub file_tags: Vec<String>,
+    /// The tags its `#+TAGS:` lines (its setup files' too) offer.
+    pub declared_tags: Vec<String>,
+    /// What it took from its `#+SETUPFILE:`s ([`crate::memex::setup`]).
+    pub setup: Arc<Setup>,
+    /// When the version read was last modified on disk (the time of the
+    /// write, for a version the memex wrote itself); `None` for a text
+    /// that was not read from a file.
+    pub modified: Option<SystemTime>,
     /// Its headlines, in file order (a parent before its children).
     pub objects: Vec<Object>,
     /// Child indices; each object's `children` is a range of this.
@@ -131,10 +141,27 @@ impl MemexFile {
     /// Parses `text` read from `path`. `id_base` is the path used to derive
     /// ids for headlines without `:ID:` (relative to the memex root, so the
     /// ids survive moving the whole memex).
+    ///
+    /// Its `#+SETUPFILE:` lines are not followed: [`MemexFile::parse_with`]
+    /// takes the settings they give.
     pub fn parse(path: &Path, id_base: &str, text: String) -> Result<Self, ParseError> {
+        let settings = parse::collect_settings(&text, &mut |_, _| None);
+        Self::parse_with(path, id_base, text, settings, Arc::default())
+    }
+
+    /// Parses `text` with its in-buffer settings already read (with its
+    /// setup files: [`crate::memex::setup::resolve`]), and what its setup
+    /// files gave.
+    pub fn parse_with(
+        path: &Path,
+        id_base: &str,
+        text: String,
+        settings: Settings,
+        setup: Arc<Setup>,
+    ) -> Result<Self, ParseError> {
         let started = std::time::Instant::now();
-        let parsed = parse::parse(&text)?;
-        let mut warnings = Vec::new();
+        let parsed = parse::parse_with(&text, settings)?;
+        let mut warnings = setup.warnings.clone();
         let count = parsed.headlines.len();
 
         // Children: parents come before children, so a counting pass gives
@@ -242,6 +269,9 @@ impl MemexFile {
             path: path.to_owned(),
             keywords: parsed.keywords,
             file_tags: parsed.file_tags,
+            declared_tags: parsed.tags,
+            setup,
+            modified: None,
             objects,
             children,
             dim,

@@ -29,6 +29,7 @@
 pub mod file;
 pub mod parse;
 pub mod privacy;
+pub mod setup;
 pub mod snapshot;
 pub mod view;
 pub mod watch;
@@ -291,11 +292,63 @@ impl Memex {
     /// [`MAX_FILE_BYTES`], never anything else. A file that was read but
     /// not loaded comes back with its text, read lossily.
     fn read(&self, path: &Path) -> Result<MemexFile, Failure> {
-        let bytes = read_regular(path, MAX_FILE_BYTES).map_err(|e| (e, None))?;
-        self.parse_bytes(path, bytes)
+        let (bytes, modified) =
+            read_regular_modified(path, MAX_FILE_BYTES).map_err(|e| (e, None))?;
+        self.load(path, bytes, modified)
     }
 
-    fn parse_bytes(&self, path: &Path, bytes: Vec<u8>) -> Result<MemexFile, Failure> {
+    /// [`Memex::read`]'s work after the bytes are read, with the failure
+    /// made to fail closed ([`fail_closed`]).
+    fn load(
+        &self,
+        path: &Path,
+        bytes: Vec<u8>,
+        modified: Option<std::time::SystemTime>,
+    ) -> Result<MemexFile, Failure> {
+        let (text, settings, setup) = self.settings_of(path, bytes).map_err(fail_closed(path))?;
+        self.parse_text(path, text, settings, setup, modified)
+            .map_err(fail_closed(path))
+    }
+
+    /// The text of `bytes` read from `path`, and its in-buffer settings
+    /// with its setup files'.
+    fn settings_of(
+        &self,
+        path: &Path,
+        bytes: Vec<u8>,
+    ) -> Result<(String, parse::Settings, setup::Setup), Failure> {
+        let text = self.text_of(path, bytes)?;
+        let (settings, setup) = setup::resolve(path, &text);
+        Ok((text, settings, setup))
+    }
+
+    fn parse_text(
+        &self,
+        path: &Path,
+        text: String,
+        settings: parse::Settings,
+        setup: setup::Setup,
+        modified: Option<std::time::SystemTime>,
+    ) -> Result<MemexFile, Failure> {
+        let id_base = self.id_base(path);
+        let kept = Arc::<str>::from(text.as_str());
+        let mut file = MemexFile::parse_with(path, &id_base, text, settings, Arc::new(setup))
+            .map_err(|e| {
+                (
+                    MemexError::Parse {
+                        path: path.to_owned(),
+                        line: e.line,
+                        message: e.message,
+                    },
+                    Some(kept),
+                )
+            })?;
+        file.modified = modified;
+        Ok(file)
+    }
+
+    /// `bytes` as text: UTF-8, with line feeds.
+    fn text_of(&self, path: &Path, bytes: Vec<u8>) -> Result<String, Failure> {
         let text = match String::from_utf8(bytes) {
             Ok(text) => text,
             Err(e) => {
@@ -331,18 +384,7 @@ impl Memex {
                 Some(Arc::from(text.replace('\r', "\n").as_str())),
             ));
         }
-        let id_base = self.id_base(path);
-        let kept = Arc::<str>::from(text.as_str());
-        MemexFile::parse(path, &id_base, text).map_err(|e| {
-            (
-                MemexError::Parse {
-                    path: path.to_owned(),
-                    line: e.line,
-                    message: e.message,
-                },
-                Some(kept),
-            )
-        })
+        Ok(text)
     }
 
     /// Reads `path` again and publishes the result: the new version, or —
@@ -359,21 +401,29 @@ impl Memex {
             }
             current.without_file(path)
         } else {
-            let bytes = read_regular(path, MAX_FILE_BYTES);
-            // The same bytes as the version being served (our own write-back
-            // coming back through the watcher, or a touch): nothing to do.
-            if let Ok(bytes) = &bytes
+            let read = read_regular_modified(path, MAX_FILE_BYTES)
+                .map_err(|e| (e, None))
+                .and_then(|(bytes, modified)| {
+                    let (text, settings, setup) =
+                        self.settings_of(path, bytes).map_err(fail_closed(path))?;
+                    Ok((text, settings, setup, modified))
+                });
+            // The same text and setup as the version being served (our own
+            // write-back coming back through the watcher, a touch, or a
+            // setup file edited in a way that changes none of its
+            // settings): nothing to do.
+            if let Ok((text, _, setup, _)) = &read
                 && !current.failed().contains_key(path)
                 && current
                     .file(path)
-                    .is_some_and(|f| f.text.as_bytes() == bytes.as_slice())
+                    .is_some_and(|f| f.text == *text && *f.setup == *setup)
             {
                 return current.generation();
             }
-            match bytes
-                .map_err(|e| (e, None))
-                .and_then(|bytes| self.parse_bytes(path, bytes))
-            {
+            match read.and_then(|(text, settings, setup, modified)| {
+                self.parse_text(path, text, settings, setup, modified)
+                    .map_err(fail_closed(path))
+            }) {
                 Ok(file) => current.with_file(self.prepared(file)),
                 Err((error, text)) => {
                     if current.file(path).is_some() {
@@ -415,6 +465,29 @@ fn release_free_memory() {
 /// Why a file was not loaded, and its text when it was read (lossily).
 type Failure = (MemexError, Option<Arc<str>>);
 
+/// What a failure keeps of the file's text (for the privacy gate only,
+/// never lent) gets, as a last line, the file tags its `#+SETUPFILE:`s
+/// give. The gate takes a file that cannot be loaded for private when its
+/// text names a privacy tag; a file private through its setup file must
+/// stay so while it cannot be loaded (fail closed).
+fn fail_closed(path: &Path) -> impl Fn(Failure) -> Failure + '_ {
+    move |(error, text)| {
+        let Some(text) = text else {
+            return (error, None);
+        };
+        let (settings, setup) = setup::resolve(path, &text);
+        if setup.is_empty() || settings.file_tags.is_empty() {
+            return (error, Some(text));
+        }
+        let mut kept = String::with_capacity(text.len() + 64);
+        kept.push_str(&text);
+        kept.push_str("\n#+FILETAGS: :");
+        kept.push_str(&settings.file_tags.join(":"));
+        kept.push_str(":\n");
+        (error, Some(Arc::from(kept)))
+    }
+}
+
 /// The 1-based line of the first bare carriage return (one not followed by
 /// a line feed), if the text has one and no line feed at all: a file with
 /// old Mac line ends.
@@ -437,6 +510,15 @@ pub const MAX_FILE_BYTES: u64 = 256 << 20;
 /// without a read that could block or never end, and a file over `max` is
 /// refused from its size, then read no further than `max` (it may grow).
 pub fn read_regular(path: &Path, max: u64) -> Result<Vec<u8>, MemexError> {
+    read_regular_modified(path, max).map(|(bytes, _)| bytes)
+}
+
+/// [`read_regular`], with the file's modification time (from the
+/// descriptor read, so it is the time of the bytes returned or later).
+pub fn read_regular_modified(
+    path: &Path,
+    max: u64,
+) -> Result<(Vec<u8>, Option<std::time::SystemTime>), MemexError> {
     use std::io::Read as _;
     use std::os::unix::fs::{FileTypeExt as _, OpenOptionsExt as _};
     let file = std::fs::OpenOptions::new()
@@ -481,7 +563,7 @@ pub fn read_regular(path: &Path, max: u64) -> Result<Vec<u8>, MemexError> {
             max,
         });
     }
-    Ok(bytes)
+    Ok((bytes, meta.modified().ok()))
 }
 
 fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -646,6 +728,35 @@ mod tests {
         let error = s.failed().get(&path).unwrap().to_string();
         assert!(error.contains("a.org:2:5: not valid UTF-8"), "{error}");
         assert_eq!(std::fs::read(&path).unwrap(), b"* ok\nbad \xff byte\n");
+    }
+
+    #[test]
+    fn a_file_private_through_its_setup_file_stays_private_while_it_fails_to_load() {
+        let (dir, memex) = memex_with(&[
+            ("p.setup", b"#+FILETAGS: :@personal:\n"),
+            (
+                "diary.org",
+                b"#+SETUPFILE: p.setup\n* Monday\nMet Ann at the harbour today.\n",
+            ),
+        ]);
+        let path = dir.path().canonicalize().unwrap().join("diary.org");
+        let privacy = PrivacyTags::new(["@personal"]);
+        assert!(privacy.file_is_private(memex.snapshot().file(&path).unwrap()));
+        for broken in [
+            &b"#+SETUPFILE: p.setup\n* Monday\nMet Ann at the harbour today.\n* Half\n:PROPERTIES:\n"[..],
+            &b"#+SETUPFILE: p.setup\n* Monday\nMet Ann at the harbour \xff today.\n"[..],
+        ] {
+            std::fs::write(&path, broken).unwrap();
+            memex.reload_file(&path);
+            let snapshot = memex.snapshot();
+            let (_, text) = snapshot
+                .failed_texts()
+                .find(|(p, _)| *p == path)
+                .expect("the broken version failed");
+            // The gate takes a failed file whose text names a privacy tag
+            // for private as a whole.
+            assert!(text.to_lowercase().contains(":@personal:"), "{text}");
+        }
     }
 
     #[test]

@@ -13,9 +13,11 @@
 //! - a headline is a line starting with one or more `*` and a space
 //!   (`*bold*`, `**x**` and `*<TAB>x` are not);
 //! - the first word is a TODO keyword only if it is one of the file's
-//!   keywords (`#+TODO:`, `#+SEQ_TODO:`, `#+TYP_TODO:`, merged; default
-//!   `TODO | DONE`; without `|` the last word is the done state; fast-access
-//!   keys like `DONE(d!)` are stripped);
+//!   keywords (`#+TODO:`, `#+SEQ_TODO:`, `#+TYP_TODO:`, merged, with those
+//!   of its `#+SETUPFILE:`s in place of each such line — read by
+//!   [`crate::memex::setup`]; default `TODO | DONE`; without `|` the last
+//!   word is the done state; fast-access keys like `DONE(d!)` are
+//!   stripped);
 //! - then an optional `[#A]` priority cookie and `COMMENT`;
 //! - tags are the last whitespace-preceded token of the form `:a:b:`;
 //! - an optional planning line, then an optional `:PROPERTIES:` … `:END:`
@@ -68,73 +70,138 @@ impl TodoKeywords {
 
     /// The keywords declared by `#+TODO:` lines (and `SEQ_TODO`,
     /// `TYP_TODO`) anywhere in `text`, merged; the default when there is
-    /// none.
+    /// none. (`#+SETUPFILE:` lines are not followed: see
+    /// [`crate::memex::setup`].)
     pub fn from_text(text: &str) -> Self {
-        settings(text).0
+        collect_settings(text, &mut |_, _| None).keywords()
     }
 }
 
-/// The in-buffer settings of `text` that the memex reads: its TODO
-/// keywords and its file tags (`#+FILETAGS:`), in one pass over its lines.
+/// The in-buffer settings of a file that the memex reads, in the order
+/// their lines come: its TODO keywords (`#+TODO:`, `#+SEQ_TODO:`,
+/// `#+TYP_TODO:`), its file tags (`#+FILETAGS:`) and its tag list
+/// (`#+TAGS:`) — with, in place of each `#+SETUPFILE:` line, the settings
+/// of the setup file (as Org inserts them; see [`crate::memex::setup`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Settings {
+    /// Not-done words of the keyword lines, in order, repeats kept.
+    todo: Vec<String>,
+    /// Done words of the keyword lines, in order, repeats kept.
+    done: Vec<String>,
+    /// Whether a keyword line was seen (else the default applies).
+    declared: bool,
+    /// The file tags, in order, each once: every headline inherits them.
+    pub file_tags: Vec<String>,
+    /// The tags `#+TAGS:` lines offer (their fast-access keys and group
+    /// markers removed), in order, each once.
+    pub tags: Vec<String>,
+}
+
+impl Settings {
+    /// The TODO keywords: the declared ones merged (a word declared twice
+    /// counts once, and a word declared both ways is a not-done state, as
+    /// [`TodoKeywords::classify`] answers), or the default.
+    pub fn keywords(&self) -> TodoKeywords {
+        if !self.declared {
+            return TodoKeywords::default();
+        }
+        let mut seen = std::collections::HashSet::new();
+        let mut todo = self.todo.clone();
+        let mut done = self.done.clone();
+        todo.retain(|w| seen.insert(w.clone()));
+        done.retain(|w| seen.insert(w.clone()));
+        TodoKeywords { todo, done }
+    }
+
+    /// Appends `other`'s settings after these, as if its lines came here.
+    pub fn extend(&mut self, other: &Settings) {
+        self.todo.extend(other.todo.iter().cloned());
+        self.done.extend(other.done.iter().cloned());
+        self.declared |= other.declared;
+        for tag in &other.file_tags {
+            push_once(&mut self.file_tags, tag);
+        }
+        for tag in &other.tags {
+            push_once(&mut self.tags, tag);
+        }
+    }
+}
+
+fn push_once(list: &mut Vec<String>, word: &str) {
+    if !list.iter().any(|t| t == word) {
+        list.push(word.to_owned());
+    }
+}
+
+/// Reads the in-buffer settings of `text` in one pass over its lines.
+/// For each `#+SETUPFILE:` line, `setup` is asked with the line's 1-based
+/// number and its value; the settings it answers are inserted there.
 ///
-/// File tags are read from every `#+FILETAGS:` line, wherever it is (Org
-/// reads them from the whole buffer), split at spaces and colons, so
+/// Settings are read from every line, wherever it is (Org reads them from
+/// the whole buffer). File tags are split at spaces and colons, so
 /// `:a:b:`, `a b` and `:a: :b:` all give `a` and `b`. A line inside a
 /// source block counts too: privacy follows file tags, and reading one
 /// too many makes a file private, never public.
-fn settings(text: &str) -> (TodoKeywords, Vec<String>) {
-    let mut todo = Vec::new();
-    let mut done = Vec::new();
-    let mut file_tags: Vec<String> = Vec::new();
-    let mut found = false;
+pub fn collect_settings(
+    text: &str,
+    setup: &mut dyn FnMut(u32, &str) -> Option<Settings>,
+) -> Settings {
+    let mut settings = Settings::default();
     // A byte-order mark opening the file is not text (Emacs drops it).
-    for line in text.strip_prefix('\u{feff}').unwrap_or(text).split('\n') {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    for (n, line) in text.split('\n').enumerate() {
         let l = line.trim_start_matches([' ', '\t']);
         if !l.starts_with("#+") {
             continue;
         }
         let Some(colon) = l.find(':') else { continue };
         let key = &l[2..colon];
+        let value = l[colon + 1..].trim_end_matches('\r');
         if key.eq_ignore_ascii_case("FILETAGS") {
-            for tag in l[colon + 1..]
+            for tag in value
                 .split(|c: char| c == ':' || c.is_whitespace())
                 .filter(|t| !t.is_empty())
             {
-                if !file_tags.iter().any(|t| t == tag) {
-                    file_tags.push(tag.to_owned());
-                }
+                push_once(&mut settings.file_tags, tag);
             }
-            continue;
-        }
-        if !(key.eq_ignore_ascii_case("TODO")
+        } else if key.eq_ignore_ascii_case("TAGS") {
+            for word in value.split_whitespace() {
+                // `work(w)`: the tag and its fast-access key; `{`, `}`,
+                // `[`, `]`, `\n` and `:` mark groups and line breaks.
+                let tag = word.split('(').next().unwrap_or(word);
+                if tag.is_empty() || tag.starts_with(['{', '}', '[', ']', '\\', ':']) {
+                    continue;
+                }
+                push_once(&mut settings.tags, tag);
+            }
+        } else if key.eq_ignore_ascii_case("SETUPFILE") {
+            if let Some(included) = setup(n as u32 + 1, value.trim()) {
+                settings.extend(&included);
+            }
+        } else if key.eq_ignore_ascii_case("TODO")
             || key.eq_ignore_ascii_case("SEQ_TODO")
-            || key.eq_ignore_ascii_case("TYP_TODO"))
+            || key.eq_ignore_ascii_case("TYP_TODO")
         {
-            continue;
-        }
-        found = true;
-        let words: Vec<&str> = l[colon + 1..]
-            .split_ascii_whitespace()
-            .map(|w| w.split('(').next().unwrap_or(w))
-            .filter(|w| !w.is_empty())
-            .collect();
-        if let Some(bar) = words.iter().position(|w| *w == "|") {
-            todo.extend(words[..bar].iter().map(|s| s.to_string()));
-            done.extend(words[bar + 1..].iter().map(|s| s.to_string()));
-        } else if let Some((last, rest)) = words.split_last() {
-            todo.extend(rest.iter().map(|s| s.to_string()));
-            done.push(last.to_string());
+            settings.declared = true;
+            let words: Vec<&str> = value
+                .split_ascii_whitespace()
+                .map(|w| w.split('(').next().unwrap_or(w))
+                .filter(|w| !w.is_empty())
+                .collect();
+            if let Some(bar) = words.iter().position(|w| *w == "|") {
+                settings
+                    .todo
+                    .extend(words[..bar].iter().map(|s| s.to_string()));
+                settings
+                    .done
+                    .extend(words[bar + 1..].iter().map(|s| s.to_string()));
+            } else if let Some((last, rest)) = words.split_last() {
+                settings.todo.extend(rest.iter().map(|s| s.to_string()));
+                settings.done.push(last.to_string());
+            }
         }
     }
-    if !found {
-        return (TodoKeywords::default(), file_tags);
-    }
-    // A word declared twice counts once, and a word declared both ways
-    // is a not-done state (as `classify` answers).
-    let mut seen = std::collections::HashSet::new();
-    todo.retain(|w| seen.insert(w.clone()));
-    done.retain(|w| seen.insert(w.clone()));
-    (TodoKeywords { todo, done }, file_tags)
+    settings
 }
 
 /// One `:KEY: value` line of a property drawer.
@@ -204,6 +271,8 @@ pub struct Parsed {
     /// Its file tags (`#+FILETAGS:`), in order, each once: every headline
     /// of the file inherits them.
     pub file_tags: Vec<String>,
+    /// The tags its `#+TAGS:` lines offer, in order, each once.
+    pub tags: Vec<String>,
     /// Its headlines in file order; a parent comes before its children.
     pub headlines: Vec<Headline>,
 }
@@ -377,18 +446,25 @@ fn is_planning(line: &str) -> bool {
         .any(|p| l.starts_with(p))
 }
 
-/// Scans `text`. The TODO keywords come from its own `#+TODO:` lines.
+/// Scans `text`. The TODO keywords come from its own `#+TODO:` lines
+/// (its `#+SETUPFILE:` lines are not followed; see [`parse_with`]).
 ///
 /// Refused (the error names the line): a file over 4 GiB, and a property
 /// drawer that never ends — the mark of a file cut off while being written.
 pub fn parse(text: &str) -> Result<Parsed, ParseError> {
+    parse_with(text, collect_settings(text, &mut |_, _| None))
+}
+
+/// Scans `text` with its in-buffer settings already read
+/// ([`collect_settings`], setup files included).
+pub fn parse_with(text: &str, settings: Settings) -> Result<Parsed, ParseError> {
     if text.len() > u32::MAX as usize {
         return Err(ParseError {
             line: 1,
             message: "file is larger than 4 GiB".into(),
         });
     }
-    let (keywords, file_tags) = settings(text);
+    let keywords = settings.keywords();
     let bytes = text.as_bytes();
     let end_of_text = bytes.len() as u32;
     let mut headlines: Vec<Headline> = Vec::new();
@@ -518,7 +594,8 @@ pub fn parse(text: &str) -> Result<Parsed, ParseError> {
     }
     Ok(Parsed {
         keywords,
-        file_tags,
+        file_tags: settings.file_tags,
+        tags: settings.tags,
         headlines,
     })
 }

@@ -199,6 +199,16 @@ impl MemexSnapshot {
         self.failed_text.iter().map(|(p, t)| (p.as_path(), t))
     }
 
+    /// The files whose settings depend on the setup file at `path`
+    /// (`#+SETUPFILE:`, nested ones included), by path.
+    pub fn includers_of(&self, path: &Path) -> Vec<PathBuf> {
+        self.files
+            .values()
+            .filter(|f| f.setup.depends_on(path))
+            .map(|f| f.path.clone())
+            .collect()
+    }
+
     /// The number of objects.
     pub fn len(&self) -> usize {
         self.files.values().map(|f| f.objects.len()).sum()

@@ -443,6 +443,23 @@ impl SnapshotView {
         }
     }
 
+    /// The lent files, in view order.
+    pub fn files(&self) -> impl Iterator<Item = &MemexFile> {
+        self.prepared.iter().map(|(file, _)| &**file)
+    }
+
+    /// When each lent file last changed on disk, in Unix seconds (0 when
+    /// unknown), in view order: what the awareness map orders files by.
+    /// (Passed in the skill's configuration: the ABI's records stay as
+    /// they are.)
+    pub fn modified(&self) -> impl Iterator<Item = i64> + '_ {
+        self.files().map(|file| {
+            file.modified
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map_or(0, |d| d.as_secs().min(i64::MAX as u64) as i64)
+        })
+    }
+
     /// The files as views; keep the returned vector alive while a
     /// [`MemexView`] borrows it.
     pub fn file_views(&self) -> Vec<FileView<'_>> {

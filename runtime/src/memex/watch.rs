@@ -7,9 +7,15 @@
 //! file is re-read once no event has touched it for `quiet` (25 ms by
 //! default), so one save gives one re-parse. A file that fails to parse
 //! keeps its previous version (see [`Memex::reload_file`]).
+//!
+//! An event on a setup file (`#+SETUPFILE:`, [`crate::memex::setup`])
+//! marks every file that reads it: their settings may have changed. A
+//! setup file outside the memex's folders is watched through its folder,
+//! from the moment a file that reads it is loaded.
 
-use std::path::PathBuf;
-use std::sync::Arc;
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use notify::{Event, EventKind, RecommendedWatcher, RecursiveMode, Watcher as _};
@@ -34,25 +40,81 @@ pub struct WatchError {
 #[derive(Debug)]
 pub struct MemexWatcher {
     // Field order is drop order: the OS watch stops before the debouncer.
-    _watcher: RecommendedWatcher,
+    // The debouncer's thread holds the watch weakly (to watch the folders
+    // of setup files outside the memex as they appear).
+    _watch: Arc<Mutex<Watch>>,
     _debouncer: Debouncer,
+}
+
+/// The OS watch and the folders it watches.
+#[derive(Debug)]
+struct Watch {
+    watcher: RecommendedWatcher,
+    /// Folders watched recursively (the root folders)…
+    recursive: Vec<PathBuf>,
+    /// …and on their own (folders of file roots and of setup files).
+    flat: HashSet<PathBuf>,
+}
+
+impl Watch {
+    /// Whether an event on `path` reaches us.
+    fn covers(&self, path: &Path) -> bool {
+        self.recursive.iter().any(|dir| path.starts_with(dir))
+            || path.parent().is_some_and(|dir| self.flat.contains(dir))
+    }
+
+    /// Watches the folder of every setup file of `memex` that no watch
+    /// covers yet. A folder that cannot be watched (it does not exist
+    /// yet) is tried again after the next reload.
+    fn cover_setup_files(&mut self, memex: &Memex) {
+        let snapshot = memex.snapshot();
+        for file in snapshot.files() {
+            for setup in &file.setup.files {
+                if self.covers(setup) {
+                    continue;
+                }
+                let Some(dir) = setup.parent() else { continue };
+                match self.watcher.watch(dir, RecursiveMode::NonRecursive) {
+                    Ok(()) => {
+                        self.flat.insert(dir.to_path_buf());
+                    }
+                    Err(error) => tracing::debug!(
+                        dir = %dir.display(),
+                        "setup file folder not watched: {error}"
+                    ),
+                }
+            }
+        }
+    }
 }
 
 impl MemexWatcher {
     /// Watches every root of `memex` (folders recursively, files through
-    /// their folder) and reloads changed files.
+    /// their folder) and the folders of setup files outside them, and
+    /// reloads changed files.
     pub fn start(memex: Arc<Memex>, quiet: Duration) -> Result<Self, WatchError> {
         let reloader = Arc::clone(&memex);
+        let watch_of_reloads: Arc<Mutex<Weak<Mutex<Watch>>>> = Arc::default();
+        let later = Arc::clone(&watch_of_reloads);
         let (debouncer, events) = Debouncer::start("foveal-memex-watch", quiet, move |path| {
+            let before = reloader.snapshot().generation();
             let generation = reloader.reload_file(path);
             tracing::debug!(path = %path.display(), generation, "memex file reloaded");
+            if generation != before
+                && let Some(watch) = later.lock().unwrap_or_else(|e| e.into_inner()).upgrade()
+            {
+                watch
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .cover_setup_files(&reloader);
+            }
         })
         .map_err(|e| WatchError {
             path: PathBuf::new(),
             source: notify::Error::io(e),
         })?;
         let filter = Arc::clone(&memex);
-        let mut watcher =
+        let watcher =
             notify::recommended_watcher(move |event: notify::Result<Event>| match event {
                 Ok(event) => {
                     if matches!(event.kind, EventKind::Access(_)) {
@@ -60,6 +122,10 @@ impl MemexWatcher {
                     }
                     let created = matches!(event.kind, EventKind::Create(_));
                     for path in event.paths {
+                        // The files that read it as a setup file.
+                        for file in filter.snapshot().includers_of(&path) {
+                            events.mark(file);
+                        }
                         if filter.is_member(&path) {
                             events.mark(path);
                         } else if created && path.is_dir() {
@@ -78,6 +144,11 @@ impl MemexWatcher {
                 path: PathBuf::new(),
                 source,
             })?;
+        let mut watch = Watch {
+            watcher,
+            recursive: Vec::new(),
+            flat: HashSet::new(),
+        };
         let roots: Vec<PathBuf> = memex.roots().map(PathBuf::from).collect();
         for root in roots {
             let (target, mode) = if root.is_dir() {
@@ -90,13 +161,25 @@ impl MemexWatcher {
                     .unwrap_or_else(|| PathBuf::from("."));
                 (parent, RecursiveMode::NonRecursive)
             };
-            watcher.watch(&target, mode).map_err(|source| WatchError {
-                path: target,
-                source,
-            })?;
+            watch
+                .watcher
+                .watch(&target, mode)
+                .map_err(|source| WatchError {
+                    path: target.clone(),
+                    source,
+                })?;
+            match mode {
+                RecursiveMode::Recursive => watch.recursive.push(target),
+                RecursiveMode::NonRecursive => {
+                    watch.flat.insert(target);
+                }
+            }
         }
+        watch.cover_setup_files(&memex);
+        let watch = Arc::new(Mutex::new(watch));
+        *watch_of_reloads.lock().unwrap_or_else(|e| e.into_inner()) = Arc::downgrade(&watch);
         Ok(Self {
-            _watcher: watcher,
+            _watch: watch,
             _debouncer: debouncer,
         })
     }
@@ -116,6 +199,47 @@ mod tests {
             std::thread::sleep(Duration::from_millis(2));
         }
         condition()
+    }
+
+    #[test]
+    fn an_edit_to_a_setup_file_rereads_the_files_that_include_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().canonicalize().unwrap();
+        let root = base.join("memex");
+        let elsewhere = base.join("elsewhere");
+        std::fs::create_dir_all(&root).unwrap();
+        std::fs::create_dir_all(&elsewhere).unwrap();
+        std::fs::write(root.join("in.setup"), "#+TODO: TODO | DONE\n").unwrap();
+        std::fs::write(elsewhere.join("out.setup"), "#+FILETAGS: a\n").unwrap();
+        std::fs::write(
+            root.join("a.org"),
+            "#+SETUPFILE: in.setup\n#+SETUPFILE: ../elsewhere/out.setup\n* PROJ x\n",
+        )
+        .unwrap();
+        std::fs::write(root.join("b.org"), "* PROJ y\n").unwrap();
+        let memex = Arc::new(Memex::open(std::slice::from_ref(&root)).unwrap());
+        let _watcher = MemexWatcher::start(Arc::clone(&memex), DEFAULT_QUIET).unwrap();
+        let file = |name: &str| Arc::clone(memex.snapshot().file(&root.join(name)).unwrap());
+        assert_eq!(file("a.org").objects[0].headline.todo, None);
+
+        // In the memex folder (not an `.org` file: not a member).
+        std::fs::write(root.join("in.setup"), "#+TODO: TODO PROJ | DONE\n").unwrap();
+        assert!(wait_for(Duration::from_secs(5), || {
+            file("a.org").objects[0].headline.todo.as_deref() == Some("PROJ")
+        }));
+        // Outside it, saved by rename.
+        std::fs::write(elsewhere.join(".out.tmp"), "#+FILETAGS: b\n").unwrap();
+        std::fs::rename(elsewhere.join(".out.tmp"), elsewhere.join("out.setup")).unwrap();
+        assert!(wait_for(Duration::from_secs(5), || file("a.org").file_tags == ["b"]));
+        // A file that includes none is left alone.
+        assert_eq!(file("b.org").objects[0].headline.todo, None);
+        // A setup file named later is watched from then on.
+        std::fs::create_dir_all(base.join("later")).unwrap();
+        std::fs::write(base.join("later/l.setup"), "#+FILETAGS: l1\n").unwrap();
+        std::fs::write(root.join("b.org"), "#+SETUPFILE: ../later/l.setup\n* y\n").unwrap();
+        assert!(wait_for(Duration::from_secs(5), || file("b.org").file_tags == ["l1"]));
+        std::fs::write(base.join("later/l.setup"), "#+FILETAGS: l2\n").unwrap();
+        assert!(wait_for(Duration::from_secs(5), || file("b.org").file_tags == ["l2"]));
     }
 
     #[test]

@@ -383,6 +383,8 @@ pub struct PromptSettings {
     pub max_tokens: u32,
     /// `context.semantic_threshold`.
     pub semantic_threshold: f64,
+    /// `[awareness]`: the project rules and the map.
+    pub awareness: crate::config::AwarenessSettings,
     /// `context.log_limit`: log lines offered to the prompt.
     pub log_limit: usize,
     /// `privacy.tags`.
@@ -395,6 +397,7 @@ impl Default for PromptSettings {
             prompt: PromptConfig::default(),
             max_tokens: 16_384,
             semantic_threshold: 0.75,
+            awareness: crate::config::AwarenessSettings::default(),
             log_limit: 20,
             privacy_tags: vec!["@personal".to_owned()],
         }
@@ -408,6 +411,7 @@ impl PromptSettings {
             prompt: config.prompt.clone(),
             max_tokens: config.context.max_tokens,
             semantic_threshold: config.context.semantic_threshold,
+            awareness: config.awareness.clone(),
             log_limit: config.context.log_limit,
             privacy_tags: config.privacy_tags.clone(),
         }
@@ -694,6 +698,8 @@ impl Assembler {
             threshold: self.settings.semantic_threshold,
             explain: false,
             skill_cache: true,
+            projects: self.settings.awareness.projects.clone(),
+            map: self.settings.awareness.map,
         };
         let mut context_renderable = false;
         if !context_type.enables(ids::SEMANTIC_MEMORIES) {

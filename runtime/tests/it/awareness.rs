@@ -11,7 +11,11 @@ fn render(org: &str, focus: Option<&str>, config: &str) -> String {
     component.content.to_string()
 }
 
-/// Seed 000 `test-foveal-rendering`.
+/// The seed's rules: projects by the `project` tag alone, no map.
+const SEED: &str = r#"{"projects": ["tag"], "map": false}"#;
+
+/// Seed 000 `test-foveal-rendering`, with the seed's rules and with every
+/// rule (the project is tagged: the same).
 #[test]
 fn seed_test_foveal_rendering() {
     let org = "* Project :project:
@@ -29,27 +33,39 @@ FOVEAL CONTENT
 :END:
 PERIPHERAL CONTENT
 ";
-    let output = render(org, Some("node-foveal"), "{}");
-    assert!(output.contains("FOVEAL CONTENT"), "{output}");
-    assert!(output.contains("* Peripheral Node"), "{output}");
-    assert!(!output.contains("PERIPHERAL CONTENT"), "{output}");
+    for config in [SEED, "{}"] {
+        let output = render(org, Some("node-foveal"), config);
+        assert!(output.contains("FOVEAL CONTENT"), "{output}");
+        assert!(output.contains("* Peripheral Node"), "{output}");
+        assert!(!output.contains("PERIPHERAL CONTENT"), "{output}");
+    }
 }
 
 /// Seed 000 `test-awareness-budget`.
 #[test]
 fn seed_test_awareness_budget() {
     let org = "* Project 1 :project:\n:PROPERTIES:\n:ID: p1\n:END:\n* Project 2 :project:\n:PROPERTIES:\n:ID: p2\n:END:\n";
-    let output = render(org, None, "{}");
-    assert!(output.contains("Project 1"), "{output}");
-    assert!(output.contains("Project 2"), "{output}");
+    for config in [SEED, "{}"] {
+        let output = render(org, None, config);
+        assert!(output.contains("Project 1"), "{output}");
+        assert!(output.contains("Project 2"), "{output}");
+    }
 }
 
 #[test]
 fn no_active_project_says_so() {
-    let output = render("* DONE Old :project:\n* Note\n", None, "{}");
+    let output = render("* DONE Old :project:\n* Note\n", None, SEED);
     assert_eq!(
         output,
         "GLOBAL MEMEX AWARENESS (Peripheral Vision):\nNo active projects found.\n"
+    );
+    // With the map (the default), the top of the file follows.
+    let output = render("* DONE Old :project:\n* Note\n", None, "{}");
+    assert!(
+        output.starts_with(
+            "GLOBAL MEMEX AWARENESS (Peripheral Vision):\nNo active projects found. The top of each file:\n* main.org\n** Old\n"
+        ),
+        "{output}"
     );
 }
 
@@ -101,6 +117,7 @@ fn a_deep_similar_object_is_promoted_with_its_ancestor_path() {
     // The seed never passed the foveal vector on and never visited children
     // of omitted nodes, so `twin` could not appear; here it does.
     let output = render(SIMILAR, Some("plan"), "{}");
+    assert_eq!(output, render(SIMILAR, Some("plan"), SEED));
     insta::assert_snapshot!(output, @r"
     GLOBAL MEMEX AWARENESS (Peripheral Vision):
     * Launch
@@ -340,7 +357,7 @@ fn explain_lists_every_object_shown_with_its_reason() {
     assert_eq!(
         sources,
         [
-            "launch: outline",
+            "launch: outline (project: tag, tagged :project:)",
             "plan: foveal",
             "step: foveal",
             "archive: outline",

@@ -110,8 +110,10 @@ fn json_has_text_tokens_budget_included_and_omitted() {
     );
     for item in included {
         let reason = item["reason"].as_str().unwrap();
+        // A project says which rule made it one.
+        let kind = reason.split(" (project: ").next().unwrap();
         assert!(
-            ["outline", "foveal", "ancestor"].contains(&reason) || reason.starts_with("semantic "),
+            ["outline", "foveal", "ancestor"].contains(&kind) || kind.starts_with("semantic "),
             "{reason}"
         );
         assert!(body.contains(&format!(":ID: {}\n", item["id"].as_str().unwrap())));
@@ -130,6 +132,7 @@ fn explain_says_why_each_object_is_shown() {
         "## Context Debug",
         "- Focus: plan",
         "- Rendered by: awareness",
+        "- launch: outline (project: tag, tagged :project:)",
         "- plan: foveal",
         "- archive: outline",
         "## Context",

@@ -12,6 +12,7 @@ mod support;
 mod server;
 
 mod awareness;
+mod awareness_projects;
 mod cli;
 mod context_cli;
 mod e2e;

@@ -189,6 +189,128 @@ fn the_host_configures_the_skill_with_the_configured_patterns() {
     );
 }
 
+/// A diary made private by the file tags of its `#+SETUPFILE:` (one in
+/// the memex folder, one outside it): nothing of it is lent, rendered or
+/// let through the gate; and it is public again once the setup file says
+/// so, re-read through the file that includes it.
+#[test]
+fn a_file_private_through_its_setup_file_leaks_nothing() {
+    let sandbox = Sandbox::new();
+    sandbox.install("skill:awareness", "foveal_skill_awareness");
+    let registry = sandbox.registry();
+    registry.scan();
+    let root = sandbox.root.path().canonicalize().unwrap();
+    let dir = root.join("memex");
+    std::fs::create_dir_all(root.join("elsewhere")).unwrap();
+    std::fs::write(
+        root.join("elsewhere/personal.setup"),
+        "#+FILETAGS: :@personal:\n",
+    )
+    .unwrap();
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("private.setup"),
+        "#+TODO: TODO | DONE\n#+FILETAGS: :@Personal:\n",
+    )
+    .unwrap();
+    let diary = "#+TITLE: Harbourside canary diary\n#+SETUPFILE: private.setup\nPreamble: canary morning swim with Beatrix.\n* Monday canary\n:PROPERTIES:\n:ID: monday\n:END:\nMet Beatrix at the harbour canary cafe today.\n";
+    std::fs::write(dir.join("diary.org"), diary).unwrap();
+    let outside = "#+SETUPFILE: ../elsewhere/personal.setup\n* Tuesday canary\nThe outside canary lunch with Beatrix.\n";
+    std::fs::write(dir.join("outside.org"), outside).unwrap();
+    std::fs::write(
+        dir.join("work.org"),
+        "* Launch :project:\n:PROPERTIES:\n:ID: launch\n:END:\nThe launch plan.\n",
+    )
+    .unwrap();
+    let memex = Memex::open(std::slice::from_ref(&dir)).unwrap();
+    let privacy = PrivacyTags::new(["@personal"]);
+    let snapshot = memex.snapshot();
+    for name in ["diary.org", "outside.org"] {
+        let file = snapshot.file(&dir.join(name)).unwrap();
+        assert!(
+            privacy.file_is_private(file),
+            "{name}: {:?}",
+            file.file_tags
+        );
+    }
+
+    // Lent: only the public file, not even the others' names.
+    let view = SnapshotView::new(&snapshot, &privacy);
+    let lent = format!("{:#?}", view.view().as_view());
+    assert!(!lent.to_lowercase().contains("canary"), "{lent}");
+    assert!(
+        !lent.contains("diary") && !lent.contains("outside.org"),
+        "{lent}"
+    );
+    // Rendered: the outline and the map alike.
+    for request in [
+        foveal::context::ContextRequest::default(),
+        foveal::context::ContextRequest {
+            projects: vec![],
+            explain: true,
+            ..Default::default()
+        },
+    ] {
+        let section = foveal::context::render(&registry.snapshot(), &snapshot, &privacy, &request);
+        let text = section.text();
+        assert!(
+            text.contains("Launch") || text.contains("work.org"),
+            "{text}"
+        );
+        assert!(
+            !text.to_lowercase().contains("canary") && !text.contains("diary"),
+            "{text}"
+        );
+        assert!(!format!("{:?}", section.sources).contains("monday"));
+    }
+    // Let through the gate: quotes of its preamble and body are removed.
+    let (text, report) = clean(
+        &gate(),
+        &memex,
+        &registry,
+        "She wrote: Met Beatrix at the harbour canary cafe today. Also: The outside canary lunch with Beatrix.",
+    );
+    assert!(
+        !text.contains("harbour") && !text.contains("outside canary"),
+        "{text}"
+    );
+    assert_eq!(report.private, 2, "{text}");
+
+    // Saved in a form that does not load (old Mac line ends), the file
+    // keeps its protection: the lines of the version that failed to load
+    // are private text too.
+    std::fs::write(
+        dir.join("outside.org"),
+        format!("{outside}* Wednesday\nA new canary secret about Beatrix and the boat.\n")
+            .replace('\n', "\r"),
+    )
+    .unwrap();
+    memex.reload_file(&dir.join("outside.org"));
+    assert_eq!(memex.snapshot().failed().len(), 1);
+    let (text, _) = clean(
+        &gate(),
+        &memex,
+        &registry,
+        "Quote: A new canary secret about Beatrix and the boat.",
+    );
+    assert!(!text.contains("boat"), "{text}");
+    std::fs::write(dir.join("outside.org"), outside).unwrap();
+    memex.reload_file(&dir.join("outside.org"));
+
+    // The setup file changes: the files that include it are read again.
+    std::fs::write(dir.join("private.setup"), "#+FILETAGS: :work:\n").unwrap();
+    let before = memex.snapshot().generation();
+    for includer in memex.snapshot().includers_of(&dir.join("private.setup")) {
+        memex.reload_file(&includer);
+    }
+    let snapshot = memex.snapshot();
+    assert!(snapshot.generation() > before);
+    let diary = snapshot.file(&dir.join("diary.org")).unwrap();
+    assert_eq!(diary.file_tags, ["work"]);
+    assert!(!privacy.file_is_private(diary));
+    assert!(privacy.file_is_private(snapshot.file(&dir.join("outside.org")).unwrap()));
+}
+
 #[test]
 fn a_secret_that_loses_its_context_beside_private_text_is_still_removed() {
     // `Bearer` is a private title here: once it is redacted, the token

@@ -3,13 +3,16 @@
 //! See `README.md` beside this crate for what it renders, how it differs
 //! from the seed, and its fallback.
 
+mod map;
 mod par;
+mod projects;
 mod render;
 mod scan;
 mod select;
 
 use foveal_sdk::{Component, ComponentsRequest, HostApiRef, Omitted, Role, SkillError, Source};
 
+pub use projects::{Rule, Rules};
 pub use render::{Included, Omissions, Options, Reason, Rendered, render};
 
 /// The prompt component the outline fills (seed 004: semantic memories).
@@ -29,10 +32,23 @@ struct Config {
     /// Reuse work from earlier renders (default true; off to time the
     /// work itself).
     cache: Option<bool>,
+    /// The rules that make a headline a project (default: all).
+    projects: Option<Vec<String>>,
+    /// Show the map of the memex when no project is found (default true).
+    map: Option<bool>,
+    /// Each lent file's modification time, Unix seconds, in view order.
+    modified: Option<Vec<i64>>,
+    /// Each lent file's file tags (its `#+FILETAGS:` and its setup
+    /// files'), in view order.
+    file_tags: Option<Vec<Vec<String>>>,
+    /// Each lent file's TODO keywords (not-done and done), in view order.
+    todo_keywords: Option<Vec<Vec<String>>>,
 }
 
-/// Reads `{"threshold": 0.75, "cache": true}`; anything missing takes
-/// the default, anything else is refused with what was wrong.
+/// Reads `{"threshold": 0.75, "cache": true, "projects": ["tag", …],
+/// "map": true, "modified": […], "file_tags": […], "todo_keywords": […]}`;
+/// anything missing takes the default, anything else is refused with what
+/// was wrong.
 fn options(config_json: &str) -> Result<Options, SkillError> {
     let mut options = Options::default();
     let text = config_json.trim();
@@ -52,6 +68,19 @@ fn options(config_json: &str) -> Result<Options, SkillError> {
     if let Some(cache) = config.cache {
         options.cache = cache;
     }
+    if let Some(names) = config.projects {
+        options.rules = Rules::parse(&names).map_err(|e| {
+            SkillError::invalid_input(format!("awareness configuration: projects: {e}"))
+        })?;
+    }
+    if let Some(map) = config.map {
+        options.map = map;
+    }
+    if let Some(modified) = config.modified {
+        options.modified = modified;
+    }
+    options.file_tags = config.file_tags;
+    options.todo_keywords = config.todo_keywords;
     Ok(options)
 }
 
@@ -78,7 +107,11 @@ fn components(request: &ComponentsRequest<'_>) -> Result<Vec<Component>, SkillEr
             .iter()
             .map(|inc| Source {
                 id: files[inc.file as usize].id(inc.index).into(),
-                reason: inc.reason.to_string().into(),
+                reason: match inc.project {
+                    Some(rule) => format!("{} (project: {rule})", inc.reason),
+                    None => inc.reason.to_string(),
+                }
+                .into(),
             })
             .collect();
         let o = rendered.omitted;
@@ -88,6 +121,8 @@ fn components(request: &ComponentsRequest<'_>) -> Result<Vec<Component>, SkillEr
             ("foveal", o.foveal),
             ("semantic", o.semantic),
             ("ancestor", o.ancestor),
+            ("map", o.map),
+            ("file", o.files),
         ]
         .into_iter()
         .filter(|&(_, n)| n > 0)
@@ -104,8 +139,37 @@ foveal_sdk::export_skill! {
     name: "awareness",
     priority: 80,
     dependencies: [],
-    description: "Foveal-peripheral outline of the memex: focus and similar objects in full, the rest as outline (seed 000).",
+    description: "Foveal-peripheral outline of the memex: its projects, the focus and similar objects in full, the rest as outline (seed 000); a map of the files when there is no project.",
     component_ids: [2000],
     init: init,
     hooks: { components: components },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_configuration_reads_every_key_and_refuses_unknown_ones() {
+        let o = options(
+            r#"{"threshold": 0.5, "cache": false, "projects": ["tag", "gtd"], "map": false,
+                "modified": [3, 1], "file_tags": [["project"], []], "todo_keywords": [["TODO", "DONE"], []]}"#,
+        )
+        .unwrap();
+        assert_eq!(o.threshold, 0.5);
+        assert!(!o.cache && !o.map);
+        assert_eq!(
+            o.rules,
+            Rules::parse(&["tag".into(), "gtd".into()]).unwrap()
+        );
+        assert_eq!(o.modified, [3, 1]);
+        assert_eq!(o.facts(0).file_tags, Some(&["project".to_owned()][..]));
+        assert_eq!(o.facts(5).file_tags, None);
+        assert_eq!(options("").unwrap(), Options::default());
+        assert_eq!(options("{}").unwrap(), Options::default());
+        let err = options(r#"{"projects": ["tags"]}"#).unwrap_err();
+        assert!(format!("{err:?}").contains("unknown rule"), "{err:?}");
+        let err = options(r#"{"rules": []}"#).unwrap_err();
+        assert!(format!("{err:?}").contains("unknown field"), "{err:?}");
+    }
 }

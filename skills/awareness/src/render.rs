@@ -1,8 +1,9 @@
 //! Rendering the outline (seed 000 `context-awareness-assemble` and
 //! `context-object-render`), in linear passes.
 //!
-//! What is selected, for each active project (a headline tagged `project`
-//! that is not done):
+//! What is selected, for each active project (a headline the project rules
+//! of [`crate::projects`] find — seed 000's is "tagged `project`" — that is
+//! not done):
 //!
 //! - every object at depth ≤ 2 of the project (the project is depth 1), as
 //!   outline: `:ID:` only;
@@ -27,6 +28,9 @@
 //! 6. Private objects are never seen: the host removes them from the view.
 //! 7. With a token budget, detail degrades by priority instead of the whole
 //!    section being dropped (see [`Options::budget`]).
+//! 8. Projects are found by more rules than the `project` tag
+//!    ([`crate::projects`]), and a memex without any gets a map of its
+//!    files ([`crate::map`]) instead of one line.
 //!
 //! # Speed
 //!
@@ -45,6 +49,7 @@ use std::sync::Mutex;
 
 use foveal_sdk::memex::{FileView, MemexView, NONE};
 
+use crate::projects::{FileFacts, Rule, Rules};
 use crate::select::select;
 
 /// The header line (seed 000).
@@ -70,6 +75,21 @@ pub struct Options {
     /// text of every object whose content, depth and reason are unchanged
     /// (see the module's notes on speed). Off only to time the work itself.
     pub cache: bool,
+    /// The rules that make a headline a project ([`crate::projects`]).
+    pub rules: Rules,
+    /// When no project is found, render the map of the memex (the top of
+    /// each file) instead of only saying so ([`crate::map`]).
+    pub map: bool,
+    /// Each file's modification time (Unix seconds), in view order: the
+    /// map drops the least recently changed files first. Missing ones
+    /// count as oldest.
+    pub modified: Vec<i64>,
+    /// Each file's file tags, setup files' included, in view order (when
+    /// the host says them; else the file's preamble is read).
+    pub file_tags: Option<Vec<Vec<String>>>,
+    /// Each file's TODO keywords, in view order (when the host says them;
+    /// else every file may use a project keyword).
+    pub todo_keywords: Option<Vec<Vec<String>>>,
 }
 
 impl Default for Options {
@@ -78,6 +98,29 @@ impl Default for Options {
             threshold: 0.75,
             budget: None,
             cache: true,
+            rules: Rules::default(),
+            map: true,
+            modified: Vec::new(),
+            file_tags: None,
+            todo_keywords: None,
+        }
+    }
+}
+
+impl Options {
+    /// What the host said about file `f`.
+    pub(crate) fn facts(&self, f: usize) -> FileFacts<'_> {
+        FileFacts {
+            file_tags: self
+                .file_tags
+                .as_ref()
+                .and_then(|t| t.get(f))
+                .map(Vec::as_slice),
+            todo_keywords: self
+                .todo_keywords
+                .as_ref()
+                .and_then(|t| t.get(f))
+                .map(Vec::as_slice),
         }
     }
 }
@@ -93,6 +136,8 @@ pub enum Reason {
     Semantic(f32),
     /// On the path to a foveal or promoted object.
     Ancestor,
+    /// A top-level headline in the map of a memex without projects.
+    Map,
 }
 
 impl std::fmt::Display for Reason {
@@ -102,6 +147,7 @@ impl std::fmt::Display for Reason {
             Self::Foveal => f.write_str("foveal"),
             Self::Semantic(score) => write!(f, "semantic {score:.2}"),
             Self::Ancestor => f.write_str("ancestor"),
+            Self::Map => f.write_str("map"),
         }
     }
 }
@@ -115,6 +161,8 @@ pub struct Included {
     pub index: u32,
     /// Why it is there.
     pub reason: Reason,
+    /// For a project, the rule that made it one.
+    pub project: Option<Rule>,
 }
 
 /// Objects of active projects left out, by reason.
@@ -131,10 +179,15 @@ pub struct Omissions {
     pub semantic: u32,
     /// Ancestors not needed once what they led to was left out.
     pub ancestor: u32,
+    /// Top-level headlines of the map left out for the budget (those of
+    /// files left out included).
+    pub map: u32,
+    /// Whole files the map left out for the budget.
+    pub files: u32,
 }
 
 impl Omissions {
-    /// Objects the budget left out.
+    /// Objects of projects the budget left out.
     pub fn for_budget(&self) -> u32 {
         self.outline + self.foveal + self.semantic + self.ancestor
     }
@@ -164,6 +217,8 @@ pub(crate) struct Entry {
     pub reason: Reason,
     /// The entry of its parent, or [`NONE`] for a project.
     pub parent: u32,
+    /// For a project, the rule that made it one.
+    pub project: Option<Rule>,
 }
 
 /// Renders the outline of every active project in `memex`, with `focus` (an
@@ -177,6 +232,9 @@ pub fn render(
 ) -> Rendered {
     let (entries, depth_omitted) = select(memex, focus, options);
     let files = memex.files.as_slice();
+    if entries.is_empty() && options.map && !files.is_empty() {
+        return crate::map::render(files, options, count);
+    }
     let emitter = Emitter {
         files,
         entries: &entries,
@@ -191,7 +249,7 @@ pub fn render(
 }
 
 /// Appends the text of one entry.
-fn piece(files: &[FileView<'_>], entry: &Entry, text: &mut String) {
+pub(crate) fn piece(files: &[FileView<'_>], entry: &Entry, text: &mut String) {
     let file = &files[entry.file as usize];
     let i = entry.index;
     for _ in 0..entry.depth {
@@ -312,7 +370,7 @@ impl Matcher<'_> {
 fn piece_key(file: &FileView<'_>, entry: &Entry) -> u64 {
     let (tag, score) = match entry.reason {
         Reason::Outline => (1u64, 0),
-        Reason::Ancestor => (1, 0),
+        Reason::Ancestor | Reason::Map => (1, 0),
         Reason::Foveal => (2, 0),
         Reason::Semantic(score) => (3, u64::from(score.to_bits())),
     };
@@ -342,6 +400,7 @@ impl Emitter<'_> {
                 file: entry.file,
                 index: entry.index,
                 reason: entry.reason,
+                project: entry.project,
             })
             .collect();
         let mut previous = if self.reuse {
@@ -682,6 +741,7 @@ fn tally(entries: &[Entry], keep: &[bool], omitted: &mut Omissions) {
             Reason::Foveal => omitted.foveal += 1,
             Reason::Semantic(_) => omitted.semantic += 1,
             Reason::Ancestor => omitted.ancestor += 1,
+            Reason::Map => omitted.map += 1,
         }
     }
 }

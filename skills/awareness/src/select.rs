@@ -1,7 +1,10 @@
 //! Which objects the outline shows, and why — in time proportional to what
 //! is shown, not to the size of the memex.
 //!
-//! For each active project the selection is the union of:
+//! The active projects of each file come from [`crate::projects`] (the tag
+//! index for the seed's rule; one pass over a file's records for the
+//! keyword and GTD rules, only where they can apply). For each active
+//! project the selection is the union of:
 //!
 //! - the project and its children (depth ≤ 2), through the child lists;
 //! - the foveal subtree, a run of the file's objects;
@@ -17,6 +20,7 @@ use std::sync::Mutex;
 
 use foveal_sdk::memex::{FileView, MemexView, NONE};
 
+use crate::projects::{Rule, active_projects};
 use crate::render::{Entry, Options, Reason};
 use crate::scan::{Probe, promoted_rows};
 
@@ -33,19 +37,17 @@ pub fn select(memex: &MemexView<'_>, focus: Option<&str>, options: &Options) -> 
     let mut not_selected = 0u32;
     let mut marks = MARKS.lock().unwrap_or_else(|e| e.into_inner());
     let mut picks: Vec<(u32, Reason)> = Vec::new();
+    let mut found: Vec<(u32, u32, Rule)> = Vec::new();
+    let mut projects: Vec<(u32, u32)> = Vec::new();
     for (f, file) in memex.files().enumerate() {
         // Active projects, outermost only: a nested one is rendered inside.
-        let mut projects: Vec<(u32, u32)> = Vec::new();
-        for &p in file.with_tag("project") {
-            let object = file.object(p);
-            if object.done || projects.last().is_some_and(|&(_, end)| p < end) {
-                continue;
-            }
-            projects.push((p, object.end.min(file.len() as u32)));
-        }
-        if projects.is_empty() {
+        found.clear();
+        active_projects(file, options.rules, options.facts(f), &mut found);
+        if found.is_empty() {
             continue;
         }
+        projects.clear();
+        projects.extend(found.iter().map(|&(p, end, _)| (p, end)));
         let words = file.len().div_ceil(64);
         if marks.len() < words {
             marks.resize(words, 0);
@@ -114,6 +116,7 @@ pub fn select(memex: &MemexView<'_>, focus: Option<&str>, options: &Options) -> 
                 project += 1;
             }
             let base = file.level(projects[project].0);
+            let rule = (i == found[project].0).then_some(found[project].2);
             let parent = match file.parent(i) {
                 Some(a) if a >= projects[project].0 => entries[first..]
                     .binary_search_by_key(&a, |e: &Entry| e.index)
@@ -126,6 +129,7 @@ pub fn select(memex: &MemexView<'_>, focus: Option<&str>, options: &Options) -> 
                 depth: file.level(i) - base + 1,
                 reason,
                 parent,
+                project: rule,
             });
         }
         let in_projects: u32 = projects.iter().map(|&(p, end)| end - p).sum();
@@ -141,6 +145,7 @@ fn rank(reason: Reason) -> u8 {
         Reason::Semantic(_) => 1,
         Reason::Outline => 2,
         Reason::Ancestor => 3,
+        Reason::Map => 4,
     }
 }
 

@@ -154,7 +154,7 @@ pub enum WriteError {
     },
     /// The TODO keyword is not one of the file's.
     #[error(
-        "{}:{line}: `{keyword}` is not a TODO keyword of this file; its keywords are {known} (from its `#+TODO:` lines, or the default); nothing was written",
+        "{}:{line}: `{keyword}` is not a TODO keyword of this file; its keywords are {known} (from its `#+TODO:` lines and `#+SETUPFILE:`s, or the default); nothing was written",
         path.display()
     )]
     UnknownKeyword {
@@ -417,7 +417,12 @@ impl Memex {
         )?;
         // The same publish as `reload_file`, which we cannot call: it takes
         // the writer lock we hold. The parsed plan is the file's new text.
-        let next = self.current.load().with_file(self.prepared(plan.file));
+        let mut file = plan.file;
+        file.modified = fs::metadata(&target)
+            .and_then(|m| m.modified())
+            .ok()
+            .or_else(|| Some(std::time::SystemTime::now()));
+        let next = self.current.load().with_file(self.prepared(file));
         let generation = next.generation();
         self.current.store(Arc::new(next));
         Ok(Written {

@@ -179,7 +179,21 @@ pub(super) fn plan_in(
     new_text.push_str(&splice.text);
     new_text.push_str(&text[splice.at.end..]);
     let inserted = splice.at.start..splice.at.start + splice.text.len();
-    let file = MemexFile::parse(&base.path, id_base, new_text).map_err(|e| {
+    // The setup files are those the base was read with: an edit cannot
+    // add a `#+SETUPFILE:` line (appended settings are escaped).
+    let settings = crate::memex::setup::reuse(&new_text, &base.setup);
+    let file = MemexFile::parse_with(
+        &base.path,
+        id_base,
+        new_text,
+        settings,
+        std::sync::Arc::clone(&base.setup),
+    )
+    .map(|mut file| {
+        file.modified = base.modified;
+        file
+    })
+    .map_err(|e| {
         at.structure(format!(
             "the edited file would not load ({}: {})",
             e.line, e.message

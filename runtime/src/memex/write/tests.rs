@@ -105,7 +105,7 @@ fn an_unknown_keyword_is_refused_with_the_files_keywords() {
     let err = plan_text(text, "x", todo(Some("WAITING"))).unwrap_err();
     assert_eq!(
         err.to_string(),
-        "/m/notes.org:3: `WAITING` is not a TODO keyword of this file; its keywords are TODO NEXT | DONE CANCELLED (from its `#+TODO:` lines, or the default); nothing was written"
+        "/m/notes.org:3: `WAITING` is not a TODO keyword of this file; its keywords are TODO NEXT | DONE CANCELLED (from its `#+TODO:` lines and `#+SETUPFILE:`s, or the default); nothing was written"
     );
     // Keywords are case-sensitive, as in Org.
     let err = plan_text("* x\n", "x", todo(Some("done"))).unwrap_err();

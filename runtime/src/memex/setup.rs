@@ -1,0 +1,516 @@
+//! `#+SETUPFILE:`: in-buffer settings kept in another file.
+//!
+//! Org reads a file's TODO keywords, file tags and tag list from its own
+//! `#+TODO:`, `#+FILETAGS:` and `#+TAGS:` lines and from the files its
+//! `#+SETUPFILE:` lines name, as if their lines stood in place of the
+//! `#+SETUPFILE:` line. The memex does the same, as Emacs 28 / Org 9.5
+//! (`org-collect-keywords`) does:
+//!
+//! - the value may be quoted (`#+SETUPFILE: "setup/gtd.setup"`); `~` is
+//!   the home folder; a relative path is relative to the folder of the
+//!   file that names it — of the setup file, for a setup file that names
+//!   another;
+//! - setup files may name setup files, to any depth up to
+//!   [`MAX_DEPTH`]; a file already on the way (the memex file itself, or a
+//!   setup file that names one of the files that led to it) is not read
+//!   again: Org skips it silently, the memex skips it with a warning;
+//! - a URL is not fetched (a warning says so): only local files;
+//! - a setup file may lie outside the memex, if it is a regular file of at
+//!   most [`MAX_SETUP_BYTES`]; a setup file that is an `.org` file of the
+//!   memex is both.
+//!
+//! Problems (a missing file, a cycle, a file too large or not UTF-8) are
+//! warnings of the memex file, on the line of its `#+SETUPFILE:`; the rest
+//! of the file loads.
+//!
+//! The file tags a setup file gives are file tags of every file that
+//! includes it: a privacy tag among them makes those files private, as it
+//! does in Org's agenda. Each memex file remembers the setup files it read
+//! ([`Setup::files`]), so that a change to one re-reads the files that
+//! include it ([`crate::memex::watch`]).
+
+use std::path::{Component, Path, PathBuf};
+
+use crate::memex::MemexError;
+use crate::memex::file::Warning;
+use crate::memex::parse::{Settings, collect_settings};
+
+/// How deep setup files may name setup files.
+pub const MAX_DEPTH: usize = 8;
+
+/// The largest setup file read (1 MiB): settings are a few lines.
+pub const MAX_SETUP_BYTES: u64 = 1 << 20;
+
+/// What a memex file took from its setup files.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Setup {
+    /// Each `#+SETUPFILE:` value of the file, in order, with the settings
+    /// it gave (nested setup files included), or `None` when it was not
+    /// followed. A re-parse of an edited text answers its `#+SETUPFILE:`
+    /// lines from here ([`Setup::answer`]) without reading a file.
+    pub included: Vec<(String, Option<Settings>)>,
+    /// Every setup file the file's settings depend on, nested ones and
+    /// ones that could not be read included, each once: a change to one
+    /// of them may change the file's settings.
+    pub files: Vec<PathBuf>,
+    /// What went wrong, on the lines of the file's `#+SETUPFILE:`s.
+    pub warnings: Vec<Warning>,
+}
+
+impl Setup {
+    /// Whether the file names no setup file.
+    pub fn is_empty(&self) -> bool {
+        self.included.is_empty()
+    }
+
+    /// The settings this setup gave for a `#+SETUPFILE:` value, if it was
+    /// followed.
+    pub fn answer(&self, value: &str) -> Option<Settings> {
+        self.included
+            .iter()
+            .find(|(v, _)| v == value)
+            .and_then(|(_, settings)| settings.clone())
+    }
+
+    /// Whether `path` is one of the setup files the file depends on.
+    pub fn depends_on(&self, path: &Path) -> bool {
+        self.files.iter().any(|f| f == path)
+    }
+}
+
+/// Reads the in-buffer settings of `text`, the text of the memex file at
+/// `path`, following its `#+SETUPFILE:` lines.
+pub fn resolve(path: &Path, text: &str) -> (Settings, Setup) {
+    let mut resolver = Resolver {
+        setup: Setup::default(),
+        chain: vec![normal(path)],
+    };
+    let dir = path.parent().unwrap_or(Path::new("/")).to_path_buf();
+    let settings = collect_settings(text, &mut |line, value| {
+        let answer = resolver.follow(&dir, value, line);
+        resolver
+            .setup
+            .included
+            .push((value.to_owned(), answer.clone()));
+        answer
+    });
+    (settings, resolver.setup)
+}
+
+/// The settings of `text` with its `#+SETUPFILE:` lines answered from
+/// `setup` (the setup a previous version of the same file was read
+/// with): no file is read.
+pub fn reuse(text: &str, setup: &Setup) -> Settings {
+    collect_settings(text, &mut |_, value| setup.answer(value))
+}
+
+struct Resolver {
+    setup: Setup,
+    /// The files on the way to the one being read, the memex file first.
+    chain: Vec<PathBuf>,
+}
+
+impl Resolver {
+    /// The settings of the setup file `value` names, relative to `dir`;
+    /// `line` is the line of the memex file's own `#+SETUPFILE:` the
+    /// reading started from, for warnings.
+    fn follow(&mut self, dir: &Path, value: &str, line: u32) -> Option<Settings> {
+        let value = strip_quotes(value.trim());
+        if value.is_empty() {
+            return None;
+        }
+        let mut warn = |message: String| self.setup.warnings.push(Warning { line, message });
+        if is_url(value) {
+            warn(format!(
+                "`#+SETUPFILE: {value}` is a URL; only local setup files are read"
+            ));
+            return None;
+        }
+        let Some(path) = expand(dir, value) else {
+            warn(format!(
+                "`#+SETUPFILE: {value}`: no home folder to expand `~` in"
+            ));
+            return None;
+        };
+        if !self.setup.files.contains(&path) {
+            self.setup.files.push(path.clone());
+        }
+        if self.chain.contains(&path) {
+            let way: Vec<String> = self
+                .chain
+                .iter()
+                .chain(std::iter::once(&path))
+                .map(|p| p.display().to_string())
+                .collect();
+            self.setup.warnings.push(Warning {
+                line,
+                message: format!("`#+SETUPFILE:` cycle {}; not read again", way.join(" → ")),
+            });
+            return None;
+        }
+        if self.chain.len() > MAX_DEPTH {
+            self.setup.warnings.push(Warning {
+                line,
+                message: format!(
+                    "{}: setup files nested deeper than {MAX_DEPTH}; not read",
+                    path.display()
+                ),
+            });
+            return None;
+        }
+        let text = match crate::memex::read_regular(&path, MAX_SETUP_BYTES) {
+            Ok(bytes) => match String::from_utf8(bytes) {
+                Ok(text) => text,
+                Err(_) => {
+                    self.setup.warnings.push(Warning {
+                        line,
+                        message: format!(
+                            "setup file {}: not valid UTF-8; not read",
+                            path.display()
+                        ),
+                    });
+                    return None;
+                }
+            },
+            Err(error) => {
+                let message = match error {
+                    MemexError::NotFound { .. } => {
+                        format!("setup file {} does not exist", path.display())
+                    }
+                    MemexError::TooLarge { len, max, .. } => format!(
+                        "setup file {}: {len} bytes, over the limit of {max} bytes for a setup file; not read",
+                        path.display()
+                    ),
+                    other => format!("setup file not read: {other}"),
+                };
+                self.setup.warnings.push(Warning { line, message });
+                return None;
+            }
+        };
+        let nested_dir = path.parent().unwrap_or(Path::new("/")).to_path_buf();
+        self.chain.push(path);
+        let settings = collect_settings(&text, &mut |_, nested| {
+            self.follow(&nested_dir, nested, line)
+        });
+        self.chain.pop();
+        Some(settings)
+    }
+}
+
+/// `"a b"` → `a b` (Org's `org-strip-quotes`).
+fn strip_quotes(value: &str) -> &str {
+    value
+        .strip_prefix('"')
+        .and_then(|v| v.strip_suffix('"'))
+        .unwrap_or(value)
+}
+
+/// Whether `value` names a URL (Org's `org-file-url-p`: a scheme, then
+/// `//`).
+fn is_url(value: &str) -> bool {
+    value.split_once("://").is_some_and(|(scheme, _)| {
+        scheme.len() > 1
+            && scheme
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
+    })
+}
+
+/// The path `value` names, relative to `dir`: `~` expanded, `.` and `..`
+/// resolved, links resolved when it exists (so it is the path the memex
+/// watcher reports).
+fn expand(dir: &Path, value: &str) -> Option<PathBuf> {
+    let path = if value == "~" || value.starts_with("~/") {
+        dirs::home_dir()?.join(value.trim_start_matches('~').trim_start_matches('/'))
+    } else {
+        dir.join(value)
+    };
+    Some(normal(&path))
+}
+
+/// `path`, canonical when it exists, else with `.` and `..` resolved by
+/// hand.
+fn normal(path: &Path) -> PathBuf {
+    if let Ok(real) = path.canonicalize() {
+        return real;
+    }
+    let mut out = PathBuf::new();
+    for part in path.components() {
+        match part {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+        let path = dir.join(name);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    /// Files that include others, read by Emacs 28.2 / Org 9.5.5 and by
+    /// the memex. The expected values are what Emacs printed with
+    ///
+    /// ```elisp
+    /// ;; emacs --batch -Q -l dump.el main.org main2.org common.org
+    /// (require 'org)
+    /// (dolist (file command-line-args-left)
+    ///   (with-current-buffer (find-file-noselect file)
+    ///     (org-mode)
+    ///     (princ (format "%s\ntodo %S\ndone %S\nfile-tags %S\ntags %S\n" file
+    ///                    org-todo-keywords-1 org-done-keywords
+    ///                    (mapcar #'substring-no-properties org-file-tags)
+    ///                    org-current-tag-alist))
+    ///     (org-element-map (org-element-parse-buffer) 'headline
+    ///       (lambda (h) (princ (format "%S %S %S\n"
+    ///                                  (org-element-property :raw-value h)
+    ///                                  (org-element-property :todo-keyword h)
+    ///                                  (org-element-property :todo-type h)))))))
+    /// (setq command-line-args-left nil)
+    /// ```
+    ///
+    /// (Emacs lists a keyword declared twice twice; the memex once.)
+    /// Emacs skips a cycle silently; the memex says so in a warning.
+    #[test]
+    fn settings_through_setup_files_agree_with_emacs() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        write(
+            &root,
+            "sub/base.setup",
+            "#+TODO: PROJ(p) NEXT | DONE(d) KILL\n#+FILETAGS: :fromsetup:\n#+TAGS: work(w) home { @office @car }\n#+SETUPFILE: ../other/nested.setup\n",
+        );
+        write(
+            &root,
+            "other/nested.setup",
+            "#+SEQ_TODO: WAIT | CANCELLED\n#+FILETAGS: nested\n#+SETUPFILE: ../sub/base.setup\n",
+        );
+        write(
+            &root,
+            "main.org",
+            "#+TITLE: Main\n#+TODO: TODO | DONE\n#+SETUPFILE: \"sub/base.setup\"\n#+FILETAGS: :own:\n* PROJ Launch\n** NEXT Step\n** WAIT Blocked\n* KILL Dropped\n* CANCELLED Gone\n* TODO Plain\n",
+        );
+        // A setup file that is a memex file too, named in lower case; and
+        // a `#+SETUPFILE:` in a headline's body, which counts all the same.
+        write(
+            &root,
+            "common.org",
+            "#+TODO: IDEA | DROPPED\n#+FILETAGS: :shared:\n* IDEA Thing\n",
+        );
+        write(
+            &root,
+            "main2.org",
+            "#+setupfile: common.org\n* IDEA Another\n* DROPPED Old\n* PROJ Late keyword\n#+SETUPFILE: sub/base.setup\n* WAIT After\n",
+        );
+        let memex = crate::memex::Memex::open(std::slice::from_ref(&root)).unwrap();
+        let snapshot = memex.snapshot();
+        let file = |name: &str| Arc::clone(snapshot.file(&root.join(name)).unwrap());
+        let states = |f: &crate::memex::MemexFile| -> Vec<(String, Option<String>, bool)> {
+            f.objects
+                .iter()
+                .map(|o| {
+                    (
+                        f.slice(&o.headline.title).to_owned(),
+                        o.headline.todo.as_deref().map(str::to_owned),
+                        o.headline.done,
+                    )
+                })
+                .collect()
+        };
+        let state =
+            |title: &str, todo: &str, done: bool| (title.to_owned(), Some(todo.to_owned()), done);
+
+        // todo ("TODO" "DONE" "PROJ" "NEXT" "DONE" "KILL" "WAIT" "CANCELLED")
+        // done ("DONE" "DONE" "KILL" "CANCELLED")
+        // file-tags ("fromsetup" "nested" "own")
+        // tags (("work" . 119) ("home") (:startgroup) ("@office") ("@car") (:endgroup))
+        let main = file("main.org");
+        assert_eq!(main.keywords.todo, ["TODO", "PROJ", "NEXT", "WAIT"]);
+        assert_eq!(main.keywords.done, ["DONE", "KILL", "CANCELLED"]);
+        assert_eq!(main.file_tags, ["fromsetup", "nested", "own"]);
+        assert_eq!(main.declared_tags, ["work", "home", "@office", "@car"]);
+        assert_eq!(
+            states(&main),
+            [
+                state("Launch", "PROJ", false),
+                state("Step", "NEXT", false),
+                state("Blocked", "WAIT", false),
+                state("Dropped", "KILL", true),
+                state("Gone", "CANCELLED", true),
+                state("Plain", "TODO", false),
+            ]
+        );
+        assert_eq!(
+            main.setup.files,
+            [root.join("sub/base.setup"), root.join("other/nested.setup")]
+        );
+        assert_eq!(main.warnings.len(), 1, "{:?}", main.warnings);
+        assert_eq!(main.warnings[0].line, 3);
+        assert!(main.warnings[0].message.contains("cycle"));
+
+        // todo ("IDEA" "DROPPED" "PROJ" "NEXT" "DONE" "KILL" "WAIT" "CANCELLED")
+        // done ("DROPPED" "DONE" "KILL" "CANCELLED")
+        // file-tags ("shared" "fromsetup" "nested")
+        let main2 = file("main2.org");
+        assert_eq!(main2.keywords.todo, ["IDEA", "PROJ", "NEXT", "WAIT"]);
+        assert_eq!(
+            main2.keywords.done,
+            ["DROPPED", "DONE", "KILL", "CANCELLED"]
+        );
+        assert_eq!(main2.file_tags, ["shared", "fromsetup", "nested"]);
+        assert_eq!(
+            states(&main2),
+            [
+                state("Another", "IDEA", false),
+                state("Old", "DROPPED", true),
+                state("Late keyword", "PROJ", false),
+                state("After", "WAIT", false),
+            ]
+        );
+
+        // todo ("IDEA" "DROPPED"), file-tags ("shared"): read on its own,
+        // the setup file is an ordinary memex file.
+        let common = file("common.org");
+        assert_eq!(common.keywords.todo, ["IDEA"]);
+        assert_eq!(common.file_tags, ["shared"]);
+        assert_eq!(states(&common), [state("Thing", "IDEA", false)]);
+        assert_eq!(
+            snapshot.includers_of(&root.join("common.org")),
+            [root.join("main2.org")]
+        );
+        let mut includers = snapshot.includers_of(&root.join("other/nested.setup"));
+        includers.sort();
+        assert_eq!(includers, [root.join("main.org"), root.join("main2.org")]);
+    }
+
+    #[test]
+    fn values_are_unquoted_and_urls_are_not_fetched() {
+        assert_eq!(strip_quotes("\"a b.setup\""), "a b.setup");
+        assert_eq!(strip_quotes("a.setup"), "a.setup");
+        assert!(is_url("https://example.invalid/x.setup"));
+        assert!(!is_url("setup/x.setup"));
+        assert!(!is_url("c://x"), "one letter is a drive, not a scheme");
+        let dir = tempfile::tempdir().unwrap();
+        let main = write(
+            dir.path(),
+            "a.org",
+            "#+SETUPFILE: https://example.invalid/x.setup\n",
+        );
+        let (settings, setup) = resolve(&main, &std::fs::read_to_string(&main).unwrap());
+        assert_eq!(settings, Settings::default());
+        assert_eq!(setup.warnings.len(), 1);
+        assert!(setup.warnings[0].message.contains("is a URL"));
+        assert!(setup.files.is_empty());
+    }
+
+    #[test]
+    fn a_missing_setup_file_is_a_warning_and_is_still_watched() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let main = write(&root, "a.org", "#+TITLE: A\n#+SETUPFILE: gone.setup\n* x\n");
+        let (_, setup) = resolve(&main, &std::fs::read_to_string(&main).unwrap());
+        assert_eq!(setup.warnings.len(), 1);
+        assert_eq!(setup.warnings[0].line, 2);
+        assert!(
+            setup.warnings[0]
+                .message
+                .ends_with("gone.setup does not exist"),
+            "{:?}",
+            setup.warnings
+        );
+        assert_eq!(setup.files, [root.join("gone.setup")]);
+        assert_eq!(setup.included, [("gone.setup".to_owned(), None)]);
+    }
+
+    #[test]
+    fn a_cycle_is_refused_with_a_warning_naming_the_way() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        write(&root, "x.setup", "#+FILETAGS: x\n#+SETUPFILE: y.setup\n");
+        write(&root, "y.setup", "#+FILETAGS: y\n#+SETUPFILE: x.setup\n");
+        let main = write(&root, "a.org", "#+SETUPFILE: x.setup\n#+SETUPFILE: a.org\n");
+        let (settings, setup) = resolve(&main, &std::fs::read_to_string(&main).unwrap());
+        assert_eq!(settings.file_tags, ["x", "y"]);
+        let messages: Vec<&str> = setup.warnings.iter().map(|w| w.message.as_str()).collect();
+        assert_eq!(messages.len(), 2, "{messages:?}");
+        assert!(messages[0].contains("cycle") && messages[0].ends_with("x.setup; not read again"));
+        assert!(messages[1].contains("cycle") && messages[1].contains("a.org → "));
+        assert_eq!(
+            setup.files,
+            [
+                root.join("x.setup"),
+                root.join("y.setup"),
+                root.join("a.org")
+            ]
+        );
+    }
+
+    #[test]
+    fn a_setup_file_that_is_not_a_regular_file_or_too_large_is_not_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        std::fs::create_dir(root.join("folder.setup")).unwrap();
+        let big = std::fs::File::create(root.join("big.setup")).unwrap();
+        big.set_len(MAX_SETUP_BYTES + 1).unwrap();
+        std::fs::write(root.join("latin1.setup"), b"#+FILETAGS: caf\xe9\n").unwrap();
+        let main = write(
+            &root,
+            "a.org",
+            "#+SETUPFILE: folder.setup\n#+SETUPFILE: big.setup\n#+SETUPFILE: latin1.setup\n",
+        );
+        let (settings, setup) = resolve(&main, &std::fs::read_to_string(&main).unwrap());
+        assert_eq!(settings, Settings::default());
+        let messages: Vec<&str> = setup.warnings.iter().map(|w| w.message.as_str()).collect();
+        assert!(messages[0].contains("not a regular file"), "{messages:?}");
+        assert!(messages[1].contains("over the limit"), "{messages:?}");
+        assert!(messages[2].contains("not valid UTF-8"), "{messages:?}");
+    }
+
+    #[test]
+    fn nesting_is_limited() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        for k in 0..MAX_DEPTH + 2 {
+            write(
+                &root,
+                &format!("{k}.setup"),
+                &format!("#+FILETAGS: t{k}\n#+SETUPFILE: {}.setup\n", k + 1),
+            );
+        }
+        let main = write(&root, "a.org", "#+SETUPFILE: 0.setup\n");
+        let (settings, setup) = resolve(&main, &std::fs::read_to_string(&main).unwrap());
+        assert_eq!(settings.file_tags.len(), MAX_DEPTH);
+        assert!(
+            setup
+                .warnings
+                .iter()
+                .any(|w| w.message.contains("nested deeper than")),
+            "{:?}",
+            setup.warnings
+        );
+    }
+
+    #[test]
+    fn an_edited_text_reuses_the_setup_it_was_read_with() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        write(&root, "s.setup", "#+TODO: PROJ | DONE\n");
+        let main = write(&root, "a.org", "#+SETUPFILE: s.setup\n* PROJ x\n");
+        let (settings, setup) = resolve(&main, &std::fs::read_to_string(&main).unwrap());
+        std::fs::remove_file(root.join("s.setup")).unwrap();
+        let again = reuse("#+SETUPFILE: s.setup\n* PROJ x\n** new\n", &setup);
+        assert_eq!(again, settings);
+        assert_eq!(again.keywords().todo, ["PROJ"]);
+    }
+}

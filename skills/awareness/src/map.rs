@@ -1,0 +1,335 @@
+//! The map of a memex without projects: the top of each file.
+//!
+//! When no rule finds an active project anywhere in the memex, the seed
+//! says `No active projects found.` and nothing else: the model sees none
+//! of what the memex holds. The map shows instead, in file order, each
+//! file as a depth-1 line — its path below the memex's common folder and
+//! its `#+TITLE:` — with its top-level headlines (the visible ones) at
+//! depth 2, in the outline's format (their ids, for the tools):
+//!
+//! ```org
+//! GLOBAL MEMEX AWARENESS (Peripheral Vision):
+//! No active projects found. The top of each file:
+//! * notes/reading.org: Reading notes
+//! ** Books
+//! :PROPERTIES:
+//! :ID: org-2f5c0d1e9a8b7c6d
+//! :END:
+//! ```
+//!
+//! With a token budget, whole files are left out, the least recently
+//! changed first (by the modification times the host passes), and a
+//! closing line says how many (`[… 12 older files omitted]`). If not even
+//! the most recently changed file fits whole, its line and the first of
+//! its headlines that fit are shown: from 50 tokens on, the map is never
+//! empty while the memex has a file.
+
+use std::fmt::Write as _;
+
+use foveal_sdk::memex::{FileView, NONE};
+
+use crate::projects::{preamble_keyword, roots};
+use crate::render::{Entry, HEADER, Included, Options, Reason, Rendered, piece};
+
+/// The line under the header: no project, here is the map.
+pub const MAP_LINE: &str = "No active projects found. The top of each file:\n";
+
+/// How much of a file the map shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Keep {
+    /// Nothing.
+    Nothing,
+    /// Its entry and its first `n` top-level headlines.
+    First(u32),
+    /// Its entry and all its top-level headlines.
+    Whole,
+}
+
+/// Renders the map of `files` within `options.budget`.
+pub fn render(
+    files: &[FileView<'_>],
+    options: &Options,
+    count: &dyn Fn(&str) -> usize,
+) -> Rendered {
+    let map = Map {
+        files,
+        base: common_dir(files),
+        headlines: files.iter().map(|f| roots(f).count() as u32).collect(),
+    };
+    match options.budget {
+        None => map.emit(None),
+        Some(budget) => map.fit(budget, &options.modified, count),
+    }
+}
+
+struct Map<'a> {
+    files: &'a [FileView<'a>],
+    /// Bytes of every path that name the memex's common folder.
+    base: usize,
+    /// Each file's top-level headlines.
+    headlines: Vec<u32>,
+}
+
+impl Map<'_> {
+    /// Appends a file's entry: its path below the common folder, and its
+    /// title.
+    fn file_entry(&self, f: usize, text: &mut String) {
+        let file = &self.files[f];
+        let path = file.path.as_str();
+        text.push_str("* ");
+        text.push_str(path.get(self.base..).unwrap_or(path));
+        let mut first = true;
+        for part in preamble_keyword(file, "TITLE").filter(|t| !t.is_empty()) {
+            text.push_str(if first { ": " } else { " " });
+            text.push_str(part);
+            first = false;
+        }
+        text.push('\n');
+    }
+
+    /// Appends a top-level headline `i` of file `f`.
+    fn headline(&self, f: usize, i: u32, text: &mut String) {
+        piece(self.files, &entry(f, i), text);
+    }
+
+    /// Appends file `f` as `keep` says; returns the headlines shown.
+    fn block(&self, f: usize, keep: Keep, text: &mut String, shown: &mut Vec<Included>) {
+        if keep == Keep::Nothing {
+            return;
+        }
+        self.file_entry(f, text);
+        let limit = match keep {
+            Keep::First(n) => n as usize,
+            _ => usize::MAX,
+        };
+        for r in roots(&self.files[f]).take(limit) {
+            self.headline(f, r, text);
+            shown.push(Included {
+                file: f as u32,
+                index: r,
+                reason: Reason::Map,
+                project: None,
+            });
+        }
+    }
+
+    /// The map of the files `keep` allows (all when `None`), with a
+    /// closing line saying what was left out.
+    fn emit(&self, keep: Option<&[Keep]>) -> Rendered {
+        let mut out = Rendered::default();
+        out.text.push_str(HEADER);
+        out.text.push_str(MAP_LINE);
+        // Headlines left out of the files shown.
+        let mut partial = 0u32;
+        for (f, &headlines) in self.headlines.iter().enumerate() {
+            let k = keep.map_or(Keep::Whole, |keep| keep[f]);
+            match k {
+                Keep::Nothing => {
+                    out.omitted.files += 1;
+                    out.omitted.map += headlines;
+                }
+                Keep::First(n) => partial += headlines - n.min(headlines),
+                Keep::Whole => {}
+            }
+            self.block(f, k, &mut out.text, &mut out.included);
+        }
+        out.omitted.map += partial;
+        if out.omitted.files > 0 || partial > 0 {
+            out.text.push_str(&omitted_line(out.omitted.files, partial));
+        }
+        out
+    }
+
+    /// An over-estimate of the whole map's length in bytes.
+    fn bytes(&self) -> usize {
+        let mut bytes = HEADER.len() + MAP_LINE.len();
+        for (f, file) in self.files.iter().enumerate() {
+            bytes += 8 + file.path.len() + self.title_len(f);
+            for r in roots(file) {
+                bytes += 3 + file.title(r).len().max(8) + 40 + file.id(r).len();
+            }
+        }
+        bytes
+    }
+
+    fn title_len(&self, f: usize) -> usize {
+        preamble_keyword(&self.files[f], "TITLE")
+            .map(|t| t.len() + 2)
+            .sum::<usize>()
+    }
+
+    /// The map within `budget` tokens: the most recently changed files
+    /// whole, the others left out.
+    fn fit(&self, budget: usize, modified: &[i64], count: &dyn Fn(&str) -> usize) -> Rendered {
+        let n = self.files.len();
+        // Everything, if it fits: a token is at least a byte, and rarely
+        // more than 16.
+        let bytes = self.bytes();
+        if bytes <= budget {
+            return self.emit(None);
+        }
+        if bytes <= budget.saturating_mul(16) {
+            let full = self.emit(None);
+            if count(&full.text) <= budget {
+                return full;
+            }
+        }
+        let fixed = count(HEADER) + count(MAP_LINE);
+        // Room for the closing line when whole files are left out.
+        let reserve = count(&omitted_line(n as u32, 0));
+        if fixed + reserve > budget {
+            return Rendered::default();
+        }
+        // Most recently changed first; files without a time last; on a
+        // tie, the earlier file first.
+        let time = |f: usize| modified.get(f).copied().unwrap_or(i64::MIN);
+        let mut order: Vec<usize> = (0..n).collect();
+        order.sort_by_key(|&f| (std::cmp::Reverse(time(f)), f));
+        let mut keep = vec![Keep::Nothing; n];
+        let mut kept: Vec<usize> = Vec::new();
+        let mut used = fixed + reserve;
+        let mut scratch = String::new();
+        for &f in &order {
+            scratch.clear();
+            self.block(f, Keep::Whole, &mut scratch, &mut Vec::new());
+            let cost = count(&scratch);
+            if used + cost <= budget {
+                used += cost;
+                keep[f] = Keep::Whole;
+                kept.push(f);
+                continue;
+            }
+            if kept.is_empty() {
+                // Not even the most recent file fits whole: its entry and
+                // the first headlines that fit (with room for a closing
+                // line that says so).
+                scratch.clear();
+                self.file_entry(f, &mut scratch);
+                let mut cost = count(&scratch);
+                used = used - reserve + count(&omitted_line(n as u32, self.headlines[f]));
+                if used + cost <= budget {
+                    let mut shown = 0u32;
+                    for r in roots(&self.files[f]) {
+                        scratch.clear();
+                        self.headline(f, r, &mut scratch);
+                        let more = count(&scratch);
+                        if used + cost + more > budget {
+                            break;
+                        }
+                        cost += more;
+                        shown += 1;
+                    }
+                    keep[f] = Keep::First(shown);
+                    kept.push(f);
+                }
+            }
+            break;
+        }
+        // The pieces' counts add up to the text's, but the budget must
+        // hold whatever the tokenizer does: check the whole, and give up
+        // the last kept file (or, of the only one, headlines) until it
+        // does.
+        loop {
+            let out = self.emit(Some(&keep));
+            if count(&out.text) <= budget {
+                return out;
+            }
+            let Some(&last) = kept.last() else {
+                return Rendered::default();
+            };
+            match keep[last] {
+                Keep::Whole if kept.len() > 1 => keep[last] = Keep::Nothing,
+                Keep::Whole => keep[last] = Keep::First(self.headlines[last].saturating_sub(1)),
+                Keep::First(k) if k > 0 => keep[last] = Keep::First(k - 1),
+                _ => keep[last] = Keep::Nothing,
+            }
+            if keep[last] == Keep::Nothing {
+                kept.pop();
+            }
+        }
+    }
+}
+
+/// The entry of top-level headline `i` of file `f` in the map.
+fn entry(f: usize, i: u32) -> Entry {
+    Entry {
+        file: f as u32,
+        index: i,
+        depth: 2,
+        reason: Reason::Map,
+        parent: NONE,
+        project: None,
+    }
+}
+
+/// The closing line of a map the budget cut: `files` left out whole (the
+/// least recently changed), `headlines` left out of the files shown.
+fn omitted_line(files: u32, headlines: u32) -> String {
+    let mut line = String::from("[… ");
+    if files > 0 {
+        let _ = write!(
+            line,
+            "{files} older file{}",
+            if files == 1 { "" } else { "s" }
+        );
+        if headlines > 0 {
+            line.push_str(" and ");
+        }
+    }
+    if headlines > 0 {
+        let _ = write!(
+            line,
+            "{headlines} headline{}",
+            if headlines == 1 { "" } else { "s" }
+        );
+    }
+    line.push_str(" omitted]\n");
+    line
+}
+
+/// Bytes of every path of `files` that name their common folder (up to
+/// and including its last `/`): the map names files below it.
+fn common_dir(files: &[FileView<'_>]) -> usize {
+    let Some(first) = files.first().map(|f| f.path.as_str()) else {
+        return 0;
+    };
+    let mut len = first.rfind('/').map_or(0, |at| at + 1);
+    for file in &files[1..] {
+        let path = file.path.as_bytes();
+        while len > 0 && path.get(..len) != Some(&first.as_bytes()[..len]) {
+            len = first[..len - 1].rfind('/').map_or(0, |at| at + 1);
+        }
+    }
+    len
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_closing_line_says_what_was_left_out() {
+        assert_eq!(omitted_line(3, 0), "[… 3 older files omitted]\n");
+        assert_eq!(
+            omitted_line(1, 4),
+            "[… 1 older file and 4 headlines omitted]\n"
+        );
+        assert_eq!(omitted_line(0, 1), "[… 1 headline omitted]\n");
+    }
+
+    #[test]
+    fn paths_are_named_below_their_common_folder() {
+        let index = foveal_sdk::memex::FileIndex::default();
+        let view = |path: &'static str| FileView {
+            path: path.into(),
+            text: "".into(),
+            index: &index,
+        };
+        let files = [view("/m/a.org"), view("/m/sub/b.org"), view("/m/ab/c.org")];
+        assert_eq!(common_dir(&files), "/m/".len());
+        let files = [view("/m/sub/a.org"), view("/m/sub2/b.org")];
+        assert_eq!(common_dir(&files), "/m/".len());
+        assert_eq!(common_dir(&[view("/m/sub/a.org")]), "/m/sub/".len());
+        assert_eq!(common_dir(&[view("a.org"), view("b.org")]), 0);
+    }
+}
