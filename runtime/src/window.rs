@@ -258,6 +258,9 @@ impl Window {
 
     /// Runs `op` on the current registry snapshot.
     pub fn apply(&self, op: &WindowOp) -> Result<Value, WindowError> {
+        if matches!(op, WindowOp::Add(_)) {
+            warm_tokens();
+        }
         let skills = self.registry.snapshot();
         let mut inner = self.lock();
         let (method, args) = match op {
@@ -321,6 +324,17 @@ impl Window {
         {
             return Ok(());
         }
+        // Opening counts the saved items' tokens; an empty window counts
+        // nothing, and a prompt that fits by its bytes never loads the
+        // tables.
+        if inner
+            .saved
+            .as_ref()
+            .and_then(|s| s["items"].as_array())
+            .is_some_and(|items| !items.is_empty())
+        {
+            warm_tokens();
+        }
         let args = json!({
             "window": self.session,
             "state": inner.saved,
@@ -370,6 +384,18 @@ impl Window {
             }
             other => other.map_err(WindowError::from),
         }
+    }
+}
+
+/// Loads the model's token tables, if nothing has yet, before a call that
+/// counts tokens through the host (each item's, when it is added or
+/// opened): the first load takes 0.3 s in a release build and seconds in a
+/// debug build on a busy machine, which must not be spent inside the
+/// skill's call and its deadline (`plugins.hook_timeout_ms`).
+fn warm_tokens() {
+    let counter = crate::tokens::global();
+    if !counter.is_loaded() {
+        counter.count("warm");
     }
 }
 
