@@ -85,7 +85,7 @@ mod tests;
 use std::fmt;
 
 pub use error::{ProviderError, TimeoutPhase};
-pub use local::{LoadOptions, LocalProvider, Requantize};
+pub use local::{LoadOptions, LocalProvider, PromptCache, Requantize};
 pub use openai::OpenAiProvider;
 pub use settings::{ApiKey, KindSource, ProviderKind, ProviderSettings, RetryPolicy, Timeouts};
 pub use stream::{Closed, ReplySender, ReplyStream};

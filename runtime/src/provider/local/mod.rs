@@ -7,9 +7,17 @@
 //!   [`model_path`]. Without it, [`LocalProvider::new`] fails with
 //!   [`ProviderError::ModelMissing`], which names the command.
 //! - **Loading** happens once, in [`LocalProvider::new`]
-//!   ([`LocalProvider::load_time`] says how long it took). The weights are
-//!   shared by every request, behind a mutex: requests take turns, and each
-//!   starts with an empty KV cache.
+//!   ([`LocalProvider::load_time`] says how long it took). The forward
+//!   pass is foveal's own ([`model`]): llama-family (SmolLM2, Llama) and
+//!   Qwen2/Qwen3 GGUF files, weights kept quantised, matrix products by
+//!   candle's quantised kernels.
+//! - **The KV cache is kept across requests.** Requests take turns on the
+//!   one model state; each reuses the keys and values of the longest
+//!   prefix its prompt shares with the tokens of the request before
+//!   (prompt and reply), as llama-server's prompt cache does, and reads
+//!   only the rest. [`LocalProvider::last_prompt_cache`] and
+//!   [`Usage::cached_tokens`] say how many tokens were reused. A reply is
+//!   the same with and without the cache.
 //! - **Speed.** On a CPU with AVX2 and FMA (detected when the model loads)
 //!   the Q4_1 weights are converted to Q8_0 as they are loaded: candle picks
 //!   its AVX2 kernel for Q8_0 at run time, while its Q4_1 kernel is plain
@@ -47,6 +55,7 @@
 //! # }
 //! ```
 
+mod model;
 mod template;
 mod tokenizer;
 mod toolcall;
@@ -56,17 +65,15 @@ mod tests;
 
 use std::fmt;
 use std::fs::File;
-use std::io::Cursor;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use candle_core::quantized::{GgmlDType, QTensor, gguf_file};
-use candle_core::{DType, Device, Tensor};
+use candle_core::quantized::gguf_file;
+use candle_core::{Device, Tensor};
 use candle_transformers::generation::{LogitsProcessor, Sampling};
-use candle_transformers::models::quantized_llama::{self, ModelWeights};
-use rayon::iter::{IntoParallelIterator, ParallelIterator};
 
+use self::model::{Model, State};
 use self::template::IM_END;
 use self::tokenizer::{LocalTokenizer, TextDecoder};
 use self::toolcall::{Parsed, ToolCallParser};
@@ -101,10 +108,6 @@ pub const DEFAULT_SEED: u64 = 299_792_458;
 const REPEAT_PENALTY: f32 = 1.1;
 const REPEAT_LAST_N: usize = 64;
 
-/// Prompt tokens run through the model at once: bounds the attention
-/// mask (`chunk × context` floats) for long prompts.
-const PREFILL_CHUNK: usize = 512;
-
 /// Whether to convert Q4_1 weights to Q8_0 while loading.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Requantize {
@@ -129,17 +132,24 @@ pub struct LoadOptions {
     pub threads: Option<usize>,
 }
 
-/// The model's threads when none are configured: one less than the CPUs,
-/// at least one. candle splits every matrix product of every token across
-/// its threads; when one of them waits for a CPU that the host (or a build)
-/// holds, the whole token waits. On a busy 2-core machine, 2 threads
-/// measured 1.5–7 tok/s against 25 tok/s for 1; on an idle one 45 against
-/// 26.
+/// The model's threads when none are configured: every CPU. A turn is
+/// the one thing foveal computes while it runs, and the host's own work
+/// between tokens is small.
 pub fn default_threads() -> usize {
-    std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .saturating_sub(1)
-        .max(1)
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// How one request used the KV cache kept from the request before.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PromptCache {
+    /// Prompt tokens whose keys and values were kept: the longest prefix
+    /// the prompt shares with the tokens read before (llama-server's
+    /// `cache_n`).
+    pub reused: usize,
+    /// Prompt tokens read by this request: the rest of the prompt.
+    pub evaluated: usize,
+    /// Tokens in the cache when the reply ended: the prompt and the reply.
+    pub held: usize,
 }
 
 /// The embedded model as a [`Provider`]. Cheap to clone; clones share the
@@ -151,8 +161,13 @@ pub struct LocalProvider {
 
 struct Inner {
     path: PathBuf,
-    model: Mutex<ModelWeights>,
-    /// The threads candle computes with.
+    model: Model,
+    /// The conversation's KV cache and tokens: one request at a time.
+    state: Mutex<State>,
+    /// How the last request used the cache (kept apart from `state`, so it
+    /// can be read while a request runs).
+    last_cache: Mutex<Option<PromptCache>>,
+    /// The threads the model computes with.
     pool: rayon::ThreadPool,
     tokenizer: LocalTokenizer,
     /// Tokens the model reads and writes in all.
@@ -161,7 +176,7 @@ struct Inner {
     stop: Vec<u32>,
     load_time: Duration,
     /// The weights' format in memory.
-    weights: &'static str,
+    weights: String,
 }
 
 impl fmt::Debug for LocalProvider {
@@ -257,46 +272,13 @@ impl LocalProvider {
         })?;
         let content = gguf_file::Content::read(&mut file)
             .map_err(|e| load_error(format!("not a readable GGUF file ({e})")))?;
-        let architecture = content
-            .metadata
-            .get("general.architecture")
-            .and_then(|v| v.to_string().ok())
-            .cloned()
-            .unwrap_or_default();
-        if architecture != "llama" {
-            return Err(load_error(format!(
-                "its architecture is {architecture:?}; this provider runs llama-architecture models such as SmolLM2"
-            )));
-        }
+        // The architecture first: an unsupported one is named as such.
+        model::config::Config::from_gguf(&content).map_err(load_error)?;
         let tokenizer = LocalTokenizer::from_gguf(&content).map_err(load_error)?;
-        // candle's quantized llama has rotary tables for MAX_SEQ_LEN
-        // positions, fewer than SmolLM2's 8192.
-        let context = content
-            .metadata
-            .get("llama.context_length")
-            .and_then(|v| v.to_u32().ok())
-            .map_or(quantized_llama::MAX_SEQ_LEN, |n| n as usize)
-            .min(quantized_llama::MAX_SEQ_LEN);
         let requantize = match options.requantize {
             Requantize::Auto => simd_q8_0(),
             Requantize::Never => false,
             Requantize::Always => true,
-        };
-        let has_q4_1 = content
-            .tensor_infos
-            .values()
-            .any(|t| t.ggml_dtype == GgmlDType::Q4_1);
-        let (model, weights) = if requantize && has_q4_1 {
-            (
-                load_as_q8_0(content, &mut file).map_err(|e| load_error(e.to_string()))?,
-                "Q8_0 (converted from Q4_1 at load)",
-            )
-        } else {
-            (
-                ModelWeights::from_gguf(content, &mut file, &Device::Cpu)
-                    .map_err(|e| load_error(e.to_string()))?,
-                "as in the file",
-            )
         };
         let threads = options.threads.unwrap_or_else(default_threads).max(1);
         let pool = rayon::ThreadPoolBuilder::new()
@@ -304,6 +286,14 @@ impl LocalProvider {
             .thread_name(|i| format!("foveal-model-{i}"))
             .build()
             .map_err(|e| load_error(format!("cannot start its threads: {e}")))?;
+        // Conversions run on the model's threads.
+        let model = pool
+            .install(|| Model::load(&content, &mut file, requantize))
+            .map_err(load_error)?;
+        drop(content);
+        let context = model.config().context;
+        let weights = model.weights().to_owned();
+        let state = model.state();
         let mut stop: Vec<u32> = [tokenizer.eos, tokenizer.special(IM_END)]
             .into_iter()
             .chain([tokenizer.special("<|endoftext|>")])
@@ -315,7 +305,8 @@ impl LocalProvider {
             target: "foveal::provider",
             path = %path.display(),
             load_ms = load_time.as_millis() as u64,
-            weights,
+            weights = %weights,
+            architecture = model.config().architecture.name(),
             context,
             threads,
             "local model loaded"
@@ -323,7 +314,9 @@ impl LocalProvider {
         Ok(Self {
             inner: Arc::new(Inner {
                 path: path.to_owned(),
-                model: Mutex::new(model),
+                model,
+                state: Mutex::new(state),
+                last_cache: Mutex::new(None),
                 pool,
                 tokenizer,
                 context,
@@ -356,10 +349,31 @@ impl LocalProvider {
         self.inner.pool.current_num_threads()
     }
 
-    /// The weights' format in memory: `"Q8_0 (converted from Q4_1 at
-    /// load)"` or `"as in the file"`.
-    pub fn weights(&self) -> &'static str {
-        self.inner.weights
+    /// The weights' formats in memory, e.g. `"210 Q8_0, 1 Q8_0 matrices;
+    /// 210 converted from Q4_1 at load; 143 MB"`.
+    pub fn weights(&self) -> &str {
+        &self.inner.weights
+    }
+
+    /// How the last request used the KV cache kept from the one before:
+    /// prompt tokens reused and read, tokens held. `None` before the
+    /// first request.
+    pub fn last_prompt_cache(&self) -> Option<PromptCache> {
+        *self
+            .inner
+            .last_cache
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Empties the KV cache: the next request reads its whole prompt.
+    /// Waits for a running request to end.
+    pub fn clear_cache(&self) {
+        self.inner
+            .state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .truncate(0);
     }
 
     /// The prompt `request` becomes, as text with its special tokens (for
@@ -425,46 +439,6 @@ fn simd_q8_0() -> bool {
     {
         false
     }
-}
-
-/// Loads the model with its Q4_1 tensors converted to Q8_0: the tensors
-/// are read, converted, written as a GGUF file in memory and loaded from
-/// there (candle's model reads only GGUF).
-fn load_as_q8_0(content: gguf_file::Content, file: &mut File) -> candle_core::Result<ModelWeights> {
-    let device = Device::Cpu;
-    let mut names: Vec<&String> = content.tensor_infos.keys().collect();
-    names.sort();
-    let read = names
-        .into_iter()
-        .map(|name| Ok((name.as_str(), content.tensor(file, name, &device)?)))
-        .collect::<candle_core::Result<Vec<_>>>()?;
-    // Converting is most of the load time: one tensor per thread.
-    let tensors = read
-        .into_par_iter()
-        .map(|(name, tensor)| {
-            if tensor.dtype() == GgmlDType::Q4_1 {
-                let converted =
-                    QTensor::quantize(&tensor.dequantize(&Device::Cpu)?, GgmlDType::Q8_0)?;
-                Ok((name, converted))
-            } else {
-                Ok((name, tensor))
-            }
-        })
-        .collect::<candle_core::Result<Vec<_>>>()?;
-    // The tokenizer was read already; the model needs only its own keys.
-    let metadata: Vec<(&str, &gguf_file::Value)> = content
-        .metadata
-        .iter()
-        .filter(|(key, _)| !key.starts_with("tokenizer."))
-        .map(|(key, value)| (key.as_str(), value))
-        .collect();
-    let refs: Vec<(&str, &QTensor)> = tensors.iter().map(|(n, t)| (*n, t)).collect();
-    let mut buffer = Cursor::new(Vec::new());
-    gguf_file::write(&mut buffer, &metadata, &refs)?;
-    drop(tensors);
-    buffer.set_position(0);
-    let converted = gguf_file::Content::read(&mut buffer)?;
-    ModelWeights::from_gguf(converted, &mut buffer, &device)
 }
 
 /// Why generation stopped early.
@@ -599,17 +573,16 @@ impl Inner {
         // The prefill opens a tool call: it only primes the parser.
         emitter.text(&rendered.prefill)?;
 
-        let mut model = self.model.lock().unwrap_or_else(PoisonError::into_inner);
-        model.clear_kv_cache();
-        let device = Device::Cpu;
-        let mut logits = None;
-        for (i, chunk) in prompt.chunks(PREFILL_CHUNK).enumerate() {
-            let input = Tensor::new(chunk, &device)?.unsqueeze(0)?;
-            logits = Some(model.forward(&input, i * PREFILL_CHUNK)?);
+        if prompt.is_empty() {
+            return Err(
+                ProviderError::InvalidRequest("the rendered prompt is empty".to_owned()).into(),
+            );
         }
-        let mut logits = logits.ok_or_else(|| {
-            ProviderError::InvalidRequest("the rendered prompt is empty".to_owned())
-        })?;
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        // The longest prefix shared with the tokens of the request before
+        // keeps its keys and values; only the rest of the prompt is read.
+        let reused = state.reuse(&prompt);
+        let mut logits = self.model.forward(&mut state, &prompt[reused..])?;
         let prompt_time = started.elapsed();
 
         let mut generated: Vec<u32> = Vec::new();
@@ -619,7 +592,7 @@ impl Inner {
             if generated.len() >= budget {
                 break FinishReason::Length;
             }
-            let mut scores = logits.squeeze(0)?.to_dtype(DType::F32)?;
+            let mut scores = Tensor::from_vec(logits, self.model.vocab(), &Device::Cpu)?;
             if REPEAT_PENALTY != 1.0 && !generated.is_empty() {
                 let recent = &generated[generated.len().saturating_sub(REPEAT_LAST_N)..];
                 scores = candle_transformers::utils::apply_repeat_penalty(
@@ -638,10 +611,19 @@ impl Inner {
             if named_tool && emitter.parser.as_ref().is_some_and(|p| p.closed() > 0) {
                 break FinishReason::Stop;
             }
-            let input = Tensor::new(&[next], &device)?.unsqueeze(0)?;
-            logits = model.forward(&input, prompt.len() + generated.len() - 1)?;
+            logits = self.model.forward(&mut state, &[next])?;
         };
-        drop(model);
+        let cache = PromptCache {
+            reused,
+            evaluated: prompt.len() - reused,
+            held: state.tokens().len(),
+        };
+        let cache_bytes = state.cache_bytes();
+        drop(state);
+        *self
+            .last_cache
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(cache);
         emitter.text(&decoder.finish())?;
         let cut_in_call = emitter.parser.as_ref().is_some_and(ToolCallParser::in_call);
         emitter.finish()?;
@@ -657,16 +639,22 @@ impl Inner {
         tracing::debug!(
             target: "foveal::provider",
             prompt_tokens = prompt.len(),
+            reused_tokens = cache.reused,
+            new_tokens = cache.evaluated,
             completion_tokens = completion,
             prompt_ms = prompt_time.as_millis() as u64,
+            prefill_tokens_per_second =
+                cache.evaluated as f64 / prompt_time.as_secs_f64().max(1e-9),
             tokens_per_second = completion as f64 / gen_time.as_secs_f64().max(1e-9),
+            cached_tokens = cache.held,
+            cache_mb = cache_bytes as f64 / 1e6,
             "local model reply"
         );
         tx.event_blocking(Event::Finish(finish))?;
         tx.event_blocking(Event::Usage(Usage {
             prompt_tokens: prompt.len() as u64,
             completion_tokens: completion as u64,
-            cached_tokens: 0,
+            cached_tokens: cache.reused as u64,
         }))?;
         Ok(())
     }
