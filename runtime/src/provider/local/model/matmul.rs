@@ -1,15 +1,23 @@
-//! The weight matrices, and the only two things the forward pass does with
-//! them: multiply activations by them and read rows out of them.
+//! The compute backend: the weight matrices, the only two things the
+//! forward pass does with them — multiply activations by them, read rows
+//! out of them — and the threads it computes on.
 //!
 //! Everything the model computes with a weight matrix goes through
-//! [`Matrix`], so the backend is chosen here and nowhere else. Today it is
-//! candle's `QMatMul` over a `QTensor` (the blocks as in the GGUF file, or
+//! [`Matrix`], and every parallel loop through [`parallel`], so the
+//! backend is chosen here and nowhere else. Today it is candle's
+//! `QMatMul` over a `QTensor` (the blocks as in the GGUF file, or
 //! converted to Q8_0 at load), whose products run on candle's own thread
-//! pool. Switching to `foveal-kernels` means changing this file only:
-//! `Matrix` holds a `QMatrix` built from the same ggml bytes
-//! ([`Matrix::new`] gets them from `QTensor::data`), [`Matrix::matmul`]
-//! calls its `matmul(w, x, m, out, pool)` and [`Matrix::rows_into`] its
-//! `dequantize_row`.
+//! pool (`candle_core::utils::barrier_pool`: every physical core, or
+//! `CANDLE_NUM_THREADS`); the forward pass's own loops run on the same
+//! pool, so two pools never wait for each other's spinning threads.
+//!
+//! Switching to `foveal-kernels` means changing this file only: `Matrix`
+//! holds a `QMatrix` built from the same ggml bytes ([`Matrix::new`] gets
+//! them from `QTensor::data`), [`Matrix::matmul`] calls its
+//! `matmul(w, x, m, out, pool)` and [`Matrix::rows_into`] its
+//! `dequantize_row`; [`parallel`] runs on that `pool`.
+
+use std::ops::Range;
 
 use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
 use candle_core::{Device, Module, Result, Storage, Tensor};
@@ -85,6 +93,17 @@ impl Matrix {
         let ids = Tensor::from_slice(ids, ids.len(), &Device::Cpu)?;
         copy_out(&self.inner.embedding(&ids)?, out)
     }
+}
+
+/// Runs `f` over `0..n`, split into ranges across the backend's threads
+/// (the calling thread among them).
+pub(crate) fn parallel(n: usize, f: impl Fn(Range<usize>) + Sync) {
+    candle_core::utils::barrier_pool().execute_chunked(n, f);
+}
+
+/// Threads the backend computes with, the calling one included.
+pub(crate) fn threads() -> usize {
+    candle_core::utils::barrier_pool().n_workers() + 1
 }
 
 /// Copies a contiguous f32 tensor into `out`.

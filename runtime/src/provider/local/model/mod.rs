@@ -30,10 +30,10 @@ mod ops;
 mod tests;
 
 use std::io::{Read, Seek};
+use std::sync::{Mutex, PoisonError};
 
 use candle_core::Result;
 use candle_core::quantized::{GgmlDType, gguf_file::Content};
-use rayon::prelude::*;
 
 use self::cache::KvCache;
 use self::config::Config;
@@ -364,9 +364,12 @@ fn attention(c: &Config, q: &[f32], keys: &[f32], values: &[f32], pos0: usize, o
     let group = heads / c.kv_heads;
     // candle divides by sqrt(head_dim) as an f32 multiplication.
     let scale = (1.0 / (hd as f64).sqrt()) as f32;
-    out.par_chunks_mut(hd).enumerate().for_each_init(
-        Vec::new,
-        |scores: &mut Vec<f32>, (task, out)| {
+    // Each task writes its own head of one position; the locks are never
+    // contended.
+    let outs: Vec<Mutex<&mut [f32]>> = out.chunks_mut(hd).map(Mutex::new).collect();
+    matmul::parallel(outs.len(), |tasks| {
+        let mut scores = Vec::new();
+        for task in tasks {
             let (i, h) = (task / heads, task % heads);
             let q = &q[i * q_dim + h * hd..][..hd];
             let offset = (h / group) * hd;
@@ -377,13 +380,14 @@ fn attention(c: &Config, q: &[f32], keys: &[f32], values: &[f32], pos0: usize, o
                     .take(n)
                     .map(|k| ops::dot(q, &k[offset..offset + hd]) * scale),
             );
-            ops::softmax(scores);
+            ops::softmax(&mut scores);
+            let mut out = outs[task].lock().unwrap_or_else(PoisonError::into_inner);
             out.fill(0.0);
             for (&p, v) in scores.iter().zip(values.chunks_exact(kv_dim)) {
-                ops::axpy(out, p, &v[offset..offset + hd]);
+                ops::axpy(&mut out, p, &v[offset..offset + hd]);
             }
-        },
-    );
+        }
+    });
 }
 
 /// The state of one conversation: the tokens read so far and their keys
