@@ -181,6 +181,8 @@ struct Health {
     consecutive_panics: AtomicU32,
     total_panics: AtomicU64,
     quarantined: AtomicBool,
+    /// The hook that did not return in time, when that was the cause.
+    hung: Mutex<Option<(&'static str, Duration)>>,
 }
 
 /// The default of `plugins.hook_timeout_ms`: how long a hook may run
@@ -233,6 +235,7 @@ impl Skill {
     /// quarantined, and the abandoned call counted against its name.
     fn hung(&self, hook: &'static str, timeout: Duration) -> u32 {
         let name = &self.loaded.info.name;
+        *self.health.hung.lock().unwrap_or_else(|e| e.into_inner()) = Some((hook, timeout));
         self.health.quarantined.store(true, Ordering::Relaxed);
         let count = {
             let mut abandoned = abandoned().lock().unwrap_or_else(|e| e.into_inner());
@@ -652,7 +655,13 @@ impl Snapshot {
         for slot in self.skills.values() {
             let skill = &slot.skill;
             let info = &skill.loaded.info;
-            let status = if skill.is_quarantined() {
+            let hung = *skill.health.hung.lock().unwrap_or_else(|e| e.into_inner());
+            let status = if let Some((hook, timeout)) = hung {
+                format!(
+                    "quarantined: its {hook} hook did not return within {} ms",
+                    timeout.as_millis()
+                )
+            } else if skill.is_quarantined() {
                 format!(
                     "quarantined after {} consecutive panics",
                     skill.health.consecutive_panics.load(Ordering::Relaxed)

@@ -146,9 +146,12 @@ pub async fn run(
         });
     }
 
-    // Changes, seen by their generation numbers.
-    let mut seen_memex = agent.memex().snapshot().generation();
+    // Changes, seen by their generation numbers (and the skills' rows,
+    // which also say when one is quarantined), and told to the activity
+    // log in words.
+    let mut seen_memex = agent.memex().snapshot();
     let mut seen_skills = agent.registry().snapshot().generation();
+    let mut seen_rows = agent.registry().snapshot().rows();
     let mut changes = tokio::time::interval(Duration::from_millis(250));
     changes.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
 
@@ -196,15 +199,32 @@ pub async fn run(
                 }
             }
             _ = changes.tick() => {
-                let memex = agent.memex().snapshot().generation();
-                if memex != seen_memex {
-                    seen_memex = memex;
+                let snapshot = agent.memex().snapshot();
+                let memex = snapshot.generation();
+                if memex != seen_memex.generation() {
+                    let previous = std::mem::replace(&mut seen_memex, snapshot);
                     if !agent.is_own_write(memex) {
                         tracing::info!(generation = memex, "memex changed");
+                        let roots: Vec<&std::path::Path> = agent.memex().roots().collect();
+                        for line in super::activity::memex_changes(
+                            &previous,
+                            &seen_memex,
+                            agent.privacy(),
+                            roots.iter().copied(),
+                        ) {
+                            super::activity::note(&line);
+                        }
                         if options.react_to_memex_changes {
                             let _ = queue.send(Queued { signal: Some(change(SignalSource::MemexChange, memex)), reply: None });
                         }
                     }
+                }
+                let rows = agent.registry().snapshot().rows();
+                if rows != seen_rows {
+                    for line in super::activity::skill_changes(&seen_rows, &rows) {
+                        super::activity::note(&line);
+                    }
+                    seen_rows = rows;
                 }
                 let skills = agent.registry().snapshot().generation();
                 if skills != seen_skills {

@@ -40,6 +40,7 @@
 //! cycles that follow. A provider error ends the turn with an error reply;
 //! the agent lives and the next turn works.
 
+pub mod activity;
 pub mod control;
 pub mod host;
 pub mod session;
@@ -474,9 +475,16 @@ impl Agent {
     /// Sets (or clears) the foveal focus. The id must be a visible object.
     pub fn set_focus(&mut self, id: Option<&str>) -> Result<(), ToolError> {
         match id.map(str::trim).filter(|i| !i.is_empty()) {
-            None => self.focus = None,
+            None => {
+                if self.focus.take().is_some() {
+                    activity::note("focus cleared");
+                }
+            }
             Some(id) => {
                 tools::visible_object(&self.memex.snapshot(), &self.privacy, id)?;
+                if self.focus.as_deref() != Some(id) {
+                    activity::note(&format!("focus moved to {id}"));
+                }
                 self.focus = Some(id.to_owned());
             }
         }
@@ -487,6 +495,11 @@ impl Agent {
     /// The session.
     pub fn session(&self) -> &Session {
         &self.session
+    }
+
+    /// The privacy tags.
+    pub fn privacy(&self) -> &PrivacyTags {
+        &self.privacy
     }
 
     /// The memex.
@@ -979,6 +992,13 @@ impl Agent {
                 Err(error) => Err(self.gated_with(&error, &snapshot, &skills)),
             };
             out.tool(&shown_name, &result);
+            activity::note(&match &result {
+                Ok(_) => format!("called {shown_name}: ok"),
+                Err(error) => format!(
+                    "called {shown_name}: failed: {}",
+                    activity::first_line(error, 160)
+                ),
+            });
             let content = match &result {
                 Ok(text) => text.clone(),
                 Err(error) => format!("error: {error}"),

@@ -506,7 +506,10 @@ pub fn check(config: &Config) -> anyhow::Result<Exit> {
         Err(error) => problems.push(format!("plugins: {error}")),
     }
     match crate::provider::from_settings(&config.provider) {
-        Ok(provider) => notes.push(format!("provider: {}", provider.describe())),
+        Ok(provider) => {
+            notes.push(format!("provider: {}", provider.describe()));
+            notes.extend(provider.details());
+        }
         Err(error) => problems.push(format!("provider: {error}")),
     }
     if !crate::agent::session::valid_name(&config.agent.session) {

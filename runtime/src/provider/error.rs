@@ -199,6 +199,15 @@ pub enum ProviderError {
         /// What went wrong.
         message: String,
     },
+    /// The local model's chat template is missing, malformed, or failed to
+    /// render a conversation.
+    #[error("cannot use the chat template of the local model {path}: {message}")]
+    ChatTemplate {
+        /// The model file.
+        path: String,
+        /// What is wrong, with the template's line when it has one.
+        message: String,
+    },
     /// The prompt does not fit the local model's context.
     #[error(
         "the prompt is {tokens} tokens, but the local model reads at most {limit} (its context, less one token to reply with); shorten the conversation or lower the prompt budget"
@@ -353,6 +362,7 @@ impl ProviderError {
             | Self::Aborted
             | Self::ModelMissing { .. }
             | Self::ModelLoad { .. }
+            | Self::ChatTemplate { .. }
             | Self::PromptTooLong { .. }
             | Self::Model(_)) => other,
         }

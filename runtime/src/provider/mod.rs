@@ -114,6 +114,13 @@ pub trait Provider: Send + Sync + fmt::Debug {
     /// Which provider this is, for logs and `foveal status`.
     fn describe(&self) -> String;
 
+    /// More about the provider for `foveal check`, a line each (the local
+    /// model's architecture, size, quantization, context and chat
+    /// template); none by default.
+    fn details(&self) -> Vec<String> {
+        Vec::new()
+    }
+
     /// The request body for `request`: the only place it is built.
     fn body(&self, request: &ChatRequest) -> Result<RequestBody, ProviderError>;
 

@@ -403,3 +403,42 @@ fn every_refusal_reads_as_documented() {
         .join("\n");
     insta::assert_snapshot!(text);
 }
+
+/// `foveal check` with the embedded model: its architecture, size,
+/// quantization, context and chat template, a line each.
+#[test]
+fn check_describes_the_local_model_and_its_chat_template() {
+    let model = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../models/SmolLM2-135M-Instruct.Q4_1.gguf");
+    if !model.is_file() {
+        assert!(
+            std::env::var("FOVEAL_REQUIRE_MODEL").as_deref() != Ok("1"),
+            "FOVEAL_REQUIRE_MODEL=1, but {} is missing",
+            model.display()
+        );
+        eprintln!(
+            "not run: {} is missing (scripts/fetch-model)",
+            model.display()
+        );
+        return;
+    }
+    let sandbox = Sandbox::new();
+    let output = command(&sandbox, &["check"])
+        .env("FOVEAL_PROVIDER", "local")
+        .env("FOVEAL_MODEL_PATH", &model)
+        .output()
+        .expect("run foveal");
+    let text = stdout(&output);
+    for line in [
+        "ok       model: architecture llama, 134515008 parameters (134.5M, the sum of the tensors' element counts)\n",
+        "ok       model: quantization Q4_1 78.9%, Q8_0 21.0%, F32 0.03% of the parameters",
+        "ok       model: context 8192 tokens in the file, 4096 used\n",
+        "ok       model: chat template from the GGUF (tokenizer.chat_template, 368 bytes); the template takes no tools: foveal describes them in the system message\n",
+    ] {
+        assert!(text.contains(line), "{line:?} not in:\n{text}");
+    }
+    assert!(
+        text.contains("ok       provider: embedded llama model (134.5M parameters, Q4_1) from "),
+        "{text}"
+    );
+}

@@ -707,6 +707,89 @@ async fn stop_host(dir: &Path, server: &Server, host: &mut Child) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_prompts_log_says_what_the_agent_did_and_saw_in_words_not_the_hosts_own_lines() {
+    let dir = workspace();
+    let server = Server::start(vec![
+        tool_reply("read_object", r#"{"id": "docs"}"#),
+        text_reply("Read it."),
+        text_reply("Seen."),
+    ])
+    .await;
+    let mut host = start_host(dir.path(), &server, &["--no-repl"]);
+    let sent = run_to_end(command(
+        dir.path(),
+        &server,
+        &["send", "read the docs task"],
+    ))
+    .await;
+    assert!(sent.status.success(), "{}", stderr(&sent));
+    // An edit outside the host.
+    let status = |dir: &Path, server: &Server| {
+        let output = command(dir, server, &["status", "--json"])
+            .output()
+            .unwrap();
+        serde_json::from_slice::<serde_json::Value>(&output.stdout).unwrap()
+    };
+    let generation = status(dir.path(), &server)["memex_generation"].as_u64();
+    let mut text = std::fs::read_to_string(dir.path().join("memex/work.org")).unwrap();
+    text.push_str("* Plan the review :project:\n:PROPERTIES:\n:ID: review\n:END:\n");
+    std::fs::write(dir.path().join("memex/work.org"), text).unwrap();
+    assert!(wait_for(Duration::from_secs(10), || {
+        status(dir.path(), &server)["memex_generation"].as_u64() > generation
+    }));
+    // The host tells its log on its next tick (every 250 ms).
+    std::thread::sleep(Duration::from_millis(600));
+    let sent = run_to_end(command(dir.path(), &server, &["send", "anything new?"])).await;
+    assert!(sent.status.success(), "{}", stderr(&sent));
+    stop_host(dir.path(), &server, &mut host).await;
+
+    let requests = server.requests();
+    assert_eq!(requests.len(), 3);
+    let logs = |body: &str| -> String {
+        let body: serde_json::Value = serde_json::from_str(body).unwrap();
+        body["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|m| m["content"].as_str())
+            .filter(|c| c.contains("called ") || c.contains("memex file "))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    // The cycle after the tool call sees it; the next turn also sees the
+    // outside edit, counted.
+    assert!(
+        logs(&requests[1].body).contains("called read_object: ok"),
+        "{}",
+        requests[1].body
+    );
+    let last = logs(&requests[2].body);
+    assert!(last.contains("called read_object: ok"), "{last}");
+    assert!(
+        last.contains("memex file work.org was edited outside: 1 headline added"),
+        "{}",
+        requests[2].body
+    );
+    // None of the host's own lines: no paths, timings or load lines.
+    let root = dir.path().display().to_string();
+    for request in &requests {
+        for needle in [
+            root.as_str(),
+            "load_ms",
+            "skill loaded",
+            ".so",
+            "generation=",
+        ] {
+            assert!(
+                !request.body.contains(needle),
+                "{needle} in {}",
+                request.body
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_skill_that_panics_every_turn_is_quarantined_and_stderr_says_so() {
     let dir = workspace();
     let plugins = dir.path().join("plugins");
@@ -769,7 +852,10 @@ async fn a_skill_hook_that_never_returns_costs_one_deadline_and_the_host_answers
         );
     }
     let status = skill_status(dir.path(), &server, "sleepy").await;
-    assert!(status.starts_with("quarantined"), "{status}");
+    assert_eq!(
+        status, "quarantined: its components hook did not return within 300 ms",
+        "{status}"
+    );
     // The stuck thread does not keep the host from exiting.
     let err = stop_host(dir.path(), &server, &mut host).await;
     let hung: Vec<&str> = err

@@ -24,10 +24,14 @@
 //!   Rust whose speed depends on the target the binary was compiled for.
 //!   The conversion is nearly lossless (8 bits per weight where the file has
 //!   4) and needs no build flag. [`LoadOptions`] can turn it off.
-//! - **The prompt** is SmolLM2's ChatML, applied here, with tools described
-//!   in the system message and called in `<tool_call>` blocks
-//!   ([`template`]); the reply's blocks become tool-call events
-//!   ([`toolcall`]). The tokenizer is read from the file ([`tokenizer`]).
+//! - **The prompt** is written by the model's own chat template, read from
+//!   the file (`tokenizer.chat_template`) and rendered with minijinja as
+//!   Hugging Face renders it ([`ChatTemplate`]). Tools are passed to
+//!   templates that write them (Qwen2.5, Qwen3) and described in the system
+//!   message for those that do not (SmolLM2); either way they are called
+//!   in `<tool_call>` blocks, which become tool-call events ([`toolcall`]).
+//!   The tokenizer is read from the file ([`tokenizer`]); what the file
+//!   holds is summed up for `foveal check` ([`ModelSummary`]).
 //! - **The body** is the same chat-completions JSON the OpenAI-compatible
 //!   provider sends, so the last door checks it the same way; [`Provider::send`]
 //!   reads it back and runs the model on a blocking thread, streaming the
@@ -35,8 +39,10 @@
 //!
 //! Sampling is greedy unless the request sets a temperature above 0 (then
 //! seeded, [`DEFAULT_SEED`] unless the request sets one), with a repeat
-//! penalty of 1.1 over the last 64 tokens. A reply stops at `<|im_end|>`
-//! (or `<|endoftext|>`), at `max_tokens` (default [`DEFAULT_MAX_TOKENS`]),
+//! penalty of 1.1 over the last 64 tokens. A reply stops at a stop token
+//! of the file (its end-of-sequence token, and `<|im_end|>` or
+//! `<|endoftext|>` when they are control tokens: SmolLM2's are both), at
+//! `max_tokens` (default [`DEFAULT_MAX_TOKENS`]),
 //! at the end of the context, or after the first call when `tool_choice`
 //! names a tool. The request's `model` is not checked: there is one model.
 //!
@@ -55,11 +61,18 @@
 //! # }
 //! ```
 
+mod jinja;
 mod model;
+mod summary;
 mod template;
 mod tokenizer;
 mod toolcall;
 
+pub use self::summary::ModelSummary;
+pub use self::template::{CHATML, ChatTemplate, TEMPLATE_KEY, TemplateSource, ToolFormat};
+
+#[cfg(test)]
+mod template_tests;
 #[cfg(test)]
 mod tests;
 
@@ -74,7 +87,6 @@ use candle_core::{Device, Tensor};
 use candle_transformers::generation::{LogitsProcessor, Sampling};
 
 use self::model::{Model, State};
-use self::template::IM_END;
 use self::tokenizer::{LocalTokenizer, TextDecoder};
 use self::toolcall::{Parsed, ToolCallParser};
 use super::error::ProviderError;
@@ -170,6 +182,10 @@ struct Inner {
     /// The threads the model computes with.
     pool: rayon::ThreadPool,
     tokenizer: LocalTokenizer,
+    /// The chat template.
+    template: ChatTemplate,
+    /// What the file holds.
+    summary: ModelSummary,
     /// Tokens the model reads and writes in all.
     context: usize,
     /// Tokens that end a reply.
@@ -275,6 +291,8 @@ impl LocalProvider {
         // The architecture first: an unsupported one is named as such.
         model::config::Config::from_gguf(&content).map_err(load_error)?;
         let tokenizer = LocalTokenizer::from_gguf(&content).map_err(load_error)?;
+        let template = ChatTemplate::from_gguf(&content, path)?;
+        let summary = ModelSummary::from_gguf(&content);
         let requantize = match options.requantize {
             Requantize::Auto => simd_q8_0(),
             Requantize::Never => false,
@@ -294,12 +312,7 @@ impl LocalProvider {
         let context = model.config().context;
         let weights = model.weights().to_owned();
         let state = model.state();
-        let mut stop: Vec<u32> = [tokenizer.eos, tokenizer.special(IM_END)]
-            .into_iter()
-            .chain([tokenizer.special("<|endoftext|>")])
-            .flatten()
-            .collect();
-        stop.dedup();
+        let stop = tokenizer.stop_tokens();
         let load_time = started.elapsed();
         tracing::info!(
             target: "foveal::provider",
@@ -319,6 +332,8 @@ impl LocalProvider {
                 last_cache: Mutex::new(None),
                 pool,
                 tokenizer,
+                template,
+                summary,
                 context,
                 stop,
                 load_time,
@@ -377,14 +392,25 @@ impl LocalProvider {
     }
 
     /// The prompt `request` becomes, as text with its special tokens (for
-    /// `foveal prompt`-like views and tests).
-    pub fn render(&self, request: &ChatRequest) -> String {
-        template::render(request).text()
+    /// `foveal prompt`-like views and tests); an error when the model's
+    /// chat template fails on the conversation.
+    pub fn render(&self, request: &ChatRequest) -> Result<String, ProviderError> {
+        self.inner.template.render_text(request)
+    }
+
+    /// The model's chat template.
+    pub fn template(&self) -> &ChatTemplate {
+        &self.inner.template
+    }
+
+    /// What the model file holds.
+    pub fn summary(&self) -> &ModelSummary {
+        &self.inner.summary
     }
 
     /// Tokens of the prompt `request` becomes.
     pub fn prompt_tokens(&self, request: &ChatRequest) -> Result<usize, ProviderError> {
-        let rendered = template::render(request);
+        let rendered = self.inner.template.render(request)?;
         self.inner
             .tokenizer
             .encode_pieces(&rendered.pieces)
@@ -395,13 +421,24 @@ impl LocalProvider {
 
 impl Provider for LocalProvider {
     fn describe(&self) -> String {
+        let summary = &self.inner.summary;
         format!(
-            "embedded {MODEL_NAME} from {} (weights {}, context {} tokens, {} thread(s))",
+            "embedded {} model ({} parameters, {}) from {} (weights {}, context {} tokens, {} thread(s))",
+            summary.architecture,
+            summary.parameters_short(),
+            summary.main_type(),
             self.inner.path.display(),
             self.inner.weights,
             self.inner.context,
             self.inner.pool.current_num_threads()
         )
+    }
+
+    fn details(&self) -> Vec<String> {
+        let inner = &self.inner;
+        inner
+            .summary
+            .check_lines(&inner.weights, inner.context, &inner.template)
     }
 
     fn body(&self, request: &ChatRequest) -> Result<RequestBody, ProviderError> {
@@ -539,7 +576,7 @@ impl Inner {
 
     fn generate(&self, request: &ChatRequest, tx: &ReplySender) -> Result<(), Stopped> {
         let started = Instant::now();
-        let rendered = template::render(request);
+        let rendered = self.template.render(request)?;
         let prompt = self
             .tokenizer
             .encode_pieces(&rendered.pieces)
@@ -567,7 +604,7 @@ impl Inner {
         let named_tool = offer_tools && matches!(request.tool_choice, ToolChoice::Tool(_));
         let mut emitter = Emitter {
             tx,
-            parser: offer_tools.then(ToolCallParser::default),
+            parser: ToolCallParser::for_reply(offer_tools, &rendered),
             calls: 0,
         };
         // The prefill opens a tool call: it only primes the parser.

@@ -10,7 +10,8 @@ use std::sync::OnceLock;
 
 use serde_json::json;
 
-use super::template::{DEFAULT_SYSTEM, render};
+use super::template::{ChatTemplate, Rendered, TemplateSource, ToolFormat};
+use super::template_tests::{SMOLLM2_TEMPLATE, smollm2_from_written_file};
 use super::tokenizer::{LocalTokenizer, Piece, TextDecoder};
 use super::toolcall::{Parsed, ToolCallParser};
 use super::*;
@@ -53,6 +54,29 @@ fn tokenizer(test: &str) -> Option<&'static LocalTokenizer> {
     loaded.as_ref()
 }
 
+/// SmolLM2's chat template: read from the model file when it is there,
+/// else from a GGUF file written with the same template text and special
+/// tokens (`the_model_file_carries_the_template_the_tests_use` checks that
+/// the text is the file's).
+fn smollm2() -> &'static ChatTemplate {
+    static TEMPLATE: OnceLock<ChatTemplate> = OnceLock::new();
+    TEMPLATE.get_or_init(|| match model_path(&ProviderSettings::default()) {
+        Ok(path) => ChatTemplate::from_file(&path).expect("the model file's template loads"),
+        Err(_) => smollm2_from_written_file(),
+    })
+}
+
+/// `request` rendered with SmolLM2's template.
+fn render(request: &ChatRequest) -> Rendered {
+    smollm2()
+        .render(request)
+        .expect("SmolLM2's template renders")
+}
+
+/// SmolLM2's default system message, written by its template when a
+/// conversation has none.
+const DEFAULT_SYSTEM: &str = "You are a helpful AI assistant named SmolLM, trained by Hugging Face";
+
 fn query_tool() -> ToolDefinition {
     ToolDefinition {
         name: "query".into(),
@@ -62,6 +86,31 @@ fn query_tool() -> ToolDefinition {
 }
 
 // --- the template -------------------------------------------------------
+
+#[test]
+fn the_model_file_carries_the_template_the_tests_use() {
+    let Some(_) = tokenizer("the_model_file_carries_the_template_the_tests_use") else {
+        return;
+    };
+    let template = smollm2();
+    assert_eq!(template.text(), SMOLLM2_TEMPLATE);
+    assert_eq!(
+        template.source(),
+        &TemplateSource::Gguf {
+            bytes: SMOLLM2_TEMPLATE.len()
+        }
+    );
+    assert_eq!(
+        template.source().to_string(),
+        "from the GGUF (tokenizer.chat_template, 368 bytes)"
+    );
+    // It writes no tools: foveal describes them in the system message.
+    assert_eq!(template.tool_format(), ToolFormat::SystemMessage);
+}
+
+// SmolLM2's own template gives the prompts foveal's hand-written ChatML
+// gave before it read the template from the file: the texts below are
+// those of the hand-written version's tests, unchanged.
 
 #[test]
 fn a_conversation_renders_as_smollm2_chatml() {
@@ -131,6 +180,20 @@ fn tools_calls_and_results_render_as_tool_call_and_tool_response_blocks() {
              <|im_start|>user\n<tool_response>\n3 headlines\n</tool_response>\n\
              <tool_response>\nerror: bad arguments\n</tool_response><|im_end|>\n\
              <|im_start|>assistant\n"
+        )
+    );
+}
+
+#[test]
+fn without_a_system_message_the_tools_follow_smollm2s_default_one() {
+    let request = ChatRequest {
+        tools: vec![query_tool()],
+        ..ChatRequest::new(vec![Message::user("U")])
+    };
+    assert_eq!(
+        render(&request).text(),
+        format!(
+            "<|im_start|>system\n{DEFAULT_SYSTEM}{TOOLS_SECTION}<|im_end|>\n<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\n"
         )
     );
 }
@@ -409,7 +472,11 @@ fn token_ids_match_smollm2s_reference_tokenizer() {
     let ids = [1, 4093, 198, 36218, 33662, 2, 198, 1, 520, 9531, 198];
     assert_eq!(tokenizer.encode_chat(chat).unwrap(), ids);
     assert_eq!(
-        (tokenizer.bos, tokenizer.eos, tokenizer.special(IM_END)),
+        (
+            tokenizer.bos,
+            tokenizer.eos,
+            tokenizer.special("<|im_end|>")
+        ),
         (Some(1), Some(2), Some(2))
     );
     // The template's pieces give the same ids as the reference template.
@@ -424,6 +491,8 @@ fn token_ids_match_smollm2s_reference_tokenizer() {
     // In a message, the text of a special token is text.
     let pieces = [Piece::Text("<|im_end|>".into())];
     assert!(!tokenizer.encode_pieces(&pieces).unwrap().contains(&2));
+    // A reply ends at `<|im_end|>` (the eos) or `<|endoftext|>`.
+    assert_eq!(tokenizer.stop_tokens(), [0, 2]);
 }
 
 #[tokio::test]

@@ -7,11 +7,14 @@
 //! `TokenizerFromGguf` does for `tokenizer.ggml.pre = "smollm"`, adds a
 //! space before the text and so gets other ids.)
 //!
-//! Special tokens (`<|im_start|>`, `<|im_end|>`, … — token type 3 in the
-//! metadata) are never recognised inside text: the chat template inserts
-//! them by id ([`Piece::Special`]), so a message that *contains* the text
-//! `<|im_end|>` cannot end its turn early. [`LocalTokenizer::encode_chat`]
-//! does recognise them, for text that is a rendered template.
+//! Special tokens (`<|im_start|>`, `<|im_end|>`, … — token types 3,
+//! CONTROL, and 4, USER_DEFINED, in the metadata) are never recognised
+//! inside text: the chat template's rendering is split into them and text
+//! ([`Piece::Special`], see [`super::template`]), so a message that
+//! *contains* the text `<|im_end|>` cannot end its turn early.
+//! [`LocalTokenizer::encode_chat`] does recognise them, for text that is a
+//! rendered template. A control token decodes to nothing; a user-defined
+//! one (Qwen's `<tool_call>`, `<think>`) to its text.
 //!
 //! Decoding is incremental and byte-exact ([`TextDecoder`]): each token's
 //! bytes are appended to a buffer and only whole UTF-8 characters are
@@ -30,7 +33,7 @@ use tokenizers::{PreTokenizerWrapper, Tokenizer};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Piece {
     /// A special token, by its text (`<|im_start|>`).
-    Special(&'static str),
+    Special(String),
     /// Text, tokenized as text.
     Text(String),
 }
@@ -38,7 +41,7 @@ pub(crate) enum Piece {
 /// The tokenizer of the model file.
 pub(crate) struct LocalTokenizer {
     bpe: Tokenizer,
-    /// Special tokens (type 3) by text.
+    /// Special tokens (types 3 and 4) by text.
     specials: HashMap<String, u32>,
     /// Each token's bytes.
     bytes: Vec<Vec<u8>>,
@@ -46,6 +49,10 @@ pub(crate) struct LocalTokenizer {
     pub(crate) bos: Option<u32>,
     /// `tokenizer.ggml.eos_token_id`.
     pub(crate) eos: Option<u32>,
+    /// Other tokens that end a turn: `tokenizer.ggml.eot_token_id`,
+    /// `tokenizer.ggml.eom_token_id`, and those of [`STOP_TEXTS`] that are
+    /// control tokens.
+    turn_ends: Vec<u32>,
 }
 
 impl std::fmt::Debug for LocalTokenizer {
@@ -61,6 +68,22 @@ impl std::fmt::Debug for LocalTokenizer {
 
 /// GGUF's token type of a control token.
 const CONTROL: i64 = 3;
+/// GGUF's token type of a token added to the vocabulary (not a control
+/// token, but never split either).
+const USER_DEFINED: i64 = 4;
+
+/// Tokens that end a reply when the vocabulary has them as control tokens,
+/// besides the GGUF's end-of-sequence, end-of-turn and end-of-message
+/// tokens: ChatML's end of turn and end of text, Llama 3's, Phi's and
+/// Gemma's.
+const STOP_TEXTS: [&str; 6] = [
+    "<|im_end|>",
+    "<|endoftext|>",
+    "<|eot_id|>",
+    "<|eom_id|>",
+    "<|end|>",
+    "<end_of_turn>",
+];
 
 impl LocalTokenizer {
     /// Reads the tokenizer from the model file's metadata.
@@ -134,16 +157,27 @@ impl LocalTokenizer {
             .iter()
             .zip(&types)
             .enumerate()
-            .filter(|(_, (_, ty))| **ty == CONTROL)
+            .filter(|(_, (_, ty))| **ty == CONTROL || **ty == USER_DEFINED)
             .map(|(i, (t, _))| (t.clone(), i as u32))
             .collect::<HashMap<_, _>>();
+        let control = tokens
+            .iter()
+            .zip(&types)
+            .filter(|(_, ty)| **ty == CONTROL)
+            .map(|(t, _)| t.as_str())
+            .collect::<std::collections::HashSet<_>>();
         let bytes = tokens
             .iter()
             .enumerate()
             .map(|(i, t)| {
-                if specials.contains_key(t) {
+                if control.contains(t.as_str()) {
                     // Control tokens are never shown as text.
                     return Vec::new();
+                }
+                if specials.contains_key(t) {
+                    // Added tokens are stored as their text, not in the
+                    // byte-level alphabet.
+                    return t.as_bytes().to_vec();
                 }
                 t.chars()
                     .map(|c| unicode_to_byte.get(&c).copied())
@@ -152,13 +186,38 @@ impl LocalTokenizer {
                     .unwrap_or_else(|| tokens[i].as_bytes().to_vec())
             })
             .collect();
+        let eot = ["tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"]
+            .into_iter()
+            .filter_map(id)
+            .collect();
+        let control_ids = STOP_TEXTS
+            .iter()
+            .filter(|text| control.contains(*text))
+            .filter_map(|text| specials.get(*text).copied())
+            .collect::<Vec<_>>();
         Ok(Self {
             bos: id("tokenizer.ggml.bos_token_id"),
             eos: id("tokenizer.ggml.eos_token_id"),
+            turn_ends: [eot, control_ids].concat(),
             bpe: tokenizer,
             specials,
             bytes,
         })
+    }
+
+    /// Tokens that end a reply: the end-of-sequence token, the
+    /// end-of-turn and end-of-message tokens the GGUF names, and the
+    /// control tokens among `<|im_end|>`, `<|endoftext|>`, `<|eot_id|>`,
+    /// `<|eom_id|>`, `<|end|>` and `<end_of_turn>`.
+    pub(crate) fn stop_tokens(&self) -> Vec<u32> {
+        let mut stop: Vec<u32> = self
+            .eos
+            .into_iter()
+            .chain(self.turn_ends.iter().copied())
+            .collect();
+        stop.sort_unstable();
+        stop.dedup();
+        stop
     }
 
     /// The id of a special token.

@@ -1,0 +1,305 @@
+//! The agent's activity log: what it did and saw, in words.
+//!
+//! The prompt's log component (2500, seed 000 `context-logs`) shows the
+//! last lines of this log — not the host's own log, whose lines are for
+//! the operator (absolute paths, load timings, generations) and would
+//! spend a small model's context on infrastructure. A line here says what
+//! happened in the agent's world: a tool it called and how that went, a
+//! memex file that changed outside the host (which headlines came or
+//! went), a skill that came, went, was replaced or quarantined, the focus
+//! moving.
+//!
+//! Lines are written as `tracing` events with the target [`TARGET`] at
+//! level INFO; the host's log ring keeps only those (see `main.rs`), and
+//! like every log line they pass the privacy gate. Counts and names leave
+//! out what is private: a file private as a whole is not named, and a
+//! private headline is not counted.
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::memex::MemexFile;
+use crate::memex::privacy::PrivacyTags;
+use crate::memex::snapshot::MemexSnapshot;
+use crate::registry::Row;
+
+/// The `tracing` target of activity lines.
+pub const TARGET: &str = "foveal::activity";
+
+/// Writes one activity line.
+pub fn note(line: &str) {
+    tracing::info!(target: TARGET, "{line}");
+}
+
+/// The first line of `text`, cut at `max` bytes (on a char boundary)
+/// with `…` when longer.
+pub fn first_line(text: &str, max: usize) -> String {
+    let line = text.lines().next().unwrap_or("");
+    if line.len() <= max && line.len() == text.trim_end().len() {
+        return line.to_owned();
+    }
+    let mut end = max.min(line.len());
+    while !line.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &line[..end])
+}
+
+/// How the memex changed from `old` to `new`, a line per file; `roots`
+/// are the memex's folders and files, to name each file from its root.
+pub fn memex_changes<'a>(
+    old: &MemexSnapshot,
+    new: &MemexSnapshot,
+    privacy: &PrivacyTags,
+    roots: impl Iterator<Item = &'a Path> + Clone,
+) -> Vec<String> {
+    let before: BTreeMap<&Path, &Arc<MemexFile>> =
+        old.files().map(|f| (f.path.as_path(), f)).collect();
+    let mut lines = Vec::new();
+    let mut seen = HashSet::new();
+    for file in new.files() {
+        seen.insert(file.path.as_path());
+        if privacy.file_is_private(file) {
+            continue;
+        }
+        let name = shown_name(&file.path, roots.clone());
+        match before.get(file.path.as_path()) {
+            Some(previous) if Arc::ptr_eq(previous, file) => {}
+            Some(previous) if privacy.file_is_private(previous) => {
+                lines.push(format!(
+                    "memex file {name} appeared ({})",
+                    headlines(visible_ids(new, file, privacy).len())
+                ));
+            }
+            Some(previous) => {
+                let was = visible_ids(old, previous, privacy);
+                let is = visible_ids(new, file, privacy);
+                let added = is.difference(&was).count();
+                let removed = was.difference(&is).count();
+                lines.push(match (added, removed) {
+                    (0, 0) => format!("memex file {name} was edited outside (same headlines)"),
+                    (a, 0) => format!(
+                        "memex file {name} was edited outside: {} added",
+                        headlines(a)
+                    ),
+                    (0, r) => format!(
+                        "memex file {name} was edited outside: {} removed",
+                        headlines(r)
+                    ),
+                    (a, r) => format!(
+                        "memex file {name} was edited outside: {} added, {r} removed",
+                        headlines(a)
+                    ),
+                });
+            }
+            None => lines.push(format!(
+                "memex file {name} appeared ({})",
+                headlines(visible_ids(new, file, privacy).len())
+            )),
+        }
+    }
+    for (path, file) in before {
+        if !seen.contains(path) && !privacy.file_is_private(file) {
+            lines.push(format!(
+                "memex file {} is gone",
+                shown_name(path, roots.clone())
+            ));
+        }
+    }
+    lines
+}
+
+/// How the skills changed from `old` to `new` (rows of
+/// [`Snapshot::rows`](crate::registry::Snapshot::rows)), a line per skill.
+pub fn skill_changes(old: &[Row], new: &[Row]) -> Vec<String> {
+    let before: BTreeMap<&str, &Row> = old.iter().map(|r| (r.name.as_str(), r)).collect();
+    let after: BTreeMap<&str, &Row> = new.iter().map(|r| (r.name.as_str(), r)).collect();
+    let mut lines = Vec::new();
+    for (name, row) in &after {
+        let state = state(row);
+        match before.get(name) {
+            None => lines.push(format!("skill {name} {state}")),
+            Some(previous) if previous.path != row.path || previous.version != row.version => {
+                lines.push(format!(
+                    "skill {name} was replaced by a new build ({state})"
+                ));
+            }
+            Some(previous) if previous.status != row.status => {
+                lines.push(format!("skill {name} {state}"));
+            }
+            Some(_) => {}
+        }
+    }
+    for name in before.keys() {
+        if !after.contains_key(name) {
+            lines.push(format!("skill {name} was removed"));
+        }
+    }
+    lines
+}
+
+/// A skill's state in words, without paths.
+fn state(row: &Row) -> String {
+    let version = row
+        .version
+        .as_deref()
+        .map(|v| format!(" {v}"))
+        .unwrap_or_default();
+    if row.status == "loaded" {
+        format!("loaded{version}")
+    } else if row.status.starts_with("quarantined") {
+        "quarantined (its hooks are not called; the host uses their fallbacks)".to_owned()
+    } else if row.status.starts_with("missing dependency") {
+        format!("waiting: {}", row.status)
+    } else {
+        "not loaded (foveal skill-list says why)".to_owned()
+    }
+}
+
+/// The ids of the visible headlines of `file`.
+fn visible_ids<'a>(
+    snapshot: &'a MemexSnapshot,
+    file: &'a MemexFile,
+    privacy: &PrivacyTags,
+) -> HashSet<&'a str> {
+    snapshot
+        .file_objects(&file.path)
+        .filter(|o| !privacy.is_private(*o))
+        .map(|o| o.id())
+        .collect()
+}
+
+fn headlines(n: usize) -> String {
+    match n {
+        1 => "1 headline".to_owned(),
+        n => format!("{n} headlines"),
+    }
+}
+
+/// `path` from the memex root it is under (`notes/work.org`), else its
+/// file name.
+fn shown_name<'a>(path: &Path, mut roots: impl Iterator<Item = &'a Path>) -> String {
+    roots
+        .find_map(|root| {
+            path.strip_prefix(root)
+                .ok()
+                .filter(|p| !p.as_os_str().is_empty())
+        })
+        .or_else(|| path.file_name().map(Path::new))
+        .unwrap_or(path)
+        .display()
+        .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(name: &str, version: &str, status: &str, path: &str) -> Row {
+        Row {
+            name: name.to_owned(),
+            version: Some(version.to_owned()),
+            priority: Some(1),
+            dependencies: Vec::new(),
+            hooks: Vec::new(),
+            status: status.to_owned(),
+            path: path.into(),
+        }
+    }
+
+    #[test]
+    fn skill_changes_are_said_in_words_without_paths() {
+        let old = [
+            row("awareness", "0.2.0", "loaded", "/x/libawareness.so"),
+            row("gone", "1.0.0", "loaded", "/x/libgone.so"),
+            row("flaky", "1.0.0", "loaded", "/x/libflaky.so"),
+        ];
+        let new = [
+            row("awareness", "0.2.1", "loaded", "/y/libawareness.so"),
+            row(
+                "flaky",
+                "1.0.0",
+                "quarantined after 3 consecutive panics",
+                "/x/libflaky.so",
+            ),
+            row("fresh", "0.1.0", "loaded", "/x/libfresh.so"),
+        ];
+        let lines = skill_changes(&old, &new);
+        assert_eq!(
+            lines,
+            [
+                "skill awareness was replaced by a new build (loaded 0.2.1)",
+                "skill flaky quarantined (its hooks are not called; the host uses their fallbacks)",
+                "skill fresh loaded 0.1.0",
+                "skill gone was removed",
+            ]
+        );
+        assert!(lines.iter().all(|l| !l.contains('/')));
+        assert!(skill_changes(&new, &new).is_empty());
+    }
+
+    #[test]
+    fn first_lines_are_cut_and_marked() {
+        assert_eq!(first_line("short", 10), "short");
+        assert_eq!(first_line("two\nlines", 10), "two…");
+        assert_eq!(first_line("ééééé", 3), "é…");
+    }
+
+    #[test]
+    fn memex_changes_name_files_and_count_visible_headlines_only() {
+        let parse = |name: &str, text: &str| {
+            Arc::new(
+                MemexFile::parse(Path::new(&format!("/m/{name}")), name, text.to_owned()).unwrap(),
+            )
+        };
+        let privacy = PrivacyTags::new(["@personal"]);
+        let roots = [Path::new("/m")];
+        let work = parse(
+            "work.org",
+            "* A\n:PROPERTIES:\n:ID: a\n:END:\n* B\n:PROPERTIES:\n:ID: b\n:END:\n",
+        );
+        let diary = parse("diary.org", "#+FILETAGS: :@personal:\n* Secret day\n");
+        let old = MemexSnapshot::default().with_file(work).with_file(diary);
+        let edited = parse(
+            "work.org",
+            "* A\n:PROPERTIES:\n:ID: a\n:END:\n* C\n:PROPERTIES:\n:ID: c\n:END:\n* D :@personal:\n:PROPERTIES:\n:ID: d\n:END:\n",
+        );
+        let new = old
+            .with_file(edited)
+            .with_file(parse(
+                "diary.org",
+                "#+FILETAGS: :@personal:\n* Another secret\n",
+            ))
+            .with_file(parse("new.org", "* X\n"));
+        let lines = memex_changes(&old, &new, &privacy, roots.iter().copied());
+        assert_eq!(
+            lines,
+            [
+                "memex file new.org appeared (1 headline)",
+                "memex file work.org was edited outside: 1 headline added, 1 removed",
+            ]
+        );
+        let gone = new.without_file(Path::new("/m/new.org"));
+        assert_eq!(
+            memex_changes(&new, &gone, &privacy, roots.iter().copied()),
+            ["memex file new.org is gone"]
+        );
+    }
+
+    #[test]
+    fn shown_names_start_at_their_root() {
+        let roots = [Path::new("/home/u/notes"), Path::new("/home/u/single.org")];
+        assert_eq!(
+            shown_name(
+                Path::new("/home/u/notes/work/plan.org"),
+                roots.iter().copied()
+            ),
+            "work/plan.org"
+        );
+        assert_eq!(
+            shown_name(Path::new("/home/u/single.org"), roots.iter().copied()),
+            "single.org"
+        );
+    }
+}
