@@ -7,7 +7,6 @@ use crate::pool::Pool;
 use crate::scalar::{self, ActsRef, Out};
 use std::sync::Mutex;
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// A set of kernels, chosen at run time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -176,15 +175,8 @@ fn chunk_size(units: usize, threads: usize, min: usize, align: usize) -> usize {
 /// Runs `f(start, end)` over `0..units` in chunks of `chunk`, taken by the
 /// pool's threads as they come.
 fn for_chunks(pool: &Pool, units: usize, chunk: usize, f: impl Fn(usize, usize) + Sync) {
-    let next = AtomicUsize::new(0);
-    pool.run(|_, _| {
-        loop {
-            let start = next.fetch_add(1, Ordering::Relaxed) * chunk;
-            if start >= units {
-                break;
-            }
-            f(start, (start + chunk).min(units));
-        }
+    pool.run(units.div_ceil(chunk), |c| {
+        f(c * chunk, (c * chunk + chunk).min(units))
     });
 }
 
@@ -243,15 +235,7 @@ fn quantize(kernel: Kernel, x: &[f32], m: usize, k: usize, acts: &mut Acts, pool
             }
         }
     };
-    if parts == 1 {
-        work(&slots[0]);
-    } else {
-        pool.run(|t, nt| {
-            for slot in slots.iter().skip(t).step_by(nt) {
-                work(slot);
-            }
-        });
-    }
+    pool.run(parts, |p| work(&slots[p]));
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -310,8 +294,9 @@ fn packed(
             // `out` `m × n` floats; the chunks are disjoint panel ranges
             // within `0..panels`, so no two threads write the same output.
             let g = &g;
-            for_chunks(pool, panels, chunk, |ps, pe| unsafe {
-                run(&g.0, format, m, ps, pe)
+            for_chunks(pool, panels, chunk, |ps, pe| {
+                // SAFETY: as above.
+                unsafe { run(&g.0, format, m, ps, pe) }
             });
         }
         #[cfg(not(target_arch = "x86_64"))]
@@ -359,6 +344,7 @@ fn dense<T: Copy + Sync + ToF32>(
             // (asserted above), `x` `m × k` floats and `out` `m × n`
             // (asserted in `matmul_with`); chunks are disjoint.
             let (wp, out) = (&wp, &out);
+            // SAFETY: as above.
             for_chunks(pool, n, chunk, |j0, j1| unsafe {
                 if f16 {
                     crate::x86::dense_avx2::<true>(wp.0, k, n, x.as_ptr(), m, out.ptr, j0, j1)

@@ -14,6 +14,9 @@
 //! instruction set; the `run_*` entry points carry the `target_feature`
 //! attributes, so everything is compiled once per instruction set.
 
+// Register arrays are indexed by tile position.
+#![allow(clippy::needless_range_loop)]
+
 use crate::format::Format;
 use std::arch::x86_64::*;
 
@@ -91,7 +94,7 @@ unsafe fn tile_q4<const ISA: u8, const Q41: bool, const RP: usize, const RM: usi
     let sc = if Q41 { 32 } else { 16 };
     let sb = sc + 128;
     let pstride = g.nb * sb;
-    // SAFETY (whole body): panel blocks `(p0 + p) · nb + l` with
+    // SAFETY: (whole body) panel blocks `(p0 + p) · nb + l` with
     // `p0 + RP <= panels`, `l < nb` are inside `w`; activation rows
     // `r0 + r < m` with bytes `32 l..32 l + 32` inside `aq`, and their
     // per-block values at `(r0 + r) · nb + l` inside `ad`, `as_`, `ai`
@@ -176,7 +179,7 @@ unsafe fn tile_q4<const ISA: u8, const Q41: bool, const RP: usize, const RM: usi
 unsafe fn tile_q8<const ISA: u8, const RP: usize, const RM: usize>(g: &Gemm, p0: usize, r0: usize) {
     let sb = 16 + 256;
     let pstride = g.nb * sb;
-    // SAFETY (whole body): as in `tile_q4`.
+    // SAFETY: (whole body) as in `tile_q4`.
     unsafe {
         let wp = g.w.add(p0 * pstride);
         let aq = g.aq.add(r0 * g.k);
