@@ -76,5 +76,27 @@ fn bench(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, bench);
+/// The cost of one `Pool::run` of two empty tasks: the dispatch overhead
+/// each matmul pays.
+fn dispatch(c: &mut Criterion) {
+    let mut g = c.benchmark_group("pool");
+    g.warm_up_time(Duration::from_millis(500));
+    g.measurement_time(Duration::from_secs(2));
+    for threads in [1, 2] {
+        let pool = Pool::new(threads);
+        g.bench_function(
+            BenchmarkId::new("run_2_empty_tasks", format!("{threads}t")),
+            |b| {
+                b.iter(|| {
+                    pool.run(2, |t| {
+                        std::hint::black_box(t);
+                    })
+                })
+            },
+        );
+    }
+    g.finish();
+}
+
+criterion_group!(benches, dispatch, bench);
 criterion_main!(benches);

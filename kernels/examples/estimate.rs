@@ -98,6 +98,10 @@ fn median(v: &mut [Duration]) -> Duration {
     v[v.len() / 2]
 }
 
+fn min(v: &[Duration]) -> Duration {
+    v.iter().copied().min().unwrap_or_default()
+}
+
 #[derive(Clone, Copy)]
 enum Config {
     Ours(Kernel, Format, usize),
@@ -215,13 +219,18 @@ fn main() {
     let flops_layers = 2.0 * (LAYERS * PROJ.iter().map(|(n, k)| n * k).sum::<usize>()) as f64;
     let flops_head = 2.0 * (VOCAB * HIDDEN) as f64;
     println!(
-        "SmolLM2-135M matmuls, medians of {rounds} rounds ({decode_passes} decode passes each); head Q8_0 in every row"
+        "SmolLM2-135M matmuls: median (and fastest) of {rounds} prefills and {} decode passes; head Q8_0 in every row",
+        rounds * decode_passes
     );
     println!(
-        "{:<34} {:>11} {:>9} {:>8} {:>11} {:>9} {:>8}",
-        "config", "prefill512", "tok/s", "GFLOP/s", "decode/tok", "tok/s", "GB/s"
+        "{:<28} {:>20} {:>7} {:>7} {:>18} {:>6} {:>6}",
+        "config", "prefill 512 (min)", "tok/s", "GFLOP/s", "decode/tok (min)", "tok/s", "GB/s"
     );
     for (ci, c) in configs.iter().enumerate() {
+        let (pmin, dmin) = (
+            min(&prefill[ci]).as_secs_f64(),
+            min(&decode[ci]).as_secs_f64(),
+        );
         let p = median(&mut prefill[ci]).as_secs_f64();
         let d = median(&mut decode[ci]).as_secs_f64();
         let (name, format) = match c {
@@ -235,13 +244,18 @@ fn main() {
                 .sum::<usize>();
         let bytes = (layer_bytes + head.size_bytes()) as f64;
         println!(
-            "{name:<34} {:>9.1}ms {:>9.0} {:>8.1} {:>9.2}ms {:>9.0} {:>8.1}",
+            "{name:<28} {:>9.1} ({:>6.1})ms {:>7.0} {:>7.1} {:>7.2} ({:>5.2})ms {:>6.0} {:>6.1}",
             p * 1e3,
+            pmin * 1e3,
             PROMPT as f64 / p,
             (flops_layers * PROMPT as f64 + flops_head) / p / 1e9,
             d * 1e3,
+            dmin * 1e3,
             1.0 / d,
             bytes / d / 1e9,
         );
+    }
+    if let Ok(l) = std::fs::read_to_string("/proc/loadavg") {
+        println!("load average at the end: {}", l.trim());
     }
 }
