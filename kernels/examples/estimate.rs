@@ -156,6 +156,16 @@ fn main() {
     }
     configs.push(Config::Candle(Format::Q8_0));
     configs.push(Config::Candle(Format::Q4_1));
+    // `ESTIMATE_ONLY=avx512vnni,candle` keeps the configs whose name has one
+    // of the words; `ESTIMATE_DECODE_ONLY=1` skips the prefills.
+    let name = |c: &Config| match c {
+        Config::Ours(k, f, t) => format!("ours {} {f} {t}t", k.name()),
+        Config::Candle(f) => format!("candle {f} {candle_threads}t"),
+    };
+    if let Ok(only) = std::env::var("ESTIMATE_ONLY") {
+        configs.retain(|c| only.split(',').any(|w| name(c).contains(w.trim())));
+    }
+    let decode_only = std::env::var_os("ESTIMATE_DECODE_ONLY").is_some();
 
     let mut prefill: Vec<Vec<Duration>> = vec![Vec::new(); configs.len()];
     let mut decode: Vec<Vec<Duration>> = vec![Vec::new(); configs.len()];
@@ -167,6 +177,7 @@ fn main() {
             // last row.
             let t0 = Instant::now();
             match c {
+                _ if decode_only => {}
                 Config::Ours(kernel, format, t) => {
                     let pool = &pools[t - 1];
                     for layer in &weights(format).ours {
@@ -233,10 +244,10 @@ fn main() {
         );
         let p = median(&mut prefill[ci]).as_secs_f64();
         let d = median(&mut decode[ci]).as_secs_f64();
-        let (name, format) = match c {
-            Config::Ours(k, f, t) => (format!("ours {} {f} {t}t", k.name()), *f),
-            Config::Candle(f) => (format!("candle {f} {candle_threads}t"), *f),
+        let format = match c {
+            Config::Ours(_, f, _) | Config::Candle(f) => *f,
         };
+        let name = name(c);
         let layer_bytes: usize = LAYERS
             * PROJ
                 .iter()
