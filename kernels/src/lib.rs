@@ -70,5 +70,5 @@ mod scalar;
 mod x86;
 
 pub use format::{Error, Format, PANEL, QK, QMatrix, dequantize_row};
-pub use matmul::{Kernel, matmul, matmul_with};
+pub use matmul::{Kernel, matmul, matmul_many, matmul_many_with, matmul_with};
 pub use pool::{DEFAULT_SPIN, Pool};

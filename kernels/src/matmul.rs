@@ -2,7 +2,7 @@
 //! the split of the output panels across the pool's threads.
 
 use crate::act::{self, ActRows, Acts};
-use crate::format::{Data, Format, PANEL, QK, QMatrix};
+use crate::format::{Data, Format, QK, QMatrix};
 use crate::pool::Pool;
 use crate::scalar::{self, ActsRef, Out};
 use std::sync::Mutex;
@@ -107,79 +107,6 @@ impl Kernel {
     }
 }
 
-/// `out = x · wᵀ`: `x` is `m × k` row-major, `out` `m × n` row-major, with
-/// the kernels of [`Kernel::detect`]. See [`matmul_with`].
-pub fn matmul(w: &QMatrix, x: &[f32], m: usize, out: &mut [f32], pool: &Pool) {
-    matmul_with(Kernel::detect(), w, x, m, out, pool);
-}
-
-/// `out = x · wᵀ` with the given kernel set.
-///
-/// Quantized weights: the rows of `x` are quantized to 8 bits per block of
-/// 32 (see the crate docs), then multiplied in integers block by block.
-/// F32 and F16 weights: multiplied in `f32`.
-///
-/// # Panics
-/// When `x.len() != m · k`, `out.len() != m · n`, or `kernel` is not
-/// available on this CPU.
-pub fn matmul_with(kernel: Kernel, w: &QMatrix, x: &[f32], m: usize, out: &mut [f32], pool: &Pool) {
-    assert!(
-        kernel.is_available(),
-        "the {} kernels do not run on this CPU",
-        kernel.name()
-    );
-    let (n, k) = (w.n(), w.k());
-    assert_eq!(
-        x.len(),
-        m * k,
-        "matmul: x has {} elements, not m × k = {m} × {k}",
-        x.len()
-    );
-    assert_eq!(
-        out.len(),
-        m * n,
-        "matmul: out has {} elements, not m × n = {m} × {n}",
-        out.len()
-    );
-    if m == 0 {
-        return;
-    }
-    let o = Out {
-        ptr: out.as_mut_ptr(),
-        m,
-        n,
-    };
-    match &w.data {
-        Data::F32(v) => dense(kernel, v, false, k, n, x, m, o, pool),
-        Data::F16(v) => dense(kernel, v, true, k, n, x, m, o, pool),
-        Data::Packed(bytes) => {
-            let bytes = bytes.as_slice();
-            assert_eq!(
-                bytes.len(),
-                w.panels() * w.blocks() * w.format().panel_block_bytes()
-            );
-            let mut acts = pool.scratch();
-            quantize(kernel, x, m, k, &mut acts, pool);
-            packed(kernel, w.format(), bytes, k, n, &acts, m, o, pool);
-        }
-    }
-}
-
-/// Splits `units` into chunks for dynamic scheduling: about four per
-/// thread, at least `min`, a multiple of `align`.
-fn chunk_size(units: usize, threads: usize, min: usize, align: usize) -> usize {
-    let per = units.div_ceil(threads * 4).max(min);
-    per.div_ceil(align) * align
-}
-
-/// Runs `f(start, end)` over `0..units` in chunks of `chunk`, taken by the
-/// pool's threads as they come.
-fn for_chunks(pool: &Pool, units: usize, chunk: usize, f: impl Fn(usize, usize) + Sync) {
-    pool.run(units.div_ceil(chunk), |c| {
-        f(c * chunk, (c * chunk + chunk).min(units))
-    });
-}
-
 /// Quantizes the `m × k` activations into `acts`, in parallel when large.
 fn quantize(kernel: Kernel, x: &[f32], m: usize, k: usize, acts: &mut Acts, pool: &Pool) {
     acts.resize(m, k);
@@ -238,142 +165,312 @@ fn quantize(kernel: Kernel, x: &[f32], m: usize, k: usize, acts: &mut Acts, pool
     pool.run(parts, |p| work(&slots[p]));
 }
 
-#[allow(clippy::too_many_arguments)]
-fn packed(
-    kernel: Kernel,
-    format: Format,
-    bytes: &[u8],
-    k: usize,
-    n: usize,
-    acts: &Acts,
-    m: usize,
-    out: Out,
-    pool: &Pool,
-) {
-    let nb = k / QK;
-    assert!(acts.qs.len() >= m * k && acts.d.len() >= m * nb);
-    assert!(acts.s.len() >= m * nb && acts.isum.len() >= m * nb);
-    let panels = n.div_ceil(PANEL);
-    let (min, align) = if m == 1 { (4, 4) } else { (2, 2) };
-    let chunk = chunk_size(panels, pool.threads(), min, align);
-    match kernel {
-        Kernel::Scalar => {
-            let a = ActsRef {
-                qs: &acts.qs[..m * k],
-                d: &acts.d[..m * nb],
-                s: &acts.s[..m * nb],
-                isum: &acts.isum[..m * nb],
-            };
-            // SAFETY: the chunks are disjoint panel ranges.
-            for_chunks(pool, panels, chunk, |ps, pe| unsafe {
-                scalar::packed(format, bytes, k, &a, m, out, ps, pe)
-            });
-        }
-        #[cfg(target_arch = "x86_64")]
-        _ => {
-            use crate::x86;
-            let g = SyncGemm(x86::Gemm {
-                w: bytes.as_ptr(),
-                nb,
-                k,
-                aq: acts.qs.as_ptr(),
-                ad: acts.d.as_ptr(),
-                as_: acts.s.as_ptr(),
-                ai: acts.isum.as_ptr(),
-                out: out.ptr,
-                n,
-            });
-            let run = match kernel {
-                Kernel::Avx2 => x86::run_avx2,
-                Kernel::AvxVnni => x86::run_avxvnni,
-                _ => x86::run_avx512vnni,
-            };
-            // SAFETY: the kernel set is available (checked in
-            // `matmul_with`); `bytes` holds `panels × nb` panel blocks
-            // (asserted there), the activations `m` rows (asserted above),
-            // `out` `m × n` floats; the chunks are disjoint panel ranges
-            // within `0..panels`, so no two threads write the same output.
-            let g = &g;
-            for_chunks(pool, panels, chunk, |ps, pe| {
-                // SAFETY: as above.
-                unsafe { run(&g.0, format, m, ps, pe) }
-            });
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        _ => unreachable!("only the scalar kernels are available"),
-    }
+/// `out = x · wᵀ`: `x` is `m × k` row-major, `out` `m × n` row-major, with
+/// the kernels of [`Kernel::detect`]. See [`matmul_with`].
+pub fn matmul(w: &QMatrix, x: &[f32], m: usize, out: &mut [f32], pool: &Pool) {
+    matmul_with(Kernel::detect(), w, x, m, out, pool);
 }
 
-/// The raw operands, shared by the threads of one matmul.
-#[cfg(target_arch = "x86_64")]
-struct SyncGemm(crate::x86::Gemm);
+/// `out = x · wᵀ` with the given kernel set.
+///
+/// Quantized weights: the rows of `x` are quantized to 8 bits per block of
+/// 32 (see the crate docs), then multiplied in integers block by block.
+/// F32 and F16 weights: multiplied in `f32`.
+///
+/// # Panics
+/// When `x.len() != m · k`, `out.len() != m · n`, or `kernel` is not
+/// available on this CPU.
+pub fn matmul_with(kernel: Kernel, w: &QMatrix, x: &[f32], m: usize, out: &mut [f32], pool: &Pool) {
+    matmul_many_with(kernel, &[w], x, m, &mut [out], pool);
+}
 
-// SAFETY: the pointers are read-only except `out`, where each thread
-// writes its own panels' columns; all of it outlives the matmul, which
-// waits for every thread.
-#[cfg(target_arch = "x86_64")]
-unsafe impl Sync for SyncGemm {}
+/// `outs[i] = x · ws[i]ᵀ` for matrices sharing the input `x` (q, k and v;
+/// gate and up), with the kernels of [`Kernel::detect`]. See
+/// [`matmul_many_with`].
+pub fn matmul_many(ws: &[&QMatrix], x: &[f32], m: usize, outs: &mut [&mut [f32]], pool: &Pool) {
+    matmul_many_with(Kernel::detect(), ws, x, m, outs, pool);
+}
 
-#[allow(clippy::too_many_arguments)]
-fn dense<T: Copy + Sync + ToF32>(
+/// `outs[i] = x · ws[i]ᵀ` with the given kernel set: as many
+/// [`matmul_with`] calls, but `x` is quantized once and the work of all
+/// the matrices goes to the pool's threads in one dispatch. The results
+/// are the same.
+///
+/// # Panics
+/// When `ws` and `outs` differ in length, a matrix's `k` differs from
+/// `x.len() / m`, an `outs[i]` is not `m × ws[i].n()` long, or `kernel` is
+/// not available on this CPU.
+pub fn matmul_many_with(
     kernel: Kernel,
-    w: &[T],
-    f16: bool,
-    k: usize,
-    n: usize,
+    ws: &[&QMatrix],
     x: &[f32],
     m: usize,
-    out: Out,
+    outs: &mut [&mut [f32]],
     pool: &Pool,
 ) {
-    assert_eq!(w.len(), n * k);
-    let chunk = chunk_size(n, pool.threads(), 16, 4);
-    match kernel {
-        Kernel::Scalar => {
-            // SAFETY: the chunks are disjoint row ranges of `w`, so columns
-            // of `out`.
-            for_chunks(pool, n, chunk, |j0, j1| unsafe {
-                scalar::dense(w, T::to_f32, k, x, m, out, j0, j1)
-            });
-        }
-        #[cfg(target_arch = "x86_64")]
-        _ => {
-            let wp = SyncPtr(w.as_ptr().cast::<u8>());
-            // SAFETY: AVX2/FMA/F16C are available (checked in
-            // `matmul_with`); `w` holds `n × k` elements of the format
-            // (asserted above), `x` `m × k` floats and `out` `m × n`
-            // (asserted in `matmul_with`); chunks are disjoint.
-            let (wp, out) = (&wp, &out);
-            // SAFETY: as above.
-            for_chunks(pool, n, chunk, |j0, j1| unsafe {
-                if f16 {
-                    crate::x86::dense_avx2::<true>(wp.0, k, n, x.as_ptr(), m, out.ptr, j0, j1)
-                } else {
-                    crate::x86::dense_avx2::<false>(wp.0, k, n, x.as_ptr(), m, out.ptr, j0, j1)
+    assert!(
+        kernel.is_available(),
+        "the {} kernels do not run on this CPU",
+        kernel.name()
+    );
+    assert_eq!(
+        ws.len(),
+        outs.len(),
+        "matmul: {} matrices but {} outputs",
+        ws.len(),
+        outs.len()
+    );
+    let Some(k) = ws.first().map(|w| w.k()) else {
+        return;
+    };
+    for (w, out) in ws.iter().zip(outs.iter()) {
+        assert_eq!(
+            w.k(),
+            k,
+            "matmul: matrices sharing an input differ in k ({} and {k})",
+            w.k()
+        );
+        assert_eq!(
+            x.len(),
+            m * k,
+            "matmul: x has {} elements, not m × k = {m} × {k}",
+            x.len()
+        );
+        assert_eq!(
+            out.len(),
+            m * w.n(),
+            "matmul: out has {} elements, not m × n = {m} × {}",
+            out.len(),
+            w.n()
+        );
+    }
+    if m == 0 {
+        return;
+    }
+    let threads = pool.threads();
+    let parts: Vec<Part<'_>> = ws
+        .iter()
+        .zip(outs.iter_mut())
+        .map(|(w, out)| {
+            let n = w.n();
+            let out = Out {
+                ptr: out.as_mut_ptr(),
+                m,
+                n,
+            };
+            let (data, units, chunk) = match &w.data {
+                Data::F32(v) => (PartData::F32(v), n, chunk_size(n, threads, 16, 4)),
+                Data::F16(v) => (PartData::F16(v), n, chunk_size(n, threads, 16, 4)),
+                Data::Packed(bytes) => {
+                    let bytes = bytes.as_slice();
+                    assert_eq!(
+                        bytes.len(),
+                        w.panels() * w.blocks() * w.format().panel_block_bytes()
+                    );
+                    let (min, align) = if m == 1 { (4, 4) } else { (2, 2) };
+                    let panels = w.panels();
+                    (
+                        PartData::Packed(w.format(), bytes),
+                        panels,
+                        chunk_size(panels, threads, min, align),
+                    )
                 }
-            });
+            };
+            Part {
+                data,
+                units,
+                chunk,
+                out,
+            }
+        })
+        .collect();
+    let mut scratch = None;
+    if parts.iter().any(|p| matches!(p.data, PartData::Packed(..))) {
+        let mut acts = pool.scratch();
+        quantize(kernel, x, m, k, &mut acts, pool);
+        scratch = Some(acts);
+    }
+    let ctx = Ctx {
+        kernel,
+        x,
+        m,
+        k,
+        acts: scratch.as_deref(),
+    };
+    // Task t is chunk t - first[i] of part i.
+    let mut first = Vec::with_capacity(parts.len() + 1);
+    let mut total = 0;
+    for p in &parts {
+        first.push(total);
+        total += p.units.div_ceil(p.chunk);
+    }
+    pool.run(total, |t| {
+        let i = first.partition_point(|&f| f <= t) - 1;
+        let p = &parts[i];
+        let start = (t - first[i]) * p.chunk;
+        // SAFETY: each task is a distinct chunk of one part, and the parts
+        // write distinct outputs, so no two tasks write the same element.
+        unsafe { p.run(&ctx, start, (start + p.chunk).min(p.units)) };
+    });
+}
+
+/// Splits `units` into chunks for dynamic scheduling: about four per
+/// thread, at least `min`, a multiple of `align`.
+fn chunk_size(units: usize, threads: usize, min: usize, align: usize) -> usize {
+    let per = units.div_ceil(threads * 4).max(min);
+    per.div_ceil(align) * align
+}
+
+/// What one matmul call shares between its tasks.
+struct Ctx<'a> {
+    kernel: Kernel,
+    x: &'a [f32],
+    m: usize,
+    k: usize,
+    /// The quantized `x`, when a matrix is quantized.
+    acts: Option<&'a Acts>,
+}
+
+/// One matrix of a call: its weights, its output, and its work in `units`
+/// (panels of 8 rows, or rows for dense weights) cut in chunks.
+struct Part<'a> {
+    data: PartData<'a>,
+    units: usize,
+    chunk: usize,
+    out: Out,
+}
+
+#[derive(Clone, Copy)]
+enum PartData<'a> {
+    F32(&'a [f32]),
+    F16(&'a [u16]),
+    Packed(Format, &'a [u8]),
+}
+
+// SAFETY: `Out` is shared on purpose (see its impls); the rest is shared
+// references.
+unsafe impl Sync for Part<'_> {}
+
+impl Part<'_> {
+    /// Computes units `start..end` (`end <= units`).
+    ///
+    /// # Safety
+    /// No other thread computes the same units of the same part meanwhile.
+    unsafe fn run(&self, c: &Ctx<'_>, start: usize, end: usize) {
+        let (m, k, n) = (c.m, c.k, self.out.n);
+        match (self.data, c.kernel) {
+            (PartData::Packed(format, bytes), kernel) => {
+                let acts = c
+                    .acts
+                    .expect("activations quantized for a quantized matrix");
+                let nb = k / QK;
+                assert!(acts.qs.len() >= m * k && acts.d.len() >= m * nb);
+                assert!(acts.s.len() >= m * nb && acts.isum.len() >= m * nb);
+                if kernel == Kernel::Scalar {
+                    let a = ActsRef {
+                        qs: &acts.qs[..m * k],
+                        d: &acts.d[..m * nb],
+                        s: &acts.s[..m * nb],
+                        isum: &acts.isum[..m * nb],
+                    };
+                    // SAFETY: units `start..end` are this task's.
+                    unsafe { scalar::packed(format, bytes, k, &a, m, self.out, start, end) };
+                    return;
+                }
+                #[cfg(target_arch = "x86_64")]
+                {
+                    use crate::x86;
+                    let g = x86::Gemm {
+                        w: bytes.as_ptr(),
+                        nb,
+                        k,
+                        aq: acts.qs.as_ptr(),
+                        ad: acts.d.as_ptr(),
+                        as_: acts.s.as_ptr(),
+                        ai: acts.isum.as_ptr(),
+                        out: self.out.ptr,
+                        n,
+                    };
+                    // SAFETY: the kernel set is available (checked in
+                    // `matmul_many_with`); `bytes` holds `panels × nb`
+                    // panel blocks (asserted there), the activations `m`
+                    // rows (asserted above), `out` `m × n` floats;
+                    // `start..end` are panels of this task only.
+                    unsafe {
+                        match kernel {
+                            Kernel::Avx2 => x86::run_avx2(&g, format, m, start, end),
+                            Kernel::AvxVnni => x86::run_avxvnni(&g, format, m, start, end),
+                            _ => x86::run_avx512vnni(&g, format, m, start, end),
+                        }
+                    }
+                }
+                #[cfg(not(target_arch = "x86_64"))]
+                unreachable!("only the scalar kernels are available");
+            }
+            (PartData::F32(w), Kernel::Scalar) => {
+                // SAFETY: rows `start..end` are this task's.
+                unsafe { scalar::dense(w, |v| v, k, c.x, m, self.out, start, end) }
+            }
+            (PartData::F16(w), Kernel::Scalar) => {
+                // SAFETY: rows `start..end` are this task's.
+                unsafe {
+                    scalar::dense(
+                        w,
+                        |v| half::f16::from_bits(v).to_f32(),
+                        k,
+                        c.x,
+                        m,
+                        self.out,
+                        start,
+                        end,
+                    )
+                }
+            }
+            #[cfg(target_arch = "x86_64")]
+            (dense, _) => {
+                let (wp, f16) = match dense {
+                    PartData::F32(w) => {
+                        assert_eq!(w.len(), n * k);
+                        (w.as_ptr().cast::<u8>(), false)
+                    }
+                    PartData::F16(w) => {
+                        assert_eq!(w.len(), n * k);
+                        (w.as_ptr().cast::<u8>(), true)
+                    }
+                    PartData::Packed(..) => unreachable!(),
+                };
+                // SAFETY: AVX2/FMA/F16C are available (checked in
+                // `matmul_many_with`); `w` holds `n × k` elements (asserted
+                // above), `x` `m × k` floats and `out` `m × n` (asserted in
+                // `matmul_many_with`); rows `start..end` are this task's.
+                unsafe {
+                    if f16 {
+                        crate::x86::dense_avx2::<true>(
+                            wp,
+                            k,
+                            n,
+                            c.x.as_ptr(),
+                            m,
+                            self.out.ptr,
+                            start,
+                            end,
+                        )
+                    } else {
+                        crate::x86::dense_avx2::<false>(
+                            wp,
+                            k,
+                            n,
+                            c.x.as_ptr(),
+                            m,
+                            self.out.ptr,
+                            start,
+                            end,
+                        )
+                    }
+                }
+            }
+            #[cfg(not(target_arch = "x86_64"))]
+            _ => unreachable!("only the scalar kernels are available"),
         }
-        #[cfg(not(target_arch = "x86_64"))]
-        _ => unreachable!("only the scalar kernels are available"),
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-struct SyncPtr(*const u8);
-// SAFETY: read-only weights that outlive the matmul.
-#[cfg(target_arch = "x86_64")]
-unsafe impl Sync for SyncPtr {}
-
-trait ToF32 {
-    fn to_f32(self) -> f32;
-}
-impl ToF32 for f32 {
-    fn to_f32(self) -> f32 {
-        self
-    }
-}
-impl ToF32 for u16 {
-    fn to_f32(self) -> f32 {
-        half::f16::from_bits(self).to_f32()
     }
 }

@@ -363,3 +363,33 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn many_matrices_sharing_an_input_match_separate_calls() {
+    use foveal_kernels::matmul_many_with;
+    let k = 576;
+    let ws = [
+        weights(Format::Q4_1, 576, k, 11),
+        weights(Format::Q8_0, 192, k, 12),
+        weights(Format::Q4_0, 37, k, 13),
+        QMatrix::quantize(Format::F16, 9, k, &Rng(14).vec(9 * k, 0.1)).unwrap(),
+    ];
+    let refs: Vec<&QMatrix> = ws.iter().collect();
+    for threads in [1, 2] {
+        let pool = Pool::new(threads);
+        for m in [1, 5] {
+            let x = acts(m, k, 77 + m as u64);
+            for kernel in Kernel::available() {
+                let mut outs: Vec<Vec<f32>> =
+                    ws.iter().map(|w| vec![f32::NAN; m * w.n()]).collect();
+                let mut views: Vec<&mut [f32]> =
+                    outs.iter_mut().map(|o| o.as_mut_slice()).collect();
+                matmul_many_with(kernel, &refs, &x, m, &mut views, &pool);
+                for (w, got) in ws.iter().zip(&outs) {
+                    let want = run(kernel, w, &x, m, &pool);
+                    assert_same(got, &want, &format!("{kernel:?} {} m={m}", w.format()));
+                }
+            }
+        }
+    }
+}
