@@ -15,7 +15,7 @@
 
 use candle_core::quantized::{GgmlDType, QMatMul, ggml_file::qtensor_from_ggml};
 use candle_core::{Device, Module, Tensor};
-use foveal_kernels::{Format, Kernel, Pool, QMatrix, matmul_with};
+use foveal_kernels::{Format, Kernel, Pool, QMatrix, matmul_many_with, matmul_with};
 use std::time::{Duration, Instant};
 
 const LAYERS: usize = 30;
@@ -105,7 +105,57 @@ fn min(v: &[Duration]) -> Duration {
 #[derive(Clone, Copy)]
 enum Config {
     Ours(Kernel, Format, usize),
+    /// With `matmul_many` for q/k/v and gate/up.
+    Fused(Kernel, Format, usize),
     Candle(Format),
+}
+
+/// One layer's matmuls, q/k/v and gate/up fused when `fused`.
+fn layer(
+    kernel: Kernel,
+    layer: &[QMatrix; 7],
+    x: &[f32],
+    m: usize,
+    out: &mut [f32],
+    fused: bool,
+    pool: &Pool,
+) {
+    if !fused {
+        for w in layer {
+            matmul_with(kernel, w, &x[..m * w.k()], m, &mut out[..m * w.n()], pool);
+        }
+        return;
+    }
+    let (qkv, rest) = out.split_at_mut(m * (576 + 192 + 192));
+    let (q, kv) = qkv.split_at_mut(m * 576);
+    let (k, v) = kv.split_at_mut(m * 192);
+    let xs = &x[..m * HIDDEN];
+    matmul_many_with(
+        kernel,
+        &[&layer[0], &layer[1], &layer[2]],
+        xs,
+        m,
+        &mut [q, k, v],
+        pool,
+    );
+    matmul_with(kernel, &layer[3], xs, m, &mut rest[..m * 576], pool);
+    let (gate, up) = rest[..m * 3072].split_at_mut(m * 1536);
+    matmul_many_with(
+        kernel,
+        &[&layer[4], &layer[5]],
+        xs,
+        m,
+        &mut [gate, up],
+        pool,
+    );
+    matmul_with(
+        kernel,
+        &layer[6],
+        &x[..m * 1536],
+        m,
+        &mut out[..m * 576],
+        pool,
+    );
 }
 
 fn main() {
@@ -140,7 +190,7 @@ fn main() {
     let xt2 = Tensor::from_slice(&x[..PROMPT * 1536], (PROMPT, 1536), &Device::Cpu).unwrap();
     let x1 = Tensor::from_slice(&x[..HIDDEN], (1, HIDDEN), &Device::Cpu).unwrap();
     let x12 = Tensor::from_slice(&x[..1536], (1, 1536), &Device::Cpu).unwrap();
-    let mut out = vec![0f32; PROMPT * 1536];
+    let mut out = vec![0f32; PROMPT * 4096];
     let mut logits = vec![0f32; VOCAB];
 
     let mut configs = Vec::new();
@@ -154,12 +204,15 @@ fn main() {
             }
         }
     }
+    configs.push(Config::Fused(Kernel::best(), Format::Q4_1, 1));
+    configs.push(Config::Fused(Kernel::best(), Format::Q4_1, 2));
     configs.push(Config::Candle(Format::Q8_0));
     configs.push(Config::Candle(Format::Q4_1));
     // `ESTIMATE_ONLY=avx512vnni,candle` keeps the configs whose name has one
     // of the words; `ESTIMATE_DECODE_ONLY=1` skips the prefills.
     let name = |c: &Config| match c {
         Config::Ours(k, f, t) => format!("ours {} {f} {t}t", k.name()),
+        Config::Fused(k, f, t) => format!("ours {} {f} {t}t fused", k.name()),
         Config::Candle(f) => format!("candle {f} {candle_threads}t"),
     };
     if let Ok(only) = std::env::var("ESTIMATE_ONLY") {
@@ -178,13 +231,11 @@ fn main() {
             let t0 = Instant::now();
             match c {
                 _ if decode_only => {}
-                Config::Ours(kernel, format, t) => {
+                Config::Ours(kernel, format, t) | Config::Fused(kernel, format, t) => {
                     let pool = &pools[t - 1];
-                    for layer in &weights(format).ours {
-                        for w in layer {
-                            let o = &mut out[..PROMPT * w.n()];
-                            matmul_with(kernel, w, &x[..PROMPT * w.k()], PROMPT, o, pool);
-                        }
+                    let fused = matches!(c, Config::Fused(..));
+                    for l in &weights(format).ours {
+                        layer(kernel, l, &x, PROMPT, &mut out, fused, pool);
                     }
                     matmul_with(kernel, &head, &x[..HIDDEN], 1, &mut logits, pool);
                 }
@@ -203,12 +254,11 @@ fn main() {
             for _ in 0..decode_passes {
                 let t0 = Instant::now();
                 match c {
-                    Config::Ours(kernel, format, t) => {
+                    Config::Ours(kernel, format, t) | Config::Fused(kernel, format, t) => {
                         let pool = &pools[t - 1];
-                        for layer in &weights(format).ours {
-                            for w in layer {
-                                matmul_with(kernel, w, &x[..w.k()], 1, &mut out[..w.n()], pool);
-                            }
+                        let fused = matches!(c, Config::Fused(..));
+                        for l in &weights(format).ours {
+                            layer(kernel, l, &x, 1, &mut out, fused, pool);
                         }
                         matmul_with(kernel, &head, &x[..HIDDEN], 1, &mut logits, pool);
                     }
@@ -245,7 +295,7 @@ fn main() {
         let p = median(&mut prefill[ci]).as_secs_f64();
         let d = median(&mut decode[ci]).as_secs_f64();
         let format = match c {
-            Config::Ours(_, f, _) | Config::Candle(f) => *f,
+            Config::Ours(_, f, _) | Config::Fused(_, f, _) | Config::Candle(f) => *f,
         };
         let name = name(c);
         let layer_bytes: usize = LAYERS

@@ -24,6 +24,9 @@ pub(crate) const AVX2: u8 = 0;
 pub(crate) const AVXVNNI: u8 = 1;
 pub(crate) const AVX512VNNI: u8 = 2;
 
+/// How many blocks ahead decode prefetches each panel's weights.
+const PF: usize = 4;
+
 /// Raw views of one matmul's operands, checked by the caller
 /// (`matmul::run_packed`) before any kernel runs:
 /// `w` holds `panels × nb` panel blocks, `aq` `m × k` bytes, `ad`, `as_`,
@@ -111,6 +114,14 @@ unsafe fn tile_q4<const ISA: u8, const Q41: bool, const RP: usize, const RM: usi
             let mut mw = [_mm256_setzero_ps(); RP];
             for p in 0..RP {
                 let blk = wp.add(p * pstride + l * sb);
+                if RM == 1 && l + PF < g.nb {
+                    // Decode streams the weights from memory: ask for the
+                    // block PF ahead in each panel.
+                    let ahead = blk.add(PF * sb);
+                    _mm_prefetch::<_MM_HINT_T0>(ahead.cast());
+                    _mm_prefetch::<_MM_HINT_T0>(ahead.add(64).cast());
+                    _mm_prefetch::<_MM_HINT_T0>(ahead.add(128).cast());
+                }
                 dw[p] = _mm256_cvtph_ps(_mm_loadu_si128(blk.cast()));
                 if Q41 {
                     mw[p] = _mm256_cvtph_ps(_mm_loadu_si128(blk.add(16).cast()));
@@ -188,7 +199,14 @@ unsafe fn tile_q8<const ISA: u8, const RP: usize, const RM: usize>(g: &Gemm, p0:
         for l in 0..g.nb {
             let mut dw = [_mm256_setzero_ps(); RP];
             for p in 0..RP {
-                dw[p] = _mm256_cvtph_ps(_mm_loadu_si128(wp.add(p * pstride + l * sb).cast()));
+                let blk = wp.add(p * pstride + l * sb);
+                if RM == 1 && l + PF < g.nb {
+                    let ahead = blk.add(PF * sb);
+                    for line in 0..5 {
+                        _mm_prefetch::<_MM_HINT_T0>(ahead.add(64 * line).cast());
+                    }
+                }
+                dw[p] = _mm256_cvtph_ps(_mm_loadu_si128(blk.cast()));
             }
             let mut ia = [[_mm256_setzero_si256(); RM]; RP];
             for v in 0..8 {
