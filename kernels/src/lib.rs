@@ -47,9 +47,12 @@
 //! multiply instruction covers 8 outputs × 4 inputs, and the 8 lanes of an
 //! accumulator are 8 adjacent outputs (no horizontal sums). Decode (`m ==
 //! 1`) uses tiles of 4 panels × 1 row: 32 outputs' weights streamed per
-//! step, as many independent dependency chains. Threads take chunks of
-//! panels (contiguous output features) from an atomic counter, so a thread
-//! that starts late, or a core that is busy elsewhere, takes fewer.
+//! step, as many independent dependency chains, each prefetched four
+//! blocks ahead. [`matmul_many`] multiplies several matrices by the same
+//! input (q, k, v; gate, up) with one quantization and one dispatch.
+//! Threads take chunks of panels (contiguous output features) from an
+//! atomic counter, so a thread that starts late, or a core that is busy
+//! elsewhere, takes fewer.
 //!
 //! # Pool
 //! [`Pool`] is a persistent thread pool with microsecond dispatch: the
