@@ -64,8 +64,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "\n* TODO Note {i}: water the plants on the balcony :home:"
         ));
     }
-    let question =
-        Message::user("Write a short story about a lighthouse keeper who finds a message in a bottle.");
+    let question = Message::user(
+        "Write a short story about a lighthouse keeper who finds a message in a bottle.",
+    );
     let mut request = ChatRequest {
         max_tokens: Some(tokens),
         ..ChatRequest::new(vec![Message::system(system), question.clone()])

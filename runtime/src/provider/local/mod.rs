@@ -123,14 +123,13 @@ const REPEAT_LAST_N: usize = 64;
 /// Whether to convert Q4_1 weights to Q8_0 while loading.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Requantize {
-    /// When the CPU has a SIMD kernel for Q8_0 that candle picks at run
-    /// time (x86-64 with AVX2 and FMA; aarch64).
+    /// Keep the file's Q4_1: the kernels multiply it faster than Q8_0
+    /// (prefill and decode), in half the memory.
     #[default]
     Auto,
-    /// Keep the file's Q4_1 (less memory; fast only when foveal was
-    /// compiled for AVX2, e.g. `RUSTFLAGS="-C target-cpu=native"`).
+    /// Keep the file's Q4_1 (the same as `Auto`).
     Never,
-    /// Always convert.
+    /// Convert Q4_1 to Q8_0 (8 bits per weight; to compare).
     Always,
 }
 
@@ -139,8 +138,9 @@ pub enum Requantize {
 pub struct LoadOptions {
     /// Whether to convert Q4_1 weights to Q8_0.
     pub requantize: Requantize,
-    /// Threads the model computes with (its own pool, not rayon's global
-    /// one); `None` takes [`default_threads`].
+    /// Threads the model computes with, the calling one included (its own
+    /// pool, whose workers spin between products and park between turns);
+    /// `None` takes [`default_threads`].
     pub threads: Option<usize>,
 }
 
@@ -179,8 +179,6 @@ struct Inner {
     /// How the last request used the cache (kept apart from `state`, so it
     /// can be read while a request runs).
     last_cache: Mutex<Option<PromptCache>>,
-    /// The threads the model computes with.
-    pool: rayon::ThreadPool,
     tokenizer: LocalTokenizer,
     /// The chat template.
     template: ChatTemplate,
@@ -201,7 +199,7 @@ impl fmt::Debug for LocalProvider {
             .field("path", &self.inner.path)
             .field("context", &self.inner.context)
             .field("weights", &self.inner.weights)
-            .field("threads", &self.inner.pool.current_num_threads())
+            .field("threads", &self.inner.model.threads())
             .field("load_time", &self.inner.load_time)
             .finish_non_exhaustive()
     }
@@ -293,21 +291,9 @@ impl LocalProvider {
         let tokenizer = LocalTokenizer::from_gguf(&content).map_err(load_error)?;
         let template = ChatTemplate::from_gguf(&content, path)?;
         let summary = ModelSummary::from_gguf(&content);
-        let requantize = match options.requantize {
-            Requantize::Auto => simd_q8_0(),
-            Requantize::Never => false,
-            Requantize::Always => true,
-        };
+        let requantize = options.requantize == Requantize::Always;
         let threads = options.threads.unwrap_or_else(default_threads).max(1);
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .thread_name(|i| format!("foveal-model-{i}"))
-            .build()
-            .map_err(|e| load_error(format!("cannot start its threads: {e}")))?;
-        // Conversions run on the model's threads.
-        let model = pool
-            .install(|| Model::load(&content, &mut file, requantize))
-            .map_err(load_error)?;
+        let model = Model::load(&content, &mut file, requantize, threads).map_err(load_error)?;
         drop(content);
         let context = model.config().context;
         let weights = model.weights().to_owned();
@@ -330,7 +316,6 @@ impl LocalProvider {
                 model,
                 state: Mutex::new(state),
                 last_cache: Mutex::new(None),
-                pool,
                 tokenizer,
                 template,
                 summary,
@@ -361,7 +346,7 @@ impl LocalProvider {
 
     /// Threads the model computes with.
     pub fn threads(&self) -> usize {
-        self.inner.pool.current_num_threads()
+        self.inner.model.threads()
     }
 
     /// The weights' formats in memory, e.g. `"210 Q8_0, 1 Q8_0 matrices;
@@ -430,7 +415,7 @@ impl Provider for LocalProvider {
             self.inner.path.display(),
             self.inner.weights,
             self.inner.context,
-            self.inner.pool.current_num_threads()
+            self.inner.model.threads()
         )
     }
 
@@ -458,23 +443,6 @@ impl Provider for LocalProvider {
         // Dropping the stream cannot abort a blocking task; the model
         // stops at its next token, when the event finds no reader.
         stream.with_task(runtime.spawn_blocking(move || inner.run(&request, tx)))
-    }
-}
-
-/// Whether candle has a SIMD kernel for Q8_0 on this CPU, chosen at run
-/// time.
-fn simd_q8_0() -> bool {
-    #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
-    {
-        std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")
-    }
-    #[cfg(target_arch = "aarch64")]
-    {
-        true
-    }
-    #[cfg(not(any(target_arch = "x86", target_arch = "x86_64", target_arch = "aarch64")))]
-    {
-        false
     }
 }
 
@@ -563,8 +531,7 @@ impl Emitter<'_> {
 impl Inner {
     /// Answers one request on this (blocking) thread.
     fn run(&self, request: &ChatRequest, tx: ReplySender) {
-        // candle's parallel loops run on the pool they are called from.
-        match self.pool.install(|| self.generate(request, &tx)) {
+        match self.generate(request, &tx) {
             Ok(()) => tx.finish_blocking(),
             Err(Stopped::Closed) => {}
             Err(Stopped::Failed(error)) => {

@@ -3,125 +3,128 @@
 //! out of them — and the threads it computes on.
 //!
 //! Everything the model computes with a weight matrix goes through
-//! [`Matrix`], and every parallel loop through [`parallel`], so the
-//! backend is chosen here and nowhere else. Today it is candle's
-//! `QMatMul` over a `QTensor` (the blocks as in the GGUF file, or
-//! converted to Q8_0 at load), whose products run on candle's own thread
-//! pool (`candle_core::utils::barrier_pool`: every physical core, or
-//! `CANDLE_NUM_THREADS`); the forward pass's own loops run on the same
-//! pool, so two pools never wait for each other's spinning threads.
-//!
-//! Switching to `foveal-kernels` means changing this file only: `Matrix`
-//! holds a `QMatrix` built from the same ggml bytes ([`Matrix::new`] gets
-//! them from `QTensor::data`), [`Matrix::matmul`] calls its
-//! `matmul(w, x, m, out, pool)` and [`Matrix::rows_into`] its
-//! `dequantize_row`; [`parallel`] runs on that `pool`.
+//! [`Matrix`], and every parallel loop through [`Backend::run`], so the
+//! backend is chosen here and nowhere else. It is `foveal-kernels`: a
+//! [`QMatrix`] holds the ggml blocks of the file (Q4_0, Q4_1, Q8_0, F16,
+//! F32) in row-interleaved panels of the same size, products quantise the
+//! activations to 8 bits and multiply in integers (AVX2, AVX-VNNI or
+//! AVX-512 VNNI, picked at run time), and the threads are the kernels'
+//! spinning [`Pool`]: the calling thread and `threads − 1` workers that
+//! park when a turn ends. A product's every output is computed in the
+//! same order whatever the number of rows, so a prompt read at once and
+//! one read token by token give the same floats.
 
-use std::ops::Range;
+use std::sync::Arc;
 
-use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
-use candle_core::{Device, Module, Result, Storage, Tensor};
+use foveal_kernels::{Format, Pool, QMatrix};
 
 /// A weight matrix of `rows × cols` (ggml's `ne1 × ne0`), quantised.
+/// Clones share the blocks (the tied embedding and output).
 #[derive(Clone)]
 pub(crate) struct Matrix {
-    inner: QMatMul,
-    rows: usize,
-    cols: usize,
-    dtype: GgmlDType,
-    bytes: usize,
+    inner: Arc<QMatrix>,
 }
 
 impl std::fmt::Debug for Matrix {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Matrix[{}×{} {:?}]", self.rows, self.cols, self.dtype)
+        write!(
+            f,
+            "Matrix[{}×{} {}]",
+            self.inner.n(),
+            self.inner.k(),
+            self.inner.format()
+        )
     }
 }
 
 impl Matrix {
-    /// Takes a 2-D tensor as read from the file.
-    pub(crate) fn new(tensor: QTensor) -> Result<Self> {
-        let (rows, cols) = tensor.shape().dims2()?;
-        let dtype = tensor.dtype();
-        let bytes = tensor.storage_size_in_bytes();
-        Ok(Self {
-            // F32 and F16 matrices become plain f32 tensors here; the
-            // quantised types stay as they are.
-            inner: QMatMul::from_qtensor(tensor)?,
-            rows,
-            cols,
-            dtype,
-            bytes,
-        })
+    /// Takes the bytes of a ggml tensor of `format`, `rows × cols`, as in
+    /// the file; the error names what does not fit.
+    pub(crate) fn from_ggml(
+        format: Format,
+        rows: usize,
+        cols: usize,
+        bytes: &[u8],
+    ) -> Result<Self, String> {
+        QMatrix::from_ggml(format, rows, cols, bytes)
+            .map(|m| Self { inner: Arc::new(m) })
+            .map_err(|e| e.to_string())
     }
 
     /// Output features: rows of the matrix.
     pub(crate) fn rows(&self) -> usize {
-        self.rows
+        self.inner.n()
+    }
+
+    /// Input features: columns of the matrix.
+    pub(crate) fn cols(&self) -> usize {
+        self.inner.k()
     }
 
     /// The block format.
-    pub(crate) fn dtype(&self) -> GgmlDType {
-        self.dtype
+    pub(crate) fn format(&self) -> Format {
+        self.inner.format()
     }
 
-    /// Bytes of the blocks (shared when the matrix is cloned).
+    /// Bytes of the blocks in memory (shared when the matrix is cloned).
     pub(crate) fn bytes(&self) -> usize {
-        self.bytes
-    }
-
-    /// `out = x · selfᵀ`: `x` is `m × cols`, `out` is `m × rows`, both
-    /// row-major.
-    pub(crate) fn matmul(&self, x: &[f32], m: usize, out: &mut [f32]) -> Result<()> {
-        debug_assert_eq!(x.len(), m * self.cols);
-        debug_assert_eq!(out.len(), m * self.rows);
-        let xs = Tensor::from_slice(x, (m, self.cols), &Device::Cpu)?;
-        copy_out(&self.inner.forward(&xs)?, out)
+        self.inner.size_bytes()
     }
 
     /// Rows `ids` as f32, one after the other in `out` (`ids.len() ×
     /// cols`): the token embedding's lookup, which dequantises only the
-    /// rows it reads.
-    pub(crate) fn rows_into(&self, ids: &[u32], out: &mut [f32]) -> Result<()> {
-        debug_assert_eq!(out.len(), ids.len() * self.cols);
-        if let Some(&id) = ids.iter().find(|&&id| id as usize >= self.rows) {
-            candle_core::bail!(
+    /// rows it reads. A token outside the vocabulary is an error.
+    pub(crate) fn rows_into(&self, ids: &[u32], out: &mut [f32]) -> Result<(), String> {
+        let cols = self.cols();
+        if let Some(&id) = ids.iter().find(|&&id| id as usize >= self.rows()) {
+            return Err(format!(
                 "token {id} is outside the vocabulary ({} tokens)",
-                self.rows
-            )
+                self.rows()
+            ));
         }
-        let ids = Tensor::from_slice(ids, ids.len(), &Device::Cpu)?;
-        copy_out(&self.inner.embedding(&ids)?, out)
+        for (&id, out) in ids.iter().zip(out.chunks_exact_mut(cols)) {
+            self.inner.dequantize_row(id as usize, out);
+        }
+        Ok(())
     }
 }
 
-/// Runs `f` over `0..n`, split into ranges across the backend's threads
-/// (the calling thread among them).
-pub(crate) fn parallel(n: usize, f: impl Fn(Range<usize>) + Sync) {
-    candle_core::utils::barrier_pool().execute_chunked(n, f);
+/// The threads the model computes with.
+#[derive(Debug)]
+pub(crate) struct Backend {
+    pool: Pool,
 }
 
-/// Threads the backend computes with, the calling one included.
-pub(crate) fn threads() -> usize {
-    candle_core::utils::barrier_pool().n_workers() + 1
-}
-
-/// Copies a contiguous f32 tensor into `out`.
-fn copy_out(tensor: &Tensor, out: &mut [f32]) -> Result<()> {
-    let (storage, layout) = tensor.storage_and_layout();
-    let Storage::Cpu(cpu) = &*storage else {
-        candle_core::bail!("the model computes on the CPU")
-    };
-    let data = cpu.as_slice::<f32>()?;
-    match layout.contiguous_offsets() {
-        Some((start, end)) if end - start == out.len() => {
-            out.copy_from_slice(&data[start..end]);
-            Ok(())
+impl Backend {
+    /// `threads` threads, the calling one included (at least one).
+    pub(crate) fn new(threads: usize) -> Self {
+        Self {
+            pool: Pool::new(threads.max(1)),
         }
-        _ => candle_core::bail!(
-            "a matrix product gave {:?}, not {} contiguous floats",
-            layout.shape(),
-            out.len()
-        ),
+    }
+
+    /// Threads counting the caller.
+    pub(crate) fn threads(&self) -> usize {
+        self.pool.threads()
+    }
+
+    /// `out = x · wᵀ`: `x` is `m × w.cols()`, `out` is `m × w.rows()`,
+    /// both row-major.
+    pub(crate) fn matmul(&self, w: &Matrix, x: &[f32], m: usize, out: &mut [f32]) {
+        foveal_kernels::matmul(&w.inner, x, m, out, &self.pool);
+    }
+
+    /// `outs[i] = x · ws[i]ᵀ` for matrices sharing the input (q, k, v;
+    /// gate, up): the input is quantised once, and one dispatch hands all
+    /// the products to the threads. The same floats as separate calls.
+    pub(crate) fn matmul_many(&self, ws: &[&Matrix], x: &[f32], m: usize, outs: &mut [&mut [f32]]) {
+        let ws: Vec<&QMatrix> = ws.iter().map(|w| &*w.inner).collect();
+        foveal_kernels::matmul_many(&ws, x, m, outs, &self.pool);
+    }
+
+    /// Runs `f(0)` … `f(tasks − 1)` on the threads, each once, and
+    /// returns when all have returned.
+    pub(crate) fn run(&self, tasks: usize, f: impl Fn(usize) + Sync) {
+        self.pool.run(tasks, f);
     }
 }

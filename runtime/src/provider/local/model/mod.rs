@@ -1,12 +1,14 @@
 //! The forward pass of the embedded model: a decoder-only transformer of
 //! the llama family (SmolLM2, Llama) or Qwen2/Qwen3, read from a GGUF file.
 //!
-//! - **Weights** stay quantised as in the file (or converted from Q4_1 to
-//!   Q8_0 while loading, [`load`]); the token embedding is dequantised one
-//!   looked-up row at a time, and is also the output matrix when the file
-//!   has no `output.weight`. Every product with a weight matrix goes
-//!   through [`Matrix`](matmul::Matrix), the one place its backend is
-//!   chosen.
+//! - **Weights** stay quantised as in the file (formats the kernels have
+//!   no kernels for are converted to Q8_0 while loading, [`load`]); the
+//!   token embedding is dequantised one looked-up row at a time, and is
+//!   also the output matrix when the file has no `output.weight`. Every
+//!   product with a weight matrix goes through
+//!   [`Backend`](matmul::Backend), the one place the kernels and threads
+//!   are chosen (`foveal-kernels`). A prompt is read as matrix–matrix
+//!   products, [`PREFILL_CHUNK`] tokens at a time.
 //! - **Activations** are plain `f32` rows in buffers kept between calls;
 //!   norms, rotary embedding and attention are loops over them
 //!   ([`ops`]). Attention is causal with grouped key/value heads, and is
@@ -18,7 +20,9 @@
 //!   shares with them, so only the rest is read again.
 //!
 //! Matches candle's `quantized_llama` (llama) and `quantized_qwen2` /
-//! `quantized_qwen3` (qwen) to float rounding; the tests compare them.
+//! `quantized_qwen3` (qwen) to the rounding of the activations' 8-bit
+//! quantisation (exactly the same formulas; candle rounds each block's
+//! scale to f16, the kernels keep it in f32); the tests compare them.
 
 pub(crate) mod cache;
 pub(crate) mod config;
@@ -34,11 +38,12 @@ use std::sync::{Mutex, PoisonError};
 
 use candle_core::Result;
 use candle_core::quantized::{GgmlDType, gguf_file::Content};
+use foveal_kernels::Format;
 
 use self::cache::KvCache;
 use self::config::Config;
 use self::load::Loader;
-use self::matmul::Matrix;
+use self::matmul::{Backend, Matrix};
 use self::ops::Rope;
 
 /// Prompt tokens read in one pass: bounds the activations of a long
@@ -58,6 +63,8 @@ pub(crate) struct Model {
     rope: Rope,
     /// What the weights are in memory, for logs.
     weights: String,
+    /// The kernels' threads.
+    backend: Backend,
 }
 
 #[derive(Debug)]
@@ -81,17 +88,19 @@ struct Layer {
 }
 
 impl Model {
-    /// Loads the model `content` describes from `reader` (the file).
-    /// `requantize` converts Q4_1 matrices to Q8_0. Runs its conversions
-    /// on the current rayon pool. The error is a sentence for
-    /// [`ProviderError::ModelLoad`](crate::provider::ProviderError).
+    /// Loads the model `content` describes from `reader` (the file), to
+    /// compute with `threads` threads (the caller's included).
+    /// `requantize` converts Q4_1 matrices to Q8_0. The error is a
+    /// sentence for [`ProviderError::ModelLoad`](crate::provider::ProviderError).
     pub(crate) fn load<R: Read + Seek>(
         content: &Content,
         reader: &mut R,
         requantize: bool,
+        threads: usize,
     ) -> std::result::Result<Self, String> {
         let config = Config::from_gguf(content)?;
-        Self::load_weights(config, content, reader, requantize).map_err(|e| e.to_string())
+        Self::load_weights(config, content, reader, requantize, Backend::new(threads))
+            .map_err(|e| e.to_string())
     }
 
     fn load_weights<R: Read + Seek>(
@@ -99,8 +108,9 @@ impl Model {
         content: &Content,
         reader: &mut R,
         requantize: bool,
+        backend: Backend,
     ) -> Result<Self> {
-        let mut loader = Loader::new(content, reader, requantize);
+        let mut loader = Loader::new(content, reader, requantize, &backend);
         let d = config.embedding;
         let (q_dim, kv_dim, ff, hd) = (
             config.q_dim(),
@@ -141,9 +151,10 @@ impl Model {
             &embedding,
             (!tied).then_some(&output),
             &layers,
-            loader.converted,
+            &loader.converted,
         );
         Ok(Self {
+            backend,
             rope: Rope::new(&config),
             config,
             embedding,
@@ -163,10 +174,15 @@ impl Model {
         self.embedding.rows()
     }
 
-    /// The weights' formats in memory, e.g. `"Q8_0 (210 matrices converted
-    /// from Q4_1 at load), 143 MB"`.
+    /// The weights' formats in memory, e.g. `"210 Q4_1, 1 Q8_0 matrices;
+    /// 96 MB"`.
     pub(crate) fn weights(&self) -> &str {
         &self.weights
+    }
+
+    /// Threads the model computes with, the caller's included.
+    pub(crate) fn threads(&self) -> usize {
+        self.backend.threads()
     }
 
     /// An empty conversation state: no tokens, an empty KV cache.
@@ -224,7 +240,10 @@ impl Model {
         let pos0 = cache.len();
         cache.reserve(pos0 + m);
         b.resize(c, self.rope.pairs(), m);
-        self.embedding.rows_into(tokens, &mut b.x)?;
+        self.embedding
+            .rows_into(tokens, &mut b.x)
+            .map_err(candle_core::Error::Msg)?;
+        let be = &self.backend;
         let pairs = self.rope.pairs();
         for i in 0..m {
             let range = i * pairs..(i + 1) * pairs;
@@ -235,9 +254,12 @@ impl Model {
         for (l, layer) in self.layers.iter().enumerate() {
             // Attention.
             norm_rows(&b.x, &layer.attn_norm, eps, &mut b.h);
-            layer.q.matmul(&b.h, m, &mut b.q)?;
-            layer.k.matmul(&b.h, m, &mut b.k)?;
-            layer.v.matmul(&b.h, m, &mut b.v)?;
+            be.matmul_many(
+                &[&layer.q, &layer.k, &layer.v],
+                &b.h,
+                m,
+                &mut [&mut b.q, &mut b.k, &mut b.v],
+            );
             for (buffer, bias) in [
                 (&mut b.q, &layer.q_bias),
                 (&mut b.k, &layer.k_bias),
@@ -271,16 +293,20 @@ impl Model {
             keys.copy_from_slice(&b.k);
             values.copy_from_slice(&b.v);
             let (keys, values) = cache.layer(l, pos0 + m);
-            attention(c, &b.q, keys, values, pos0, &mut b.att);
-            layer.o.matmul(&b.att, m, &mut b.h)?;
+            attention(be, c, &b.q, keys, values, pos0, &mut b.att);
+            be.matmul(&layer.o, &b.att, m, &mut b.h);
             add(&mut b.x, &b.h);
 
             // MLP.
             norm_rows(&b.x, &layer.ffn_norm, eps, &mut b.h);
-            layer.gate.matmul(&b.h, m, &mut b.gate)?;
-            layer.up.matmul(&b.h, m, &mut b.up)?;
+            be.matmul_many(
+                &[&layer.gate, &layer.up],
+                &b.h,
+                m,
+                &mut [&mut b.gate, &mut b.up],
+            );
             ops::silu_mul(&mut b.gate, &b.up);
-            layer.down.matmul(&b.gate, m, &mut b.h)?;
+            be.matmul(&layer.down, &b.gate, m, &mut b.h);
             add(&mut b.x, &b.h);
         }
         cache.advance(m);
@@ -289,7 +315,7 @@ impl Model {
         if let Some(logits) = logits {
             let last = &b.x[(m - 1) * d..];
             ops::rms_norm(last, &self.output_norm, eps, &mut b.h[..d]);
-            self.output.matmul(&b.h[..d], 1, logits)?;
+            be.matmul(&self.output, &b.h[..d], 1, logits);
         }
         Ok(())
     }
@@ -300,7 +326,7 @@ fn describe(
     embedding: &Matrix,
     output: Option<&Matrix>,
     layers: &[Layer],
-    converted: usize,
+    converted: &[(GgmlDType, usize)],
 ) -> String {
     let mut matrices: Vec<&Matrix> = vec![embedding];
     matrices.extend(output);
@@ -316,24 +342,23 @@ fn describe(
         ]);
     }
     let bytes: usize = matrices.iter().map(|m| m.bytes()).sum();
-    let mut counts: Vec<(GgmlDType, usize)> = Vec::new();
+    let mut counts: Vec<(Format, usize)> = Vec::new();
     for m in matrices {
-        match counts.iter_mut().find(|(t, _)| *t == m.dtype()) {
+        match counts.iter_mut().find(|(t, _)| *t == m.format()) {
             Some((_, n)) => *n += 1,
-            None => counts.push((m.dtype(), 1)),
+            None => counts.push((m.format(), 1)),
         }
     }
     counts.sort_by_key(|&(_, n)| std::cmp::Reverse(n));
     let formats = counts
         .iter()
-        .map(|(t, n)| format!("{n} {t:?}"))
+        .map(|(t, n)| format!("{n} {t}"))
         .collect::<Vec<_>>()
         .join(", ");
-    let converted = if converted > 0 {
-        format!("; {converted} converted from Q4_1 at load")
-    } else {
-        String::new()
-    };
+    let converted: String = converted
+        .iter()
+        .map(|(t, n)| format!("; {n} converted from {t:?} at load"))
+        .collect();
     format!(
         "{formats} matrices{converted}; {:.0} MB",
         bytes as f64 / 1e6
@@ -359,7 +384,15 @@ fn add(x: &mut [f32], y: &[f32]) {
 /// over the cached `keys` and `values` (positions `0..pos0 + m`), into
 /// `out` (`m × q_dim`). One task per query head and position, in
 /// parallel; each is computed the same way whatever `m` is.
-fn attention(c: &Config, q: &[f32], keys: &[f32], values: &[f32], pos0: usize, out: &mut [f32]) {
+fn attention(
+    be: &Backend,
+    c: &Config,
+    q: &[f32],
+    keys: &[f32],
+    values: &[f32],
+    pos0: usize,
+    out: &mut [f32],
+) {
     let (hd, heads, q_dim, kv_dim) = (c.head_dim, c.heads, c.q_dim(), c.kv_dim());
     let group = heads / c.kv_heads;
     // candle divides by sqrt(head_dim) as an f32 multiplication.
@@ -367,9 +400,9 @@ fn attention(c: &Config, q: &[f32], keys: &[f32], values: &[f32], pos0: usize, o
     // Each task writes its own head of one position; the locks are never
     // contended.
     let outs: Vec<Mutex<&mut [f32]>> = out.chunks_mut(hd).map(Mutex::new).collect();
-    matmul::parallel(outs.len(), |tasks| {
+    be.run(outs.len(), |task| {
         let mut scores = Vec::new();
-        for task in tasks {
+        {
             let (i, h) = (task / heads, task % heads);
             let q = &q[i * q_dim + h * hd..][..hd];
             let offset = (h / group) * hd;
