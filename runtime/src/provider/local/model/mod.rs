@@ -24,6 +24,7 @@
 //! quantisation (exactly the same formulas; candle rounds each block's
 //! scale to f16, the kernels keep it in f32); the tests compare them.
 
+mod attention;
 pub(crate) mod cache;
 pub(crate) mod config;
 mod load;
@@ -34,7 +35,6 @@ mod ops;
 mod tests;
 
 use std::io::{Read, Seek};
-use std::sync::{Mutex, PoisonError};
 
 use candle_core::Result;
 use candle_core::quantized::{GgmlDType, gguf_file::Content};
@@ -190,7 +190,8 @@ impl Model {
         State {
             cache: KvCache::new(
                 self.config.layers,
-                self.config.kv_dim(),
+                self.config.kv_heads,
+                self.config.head_dim,
                 self.config.context,
             ),
             tokens: Vec::new(),
@@ -289,11 +290,8 @@ impl Model {
                 self.rope
                     .apply(&mut b.k[i * kv_dim..(i + 1) * kv_dim], cos, sin);
             }
-            let (keys, values) = cache.slots_mut(l, pos0, m);
-            keys.copy_from_slice(&b.k);
-            values.copy_from_slice(&b.v);
-            let (keys, values) = cache.layer(l, pos0 + m);
-            attention(be, c, &b.q, keys, values, pos0, &mut b.att);
+            cache.write(l, pos0, &b.k, &b.v);
+            attention::attention(be, c, &b.q, cache.layer(l), pos0, &mut b.att);
             be.matmul(&layer.o, &b.att, m, &mut b.h);
             add(&mut b.x, &b.h);
 
@@ -378,49 +376,6 @@ fn add(x: &mut [f32], y: &[f32]) {
     for (x, y) in x.iter_mut().zip(y) {
         *x += y;
     }
-}
-
-/// Causal attention of the queries `q` (`m × q_dim`, positions `pos0..`)
-/// over the cached `keys` and `values` (positions `0..pos0 + m`), into
-/// `out` (`m × q_dim`). One task per query head and position, in
-/// parallel; each is computed the same way whatever `m` is.
-fn attention(
-    be: &Backend,
-    c: &Config,
-    q: &[f32],
-    keys: &[f32],
-    values: &[f32],
-    pos0: usize,
-    out: &mut [f32],
-) {
-    let (hd, heads, q_dim, kv_dim) = (c.head_dim, c.heads, c.q_dim(), c.kv_dim());
-    let group = heads / c.kv_heads;
-    // candle divides by sqrt(head_dim) as an f32 multiplication.
-    let scale = (1.0 / (hd as f64).sqrt()) as f32;
-    // Each task writes its own head of one position; the locks are never
-    // contended.
-    let outs: Vec<Mutex<&mut [f32]>> = out.chunks_mut(hd).map(Mutex::new).collect();
-    be.run(outs.len(), |task| {
-        let mut scores = Vec::new();
-        {
-            let (i, h) = (task / heads, task % heads);
-            let q = &q[i * q_dim + h * hd..][..hd];
-            let offset = (h / group) * hd;
-            let n = pos0 + i + 1;
-            scores.clear();
-            scores.extend(
-                keys.chunks_exact(kv_dim)
-                    .take(n)
-                    .map(|k| ops::dot(q, &k[offset..offset + hd]) * scale),
-            );
-            ops::softmax(&mut scores);
-            let mut out = outs[task].lock().unwrap_or_else(PoisonError::into_inner);
-            out.fill(0.0);
-            for (&p, v) in scores.iter().zip(values.chunks_exact(kv_dim)) {
-                ops::axpy(&mut out, p, &v[offset..offset + hd]);
-            }
-        }
-    });
 }
 
 /// The state of one conversation: the tokens read so far and their keys

@@ -1,11 +1,10 @@
 //! The forward pass's small operations on f32 rows: RMS norm, rotary
-//! embedding, softmax, SiLU, dot products.
+//! embedding, softmax, SiLU.
 //!
 //! Each does its arithmetic in the order candle's CPU kernels do (a
 //! sequential sum of squares for the norm, max-then-exp-then-divide for
 //! softmax, `x / (1 + e^-x)` for SiLU), so the model's logits stay within
-//! float rounding of candle's quantized models. Dot products keep eight
-//! partial sums, which the compiler turns into vector registers.
+//! float rounding of candle's quantized models.
 
 use super::config::{Config, RopeStyle};
 
@@ -26,34 +25,6 @@ pub(crate) fn rms_norm_pieces(x: &mut [f32], weight: &[f32], eps: f32) {
     for piece in x.chunks_exact_mut(n) {
         rms_norm(piece, weight, eps, &mut normed);
         piece.copy_from_slice(&normed);
-    }
-}
-
-/// `Σ a[i]·b[i]`, with eight partial sums.
-#[inline]
-pub(crate) fn dot(a: &[f32], b: &[f32]) -> f32 {
-    let n = a.len().min(b.len());
-    let (a, b) = (&a[..n], &b[..n]);
-    let mut acc = [0.0f32; 8];
-    let mut ca = a.chunks_exact(8);
-    let mut cb = b.chunks_exact(8);
-    for (x, y) in (&mut ca).zip(&mut cb) {
-        for i in 0..8 {
-            acc[i] += x[i] * y[i];
-        }
-    }
-    let mut tail = 0.0;
-    for (x, y) in ca.remainder().iter().zip(cb.remainder()) {
-        tail += x * y;
-    }
-    ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7])) + tail
-}
-
-/// `y += a·x`.
-#[inline]
-pub(crate) fn axpy(y: &mut [f32], a: f32, x: &[f32]) {
-    for (y, &x) in y.iter_mut().zip(x) {
-        *y += a * x;
     }
 }
 
@@ -149,11 +120,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn dot_matches_a_plain_sum_and_softmax_sums_to_one() {
-        let a: Vec<f32> = (0..19).map(|i| i as f32 * 0.5).collect();
-        let b: Vec<f32> = (0..19).map(|i| 1.0 - i as f32 * 0.1).collect();
-        let plain: f32 = a.iter().zip(&b).map(|(x, y)| x * y).sum();
-        assert!((dot(&a, &b) - plain).abs() < 1e-4);
+    fn softmax_sums_to_one_and_gives_minus_infinity_no_weight() {
         let mut xs = vec![1.0, 2.0, 3.0, f32::NEG_INFINITY];
         softmax(&mut xs);
         assert!((xs.iter().sum::<f32>() - 1.0).abs() < 1e-6);

@@ -1,0 +1,243 @@
+//! Causal attention over the KV cache, for a chunk of query positions.
+//!
+//! The work is split in tasks of one key/value head and up to
+//! [`POSITIONS`] query positions: the query heads sharing that key/value
+//! head at those positions, taken [`R`] at a time. For each group of
+//! queries, the scores of [`KEY_BLOCK`] consecutive keys are computed
+//! together from the transposed keys ([`LayerView`]): per dimension one
+//! load of sixteen keys and one multiply–add per query. The values are
+//! summed the same way, sixteen dimensions and `R` queries at a time.
+//!
+//! Every score is `Σ_d q[d]·k[d]` summed over `d` in order, and every
+//! output `Σ_j p_j·v_j[d]` over the keys in order, whatever the number of
+//! queries in the chunk: a position's attention is the same floats
+//! whether it is read in a long prompt or on its own, so a reply does not
+//! depend on how much of its prompt came from the cache. Keys past a
+//! query's own position are scored with the others of their block and
+//! given weight 0, which adds exactly nothing.
+//!
+//! With AVX2 and FMA (detected at run time) the loops are compiled for
+//! them and each multiply–add is fused; elsewhere they are plain Rust.
+
+use std::cell::RefCell;
+use std::sync::{Mutex, PoisonError};
+
+use super::cache::{KEY_BLOCK, LayerView};
+use super::config::Config;
+use super::matmul::Backend;
+use super::ops;
+
+/// Query positions per task.
+const POSITIONS: usize = 4;
+
+/// Queries scored together against each block of keys.
+const R: usize = 4;
+
+/// Dimensions of the values summed together.
+const DIMS: usize = 16;
+
+thread_local! {
+    /// Each thread's scores: `R × keys`.
+    static SCORES: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+}
+
+/// One query: a head of one position.
+#[derive(Clone, Copy)]
+struct Query<'a> {
+    q: &'a [f32],
+    /// Keys it attends to: its position + 1.
+    keys: usize,
+    /// Its index among the outputs (`position × heads + head`).
+    out: usize,
+}
+
+/// `out = softmax(q·kᵀ·scale)·v` for the queries `q` (`m × q_dim`, at
+/// positions `pos0..pos0 + m`) over the keys and values of positions
+/// `0..pos0 + m` in `kv`, into `out` (`m × q_dim`).
+pub(crate) fn attention(
+    backend: &Backend,
+    c: &Config,
+    q: &[f32],
+    kv: LayerView<'_>,
+    pos0: usize,
+    out: &mut [f32],
+) {
+    let (hd, heads, kv_heads) = (c.head_dim, c.heads, c.kv_heads);
+    let (q_dim, group) = (c.q_dim(), heads / kv_heads);
+    let m = q.len() / q_dim;
+    // candle divides by sqrt(head_dim) as an f32 multiplication.
+    let scale = (1.0 / (hd as f64).sqrt()) as f32;
+    let fused = fma_available();
+    // Each output is written by the one task that owns its query; the
+    // locks are never contended.
+    let outs: Vec<Mutex<&mut [f32]>> = out.chunks_mut(hd).map(Mutex::new).collect();
+    let blocks = m.div_ceil(POSITIONS);
+    backend.run(kv_heads * blocks, |task| {
+        let (g, block) = (task % kv_heads, task / kv_heads);
+        let positions = block * POSITIONS..((block + 1) * POSITIONS).min(m);
+        let queries: Vec<Query<'_>> = positions
+            .flat_map(|i| {
+                (g * group..(g + 1) * group).map(move |h| Query {
+                    q: &q[i * q_dim + h * hd..][..hd],
+                    keys: pos0 + i + 1,
+                    out: i * heads + h,
+                })
+            })
+            .collect();
+        let mut outputs = vec![0.0f32; R * hd];
+        SCORES.with(|scores| {
+            let mut scores = scores.borrow_mut();
+            for group in queries.chunks(R) {
+                let keys = group.iter().map(|q| q.keys).max().unwrap_or(0);
+                let width = keys.next_multiple_of(KEY_BLOCK);
+                scores.resize(R * width, 0.0);
+                let outputs = &mut outputs[..group.len() * hd];
+                attend(
+                    fused,
+                    group,
+                    kv,
+                    g * hd,
+                    hd,
+                    scale,
+                    width,
+                    &mut scores,
+                    outputs,
+                );
+                for (query, o) in group.iter().zip(outputs.chunks_exact(hd)) {
+                    outs[query.out]
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .copy_from_slice(o);
+                }
+            }
+        });
+    });
+}
+
+/// Whether the fused AVX2 loops run on this CPU.
+fn fma_available() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// Attention of up to [`R`] queries of one key/value head (its
+/// dimensions start at `offset` in a position's keys and values) into
+/// `out` (`queries × hd`). `scores` has room for `R × width` floats.
+#[allow(clippy::too_many_arguments)]
+fn attend(
+    fused: bool,
+    queries: &[Query<'_>],
+    kv: LayerView<'_>,
+    offset: usize,
+    hd: usize,
+    scale: f32,
+    width: usize,
+    scores: &mut [f32],
+    out: &mut [f32],
+) {
+    #[cfg(target_arch = "x86_64")]
+    if fused {
+        // SAFETY: `fused` is true only when the CPU has AVX2 and FMA
+        // (`fma_available`).
+        unsafe { attend_avx2(queries, kv, offset, hd, scale, width, scores, out) };
+        return;
+    }
+    let _ = fused;
+    attend_body::<false>(queries, kv, offset, hd, scale, width, scores, out);
+}
+
+/// [`attend_body`] compiled for AVX2 and FMA.
+///
+/// # Safety
+/// The CPU must have AVX2 and FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn attend_avx2(
+    queries: &[Query<'_>],
+    kv: LayerView<'_>,
+    offset: usize,
+    hd: usize,
+    scale: f32,
+    width: usize,
+    scores: &mut [f32],
+    out: &mut [f32],
+) {
+    attend_body::<true>(queries, kv, offset, hd, scale, width, scores, out);
+}
+
+/// `a·b + c`, fused when `FUSED`.
+#[inline(always)]
+fn madd<const FUSED: bool>(a: f32, b: f32, c: f32) -> f32 {
+    if FUSED { a.mul_add(b, c) } else { a * b + c }
+}
+
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn attend_body<const FUSED: bool>(
+    queries: &[Query<'_>],
+    kv: LayerView<'_>,
+    offset: usize,
+    hd: usize,
+    scale: f32,
+    width: usize,
+    scores: &mut [f32],
+    out: &mut [f32],
+) {
+    let n = queries.len();
+    let stride = kv.stride;
+    let kv_dim = kv.values.len() / stride;
+    // Scores, KEY_BLOCK keys at a time for all the queries.
+    for j0 in (0..width).step_by(KEY_BLOCK) {
+        let mut acc = [[0.0f32; KEY_BLOCK]; R];
+        for d in 0..hd {
+            let start = (offset + d) * stride + j0;
+            let keys = &kv.keys[start..start + KEY_BLOCK];
+            for (acc, query) in acc.iter_mut().zip(queries) {
+                let q = query.q[d];
+                for (a, &k) in acc.iter_mut().zip(keys) {
+                    *a = madd::<FUSED>(q, k, *a);
+                }
+            }
+        }
+        for (r, acc) in acc.iter().enumerate().take(n) {
+            for (s, a) in scores[r * width + j0..][..KEY_BLOCK].iter_mut().zip(acc) {
+                *s = a * scale;
+            }
+        }
+    }
+    // Softmax over each query's own keys; weight 0 past them.
+    for (r, query) in queries.iter().enumerate() {
+        let row = &mut scores[r * width..(r + 1) * width];
+        let (own, past) = row.split_at_mut(query.keys);
+        ops::softmax(own);
+        past.fill(0.0);
+    }
+    // Values, DIMS dimensions at a time for all the queries.
+    let keys = queries.iter().map(|q| q.keys).max().unwrap_or(0);
+    let mut d0 = 0;
+    while d0 < hd {
+        let dims = DIMS.min(hd - d0);
+        let mut acc = [[0.0f32; DIMS]; R];
+        for j in 0..keys {
+            let start = j * kv_dim + offset + d0;
+            let v = &kv.values[start..start + dims];
+            for (r, acc) in acc.iter_mut().enumerate().take(n) {
+                let p = scores[r * width + j];
+                for (a, &v) in acc.iter_mut().zip(v) {
+                    *a = madd::<FUSED>(p, v, *a);
+                }
+            }
+        }
+        for (r, acc) in acc.iter().enumerate().take(n) {
+            out[r * hd + d0..r * hd + d0 + dims].copy_from_slice(&acc[..dims]);
+        }
+        d0 += dims;
+    }
+}
