@@ -152,7 +152,11 @@ fn attend(
     attend_body::<false>(queries, kv, offset, hd, scale, width, scores, out);
 }
 
-/// [`attend_body`] compiled for AVX2 and FMA.
+/// [`attend_body::<true>`] with AVX2 intrinsics: the same fused
+/// multiply–adds in the same order, so the same floats, with the
+/// accumulators of four queries × sixteen keys (or dimensions) in eight
+/// registers. Heads whose width is not a multiple of sixteen take
+/// [`attend_body`].
 ///
 /// # Safety
 /// The CPU must have AVX2 and FMA.
@@ -169,7 +173,85 @@ unsafe fn attend_avx2(
     scores: &mut [f32],
     out: &mut [f32],
 ) {
-    attend_body::<true>(queries, kv, offset, hd, scale, width, scores, out);
+    use std::arch::x86_64::{
+        __m256, _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_mul_ps, _mm256_set1_ps, _mm256_setzero_ps,
+        _mm256_storeu_ps,
+    };
+    let n = queries.len();
+    if n == 0 || !hd.is_multiple_of(DIMS) {
+        return attend_body::<true>(queries, kv, offset, hd, scale, width, scores, out);
+    }
+    // Missing queries repeat the last one; their results are dropped.
+    let qs: [&[f32]; R] = std::array::from_fn(|r| &queries[r.min(n - 1)].q[..hd]);
+    let stride = kv.stride;
+    let kv_dim = kv.values.len() / stride;
+    let scale = _mm256_set1_ps(scale);
+    for j0 in (0..width).step_by(KEY_BLOCK) {
+        let mut acc: [__m256; 2 * R] = [_mm256_setzero_ps(); 2 * R];
+        for d in 0..hd {
+            let start = (offset + d) * stride + j0;
+            let keys = &kv.keys[start..start + KEY_BLOCK];
+            // SAFETY: `keys` holds 16 floats: two unaligned loads of 8.
+            let (k0, k1) = unsafe {
+                (
+                    _mm256_loadu_ps(keys.as_ptr()),
+                    _mm256_loadu_ps(keys.as_ptr().add(8)),
+                )
+            };
+            for (r, q) in qs.iter().enumerate() {
+                let q = _mm256_set1_ps(q[d]);
+                acc[2 * r] = _mm256_fmadd_ps(q, k0, acc[2 * r]);
+                acc[2 * r + 1] = _mm256_fmadd_ps(q, k1, acc[2 * r + 1]);
+            }
+        }
+        for r in 0..n {
+            let row = &mut scores[r * width + j0..r * width + j0 + KEY_BLOCK];
+            // SAFETY: `row` holds 16 floats: two unaligned stores of 8.
+            unsafe {
+                _mm256_storeu_ps(row.as_mut_ptr(), _mm256_mul_ps(acc[2 * r], scale));
+                _mm256_storeu_ps(
+                    row.as_mut_ptr().add(8),
+                    _mm256_mul_ps(acc[2 * r + 1], scale),
+                );
+            }
+        }
+    }
+    for (r, query) in queries.iter().enumerate() {
+        let row = &mut scores[r * width..(r + 1) * width];
+        let (own, past) = row.split_at_mut(query.keys);
+        ops::softmax(own);
+        past.fill(0.0);
+    }
+    let keys = queries.iter().map(|q| q.keys).max().unwrap_or(0);
+    let rows: [&[f32]; R] =
+        std::array::from_fn(|r| &scores[r.min(n - 1) * width..r.min(n - 1) * width + keys]);
+    for d0 in (0..hd).step_by(DIMS) {
+        let mut acc: [__m256; 2 * R] = [_mm256_setzero_ps(); 2 * R];
+        for j in 0..keys {
+            let start = j * kv_dim + offset + d0;
+            let v = &kv.values[start..start + DIMS];
+            // SAFETY: `v` holds 16 floats: two unaligned loads of 8.
+            let (v0, v1) = unsafe {
+                (
+                    _mm256_loadu_ps(v.as_ptr()),
+                    _mm256_loadu_ps(v.as_ptr().add(8)),
+                )
+            };
+            for (r, row) in rows.iter().enumerate() {
+                let p = _mm256_set1_ps(row[j]);
+                acc[2 * r] = _mm256_fmadd_ps(p, v0, acc[2 * r]);
+                acc[2 * r + 1] = _mm256_fmadd_ps(p, v1, acc[2 * r + 1]);
+            }
+        }
+        for r in 0..n {
+            let o = &mut out[r * hd + d0..r * hd + d0 + DIMS];
+            // SAFETY: `o` holds 16 floats: two unaligned stores of 8.
+            unsafe {
+                _mm256_storeu_ps(o.as_mut_ptr(), acc[2 * r]);
+                _mm256_storeu_ps(o.as_mut_ptr().add(8), acc[2 * r + 1]);
+            }
+        }
+    }
 }
 
 /// `a·b + c`, fused when `FUSED`.
@@ -239,5 +321,83 @@ fn attend_body<const FUSED: bool>(
             out[r * hd + d0..r * hd + d0 + dims].copy_from_slice(&acc[..dims]);
         }
         d0 += dims;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Keys and values of `n` positions of 2 heads of `hd`, transposed
+    /// as the cache keeps them, and 4 queries of head 1 at the last
+    /// positions.
+    fn case(hd: usize, n: usize) -> (Vec<f32>, Vec<f32>, usize, Vec<f32>) {
+        let mut rng = fastrand::Rng::with_seed(hd as u64 * 1000 + n as u64);
+        let stride = n.next_multiple_of(KEY_BLOCK);
+        let keys: Vec<f32> = (0..2 * hd * stride)
+            .map(|_| rng.f32() * 2.0 - 1.0)
+            .collect();
+        let values: Vec<f32> = (0..stride * 2 * hd)
+            .map(|_| rng.f32() * 2.0 - 1.0)
+            .collect();
+        let qs: Vec<f32> = (0..4 * hd).map(|_| rng.f32() * 4.0 - 2.0).collect();
+        (keys, values, stride, qs)
+    }
+
+    fn run(kernel: &str, hd: usize, n: usize, queries: usize) -> Vec<f32> {
+        let (keys, values, stride, qs) = case(hd, n);
+        let kv = LayerView {
+            keys: &keys,
+            stride,
+            values: &values,
+        };
+        let queries: Vec<Query<'_>> = (0..queries)
+            .map(|r| Query {
+                q: &qs[r * hd..(r + 1) * hd],
+                keys: n - r,
+                out: r,
+            })
+            .collect();
+        let width = n.next_multiple_of(KEY_BLOCK);
+        let mut scores = vec![0.0; R * width];
+        let mut out = vec![0.0; queries.len() * hd];
+        let scale = 0.125;
+        match kernel {
+            "portable" => {
+                attend_body::<false>(&queries, kv, hd, hd, scale, width, &mut scores, &mut out)
+            }
+            "fused" => {
+                attend_body::<true>(&queries, kv, hd, hd, scale, width, &mut scores, &mut out)
+            }
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: the test calls this only when the CPU has AVX2 and FMA.
+            "avx2" => unsafe {
+                attend_avx2(&queries, kv, hd, hd, scale, width, &mut scores, &mut out)
+            },
+            _ => unreachable!("no kernel {kernel}"),
+        }
+        out
+    }
+
+    #[test]
+    fn the_kernels_agree_and_a_query_gets_the_same_floats_alone_or_with_others() {
+        for (hd, n) in [(64, 37), (32, 16), (128, 300), (24, 9)] {
+            let portable = run("portable", hd, n, 4);
+            let fused = run("fused", hd, n, 4);
+            let worst = portable
+                .iter()
+                .zip(&fused)
+                .map(|(a, b)| (a - b).abs())
+                .fold(0.0f32, f32::max);
+            assert!(worst < 1e-5, "hd {hd}, {n} keys: {worst}");
+            // One query alone, three together: the same floats as four.
+            assert_eq!(run("fused", hd, n, 1), fused[..hd]);
+            assert_eq!(run("fused", hd, n, 3), fused[..3 * hd]);
+            if fma_available() {
+                assert_eq!(run("avx2", hd, n, 4), fused, "hd {hd}, {n} keys");
+                assert_eq!(run("avx2", hd, n, 1), fused[..hd]);
+                assert_eq!(run("avx2", hd, n, 2), fused[..2 * hd]);
+            }
+        }
     }
 }
