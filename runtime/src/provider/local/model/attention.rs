@@ -31,7 +31,7 @@ use super::ops;
 const POSITIONS: usize = 4;
 
 /// Queries scored together against each block of keys.
-const R: usize = 4;
+const R: usize = 6;
 
 /// Dimensions of the values summed together.
 const DIMS: usize = 16;
@@ -153,8 +153,8 @@ fn attend(
 }
 
 /// [`attend_body::<true>`] with AVX2 intrinsics: the same fused
-/// multiply–adds in the same order, with the accumulators of four
-/// queries × sixteen keys (or dimensions) in eight registers, and a
+/// multiply–adds in the same order, with the accumulators of six
+/// queries × sixteen keys (or dimensions) in twelve registers, and a
 /// vectorised softmax ([`softmax_avx2`]). Heads whose width is not a
 /// multiple of sixteen take [`attend_body`].
 ///
