@@ -74,6 +74,7 @@ mod error;
 pub mod local;
 pub mod openai;
 mod request;
+pub(crate) use request::parse as parse_body;
 pub mod settings;
 mod sse;
 mod stream;

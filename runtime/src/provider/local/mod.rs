@@ -162,6 +162,25 @@ pub struct PromptCache {
     pub evaluated: usize,
     /// Tokens in the cache when the reply ended: the prompt and the reply.
     pub held: usize,
+    /// From the request to the logits of its first token: rendering and
+    /// tokenizing the prompt, and reading the `evaluated` tokens.
+    pub prompt_time: Duration,
+    /// Tokens generated (the stop token included).
+    pub generated: usize,
+    /// From the first token's logits to the end of the reply.
+    pub generation_time: Duration,
+}
+
+impl PromptCache {
+    /// Prompt tokens read per second.
+    pub fn prefill_rate(&self) -> f64 {
+        self.evaluated as f64 / self.prompt_time.as_secs_f64().max(1e-9)
+    }
+
+    /// Tokens generated per second.
+    pub fn decode_rate(&self) -> f64 {
+        self.generated as f64 / self.generation_time.as_secs_f64().max(1e-9)
+    }
 }
 
 /// The embedded model as a [`Provider`]. Cheap to clone; clones share the
@@ -617,10 +636,14 @@ impl Inner {
             }
             logits = self.model.forward(&mut state, &[next])?;
         };
+        let completion = generated.len() + usize::from(ended_by_token);
         let cache = PromptCache {
             reused,
             evaluated: prompt.len() - reused,
             held: state.tokens().len(),
+            prompt_time,
+            generated: completion,
+            generation_time: started.elapsed().saturating_sub(prompt_time),
         };
         let cache_bytes = state.cache_bytes();
         drop(state);
@@ -637,9 +660,6 @@ impl Inner {
             _ if cut_in_call => FinishReason::Length,
             other => other,
         };
-        let completion = generated.len() + usize::from(ended_by_token);
-        let total = started.elapsed();
-        let gen_time = total.saturating_sub(prompt_time);
         tracing::debug!(
             target: "foveal::provider",
             prompt_tokens = prompt.len(),
@@ -647,9 +667,8 @@ impl Inner {
             new_tokens = cache.evaluated,
             completion_tokens = completion,
             prompt_ms = prompt_time.as_millis() as u64,
-            prefill_tokens_per_second =
-                cache.evaluated as f64 / prompt_time.as_secs_f64().max(1e-9),
-            tokens_per_second = completion as f64 / gen_time.as_secs_f64().max(1e-9),
+            prefill_tokens_per_second = cache.prefill_rate(),
+            tokens_per_second = cache.decode_rate(),
             cached_tokens = cache.held,
             cache_mb = cache_bytes as f64 / 1e6,
             "local model reply"

@@ -628,13 +628,14 @@ async fn a_follow_up_reads_only_its_new_tokens_and_replies_as_a_cold_run_would()
     };
     let reply = provider.stream(&first).collect().await.unwrap();
     let first_ids = prompt_ids(provider, &first);
+    let cache = provider.last_prompt_cache().unwrap();
     assert_eq!(
-        provider.last_prompt_cache(),
-        Some(PromptCache {
-            reused: 0,
-            evaluated: first_ids.len(),
-            held: held_tokens(provider).len(),
-        })
+        (cache.reused, cache.evaluated, cache.held),
+        (0, first_ids.len(), held_tokens(provider).len())
+    );
+    assert_eq!(
+        cache.generated as u64,
+        reply.usage.unwrap().completion_tokens
     );
     let held = held_tokens(provider);
     assert!(held.starts_with(&first_ids) && held.len() > first_ids.len());
