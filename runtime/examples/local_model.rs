@@ -1,14 +1,14 @@
 //! Measures the embedded local model: load time, prompt reading and
-//! generation speed, with the weights as loaded by default (Q8_0 where the
-//! CPU has AVX2 and FMA) or as in the file.
+//! generation speed, with the weights as in the file (the default) or
+//! converted to Q8_0 at load.
 //!
 //! ```sh
 //! scripts/fetch-model
 //! cargo run --release -p foveal --example local_model            # default
-//! cargo run --release -p foveal --example local_model -- --as-file
+//! cargo run --release -p foveal --example local_model -- --q8
 //! ```
 //!
-//! Options: `--as-file` keeps the file's Q4_1 weights, `--threads N` sets
+//! Options: `--q8` converts the file's Q4_1 weights to Q8_0, `--threads N` sets
 //! the model's threads (default: every CPU), `--tokens N`
 //! sets the reply's length (default 128), `--runs N` repeats it (default
 //! 3), `--notes N` puts N lines of notes (about 12 tokens each) in the
@@ -33,8 +33,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .unwrap_or(default)
     };
     let options = LoadOptions {
-        requantize: if args.iter().any(|a| a == "--as-file") {
-            Requantize::Never
+        requantize: if args.iter().any(|a| a == "--q8") {
+            Requantize::Always
         } else {
             Requantize::Auto
         },

@@ -109,6 +109,12 @@ pub const MODEL_SHA256: &str = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc7
 /// The model's name in request bodies when the request names none.
 pub const MODEL_NAME: &str = "SmolLM2-135M-Instruct";
 
+/// The most tokens (prompt and reply) the embedded model is given, even
+/// when its file was trained for more: the KV cache keeps 46 KB of f32
+/// keys and values per token for SmolLM2-135M, so 4096 tokens hold
+/// 189 MB, and a prompt's attention grows with the square of its length.
+pub const MAX_CONTEXT: usize = 4096;
+
 /// New tokens when the request does not set `max_tokens`.
 pub const DEFAULT_MAX_TOKENS: u32 = 256;
 
@@ -314,7 +320,7 @@ impl LocalProvider {
         let threads = options.threads.unwrap_or_else(default_threads).max(1);
         let model = Model::load(&content, &mut file, requantize, threads).map_err(load_error)?;
         drop(content);
-        let context = model.config().context;
+        let context = model.config().context.min(MAX_CONTEXT);
         let weights = model.weights().to_owned();
         let state = model.state();
         let stop = tokenizer.stop_tokens();
