@@ -351,7 +351,7 @@ impl TextDecoder {
 
 /// GPT-2's byte-level alphabet, reversed: the character a byte is written
 /// as in the vocabulary → the byte.
-fn unicode_to_byte() -> HashMap<char, u8> {
+pub(crate) fn unicode_to_byte() -> HashMap<char, u8> {
     let printable = |b: u8| (b'!'..=b'~').contains(&b) || (0xA1..=0xAC).contains(&b) || b >= 0xAE;
     let mut map = HashMap::with_capacity(256);
     let mut shifted = 0u32;

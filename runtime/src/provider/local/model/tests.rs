@@ -44,6 +44,10 @@ struct Tiny {
     /// bits (candle rounding each block's scale to f16, the kernels
     /// keeping it in f32), and random weights amplify that.
     matrices: GgmlDType,
+    /// Output rows of zeros for every token but the ASCII letters and the
+    /// space (byte-level token ids = bytes), so that greedy replies are
+    /// plain text.
+    letters_only: bool,
 }
 
 const QWEN2: Tiny = Tiny {
@@ -59,6 +63,7 @@ const QWEN2: Tiny = Tiny {
     biases: true,
     qk_norms: false,
     matrices: GgmlDType::F16,
+    letters_only: false,
 };
 
 /// Qwen3 with heads wider than `embedding / heads` (as Qwen3-0.6B has),
@@ -76,11 +81,17 @@ const QWEN3: Tiny = Tiny {
     biases: false,
     qk_norms: true,
     matrices: GgmlDType::F16,
+    letters_only: false,
 };
 
 /// A GGUF file of `tiny`'s shape with random matrices and F32 vectors
 /// (a few hundred KB), seeded by `seed`.
 fn tiny_gguf(tiny: Tiny, seed: u64) -> Vec<u8> {
+    tiny_gguf_with(tiny, seed, Vec::new())
+}
+
+/// [`tiny_gguf`] with more metadata (a tokenizer, a chat template).
+fn tiny_gguf_with(tiny: Tiny, seed: u64, extra: Vec<(String, Value)>) -> Vec<u8> {
     let mut rng = fastrand::Rng::with_seed(seed);
     let mut random = |n: usize, center: f32, spread: f32| -> Vec<f32> {
         (0..n)
@@ -112,7 +123,15 @@ fn tiny_gguf(tiny: Tiny, seed: u64) -> Vec<u8> {
             "output.weight".into(),
             tiny.vocab,
             d,
-            random(tiny.vocab * d, 0.0, w(d)),
+            random(tiny.vocab * d, 0.0, w(d))
+                .chunks(d)
+                .enumerate()
+                .flat_map(|(token, row)| {
+                    let letter = token < 128 && (token as u8).is_ascii_alphabetic() || token == 32;
+                    let keep = !tiny.letters_only || letter;
+                    row.iter().map(move |&x| if keep { x } else { 0.0 })
+                })
+                .collect(),
         );
     }
     vector(
@@ -219,6 +238,7 @@ fn tiny_gguf(tiny: Tiny, seed: u64) -> Vec<u8> {
             Value::U32(hd as u32),
         ));
     }
+    metadata.extend(extra);
     let metadata: Vec<(&str, &Value)> = metadata.iter().map(|(k, v)| (k.as_str(), v)).collect();
     let tensors: Vec<(&str, &QTensor)> = tensors.iter().map(|(k, v)| (k.as_str(), v)).collect();
     let mut file = Cursor::new(Vec::new());
@@ -705,4 +725,182 @@ fn matrices_in_formats_without_kernels_are_converted_to_q8_0_at_load() {
     let theirs = Reference::forward(&mut reference, prompt, 0);
     let diff = relative_diff(&ours, &theirs);
     assert!(diff < 0.05, "logits differ by {diff} of the largest");
+}
+
+// --- a tiny Qwen2.5 file with its tokenizer and chat template -------------
+
+/// Qwen's special tokens after the 256 byte tokens, with their GGUF token
+/// types (3 control, 4 user-defined).
+const QWEN_SPECIALS: [(&str, i32); 7] = [
+    ("<|endoftext|>", 3),
+    ("<|im_start|>", 3),
+    ("<|im_end|>", 3),
+    ("<tool_call>", 4),
+    ("</tool_call>", 4),
+    ("<tool_response>", 4),
+    ("</tool_response>", 4),
+];
+
+/// A Qwen2 GGUF file of random F16 weights (a few hundred KB) whose
+/// tokenizer has the 256 byte-level tokens and Qwen's special tokens (no
+/// merges: a token per byte), `tokenizer.ggml.pre = "qwen2"`, and Qwen2.5's
+/// real chat template.
+fn tiny_qwen_file(dir: &std::path::Path) -> (std::path::PathBuf, Vec<u8>) {
+    let mut alphabet: Vec<(u8, char)> = crate::provider::local::tokenizer::unicode_to_byte()
+        .into_iter()
+        .map(|(c, b)| (b, c))
+        .collect();
+    alphabet.sort();
+    let mut tokens: Vec<Value> = alphabet
+        .iter()
+        .map(|(_, c)| Value::String(c.to_string()))
+        .collect();
+    let mut types = vec![Value::I32(1); tokens.len()];
+    for (t, ty) in QWEN_SPECIALS {
+        tokens.push(Value::String(t.to_owned()));
+        types.push(Value::I32(ty));
+    }
+    let vocab = tokens.len();
+    let extra = vec![
+        (
+            "tokenizer.ggml.model".to_owned(),
+            Value::String("gpt2".into()),
+        ),
+        (
+            "tokenizer.ggml.pre".to_owned(),
+            Value::String("qwen2".into()),
+        ),
+        ("tokenizer.ggml.tokens".to_owned(), Value::Array(tokens)),
+        ("tokenizer.ggml.token_type".to_owned(), Value::Array(types)),
+        ("tokenizer.ggml.merges".to_owned(), Value::Array(Vec::new())),
+        ("tokenizer.ggml.bos_token_id".to_owned(), Value::U32(256)),
+        ("tokenizer.ggml.eos_token_id".to_owned(), Value::U32(258)),
+        (
+            "tokenizer.chat_template".to_owned(),
+            Value::String(crate::provider::local::template_tests::QWEN25_TEMPLATE.to_owned()),
+        ),
+    ];
+    let tiny = Tiny {
+        vocab,
+        letters_only: true,
+        ..QWEN2
+    };
+    let bytes = tiny_gguf_with(tiny, 21, extra);
+    let path = dir.join("tiny-qwen2.5.gguf");
+    std::fs::write(&path, &bytes).unwrap();
+    (path, bytes)
+}
+
+/// candle's `quantized_qwen2` on `bytes`, greedy with the provider's
+/// repeat penalty, from `prompt` until a stop token or `max` tokens.
+fn candle_qwen2_reply(bytes: &[u8], prompt: &[u32], stop: &[u32], max: usize) -> Vec<u32> {
+    let (content, mut reader) = content(bytes);
+    let mut reference =
+        quantized_qwen2::ModelWeights::from_gguf(content, &mut reader, &Device::Cpu).unwrap();
+    let mut logits = Reference::forward(&mut reference, prompt, 0);
+    let mut generated = Vec::new();
+    while generated.len() < max {
+        let mut scores = Tensor::from_vec(logits.clone(), logits.len(), &Device::Cpu).unwrap();
+        if !generated.is_empty() {
+            let recent = &generated[generated.len().saturating_sub(64)..];
+            scores =
+                candle_transformers::utils::apply_repeat_penalty(&scores, 1.1, recent).unwrap();
+        }
+        let next = argmax(&to_vec(&scores));
+        if stop.contains(&next) {
+            break;
+        }
+        generated.push(next);
+        logits = Reference::forward(&mut reference, &[next], prompt.len() + generated.len() - 1);
+    }
+    generated
+}
+
+#[tokio::test]
+async fn a_tiny_qwen_file_runs_with_its_own_template_and_tokenizer_and_replies_as_candle_does() {
+    use crate::provider::{ChatRequest, LocalProvider, Message, Provider};
+
+    let dir = tempfile::tempdir().unwrap();
+    let (path, bytes) = tiny_qwen_file(dir.path());
+    assert!(bytes.len() < 1024 * 1024, "{} bytes", bytes.len());
+    let provider = LocalProvider::open(&path).unwrap();
+    assert_eq!(provider.summary().architecture, "qwen2");
+    assert!(
+        provider.describe().starts_with("embedded qwen2 model"),
+        "{}",
+        provider.describe()
+    );
+
+    // Qwen2.5's template: its default system message, ChatML turns.
+    let first = ChatRequest {
+        max_tokens: Some(12),
+        ..ChatRequest::new(vec![Message::user("Hi, what is 2+2?")])
+    };
+    let text = provider.render(&first).unwrap();
+    assert_eq!(
+        text,
+        "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n<|im_start|>user\nHi, what is 2+2?<|im_end|>\n<|im_start|>assistant\n"
+    );
+    let ids = |request: &ChatRequest| {
+        let rendered = provider.inner.template.render(request).unwrap();
+        provider
+            .inner
+            .tokenizer
+            .encode_pieces(&rendered.pieces)
+            .unwrap()
+    };
+    let first_ids = ids(&first);
+    // One token per byte of text, one per special token.
+    assert_eq!(first_ids[0], 257, "<|im_start|>");
+    let plain = text.replace("<|im_start|>", "").replace("<|im_end|>", "");
+    assert_eq!(
+        first_ids.len(),
+        plain.len() + text.matches("<|im_").count(),
+        "{first_ids:?}"
+    );
+
+    let stop = provider.inner.stop.clone();
+    let reply = provider.stream(&first).collect().await.unwrap();
+    let theirs = candle_qwen2_reply(&bytes, &first_ids, &stop, 12);
+    assert_eq!(reply.text, provider.inner.tokenizer.decode(&theirs));
+    let cache = provider.last_prompt_cache().unwrap();
+    assert_eq!((cache.reused, cache.evaluated), (0, first_ids.len()));
+
+    // The follow-up reads only what the cache does not hold, and replies
+    // as candle does from scratch.
+    let second = ChatRequest {
+        max_tokens: Some(12),
+        ..ChatRequest::new(vec![
+            Message::user("Hi, what is 2+2?"),
+            Message::assistant(reply.text.clone()),
+            Message::user("And 3+3?"),
+        ])
+    };
+    let held = provider.inner.state.lock().unwrap().tokens().to_vec();
+    let second_ids = ids(&second);
+    let shared = held
+        .iter()
+        .zip(&second_ids)
+        .take_while(|(a, b)| a == b)
+        .count();
+    assert!(
+        !reply.text.is_empty() && reply.text.is_ascii(),
+        "{:?}",
+        reply.text
+    );
+    assert_eq!(shared, held.len(), "the whole first prompt and reply");
+    let warm = provider.stream(&second).collect().await.unwrap();
+    let cache = provider.last_prompt_cache().unwrap();
+    assert_eq!(cache.reused, shared);
+    // `<|im_end|>\n<|im_start|>user\nAnd 3+3?<|im_end|>\n<|im_start|>assistant\n`
+    assert_eq!(cache.evaluated, second_ids.len() - shared);
+    assert_eq!(
+        cache.evaluated,
+        1 + 1 + 1 + "user\nAnd 3+3?".len() + 1 + 1 + 1 + "assistant\n".len()
+    );
+    let theirs = candle_qwen2_reply(&bytes, &second_ids, &stop, 12);
+    assert_eq!(warm.text, provider.inner.tokenizer.decode(&theirs));
+    provider.clear_cache();
+    let cold = provider.stream(&second).collect().await.unwrap();
+    assert_eq!(cold.text, warm.text);
 }
