@@ -228,6 +228,11 @@ pub struct CycleSummary {
     pub prompt_tokens: u32,
     /// The reply's tokens, as the provider reported them.
     pub completion_tokens: Option<u64>,
+    /// The prompt's tokens as the provider counted them: how many it
+    /// reused from its cache (the embedded model's KV cache kept from the
+    /// request before; a server's prompt cache) and how many it read.
+    /// `None` when the provider reported no usage.
+    pub prompt_cache: Option<PromptCacheUse>,
     /// The share of the budget the prompt used, 0–100.
     pub usage_percent: Option<u8>,
     /// The tools called.
@@ -238,6 +243,15 @@ pub struct CycleSummary {
     pub error: Option<String>,
     /// Its pattern.
     pub pattern: ExecutionPattern,
+}
+
+/// How a cycle's prompt used the provider's cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct PromptCacheUse {
+    /// Prompt tokens reused from the cache.
+    pub reused_tokens: u64,
+    /// Prompt tokens read anew.
+    pub new_tokens: u64,
 }
 
 /// How a turn ended.
@@ -807,6 +821,7 @@ impl Agent {
             memex_generation: snapshot.generation(),
             prompt_tokens: 0,
             completion_tokens: None,
+            prompt_cache: None,
             usage_percent: None,
             tool_calls: Vec::new(),
             phases: Phases::default(),
@@ -961,6 +976,10 @@ impl Agent {
             },
         };
         summary.completion_tokens = reply.usage.map(|u| u.completion_tokens);
+        summary.prompt_cache = reply.usage.map(|u| PromptCacheUse {
+            reused_tokens: u.cached_tokens,
+            new_tokens: u.prompt_tokens.saturating_sub(u.cached_tokens),
+        });
         self.costs.add(usage);
 
         // Act. What the model wrote is recorded (and so replayed) only if

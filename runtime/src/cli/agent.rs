@@ -425,11 +425,18 @@ pub fn status(config: &Config, json: bool) -> anyhow::Result<Exit> {
         serde_json::Value::Null => writeln!(out, "last cycle:     none")?,
         last => writeln!(
             out,
-            "last cycle:     #{} {} ({}), {} prompt tokens, model {:.0} ms{}",
+            "last cycle:     #{} {} ({}), {} prompt tokens{}, model {:.0} ms{}",
             last["id"],
             last["signal"].as_str().unwrap_or(""),
             last["context_type"].as_str().unwrap_or(""),
             last["prompt_tokens"],
+            match &last["prompt_cache"] {
+                serde_json::Value::Null => String::new(),
+                cache => format!(
+                    " ({} reused from the model's cache, {} new)",
+                    cache["reused_tokens"], cache["new_tokens"]
+                ),
+            },
             last["phases"]["model_ms"].as_f64().unwrap_or(0.0),
             last["error"]
                 .as_str()

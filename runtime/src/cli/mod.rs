@@ -419,6 +419,35 @@ pub enum BenchCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Time the embedded model in a new session of the live agent: three
+    /// short messages ("What is in my memex?", "What is on the reading
+    /// list?", "Thanks."), each turn's time, prompt tokens reused from
+    /// the KV cache and read, prefill and decode speed, and the peak
+    /// memory. When llama.cpp's llama-server is found (--llama-server, or
+    /// target/test-server/bin/llama-server as `scripts/test-server
+    /// install` builds it) it reads the same prompts with as many threads,
+    /// for comparison. The session goes to a fresh folder under the data
+    /// dir, removed afterwards; the provider settings (model_path,
+    /// model_threads) are the configuration's.
+    Model {
+        #[command(flatten)]
+        memex: MemexArgs,
+        #[command(flatten)]
+        plugins: PluginArgs,
+        #[command(flatten)]
+        privacy: PrivacyArgs,
+        /// The llama-server binary to compare with.
+        #[arg(long, value_name = "PATH")]
+        llama_server: Option<PathBuf>,
+        /// Print JSON: model, threads, load_ms, turns (message, turn_ms,
+        /// prompt_tokens, reused_tokens, new_tokens, prefill_ms,
+        /// prefill_tokens_per_second, generated_tokens,
+        /// decode_tokens_per_second), first_reply_ms, follow_up_ms,
+        /// prefill_tokens_per_second, decode_tokens_per_second,
+        /// peak_rss_mib, llama_server and load_average.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// `foveal skill …`.
@@ -779,6 +808,24 @@ pub fn run(cli: Cli) -> anyhow::Result<Exit> {
             &privacy,
         )) {
             Ok(config) => bench::agent(&config, turns, edits, json),
+            Err(exit) => Ok(exit),
+        },
+        Command::Bench {
+            command:
+                BenchCommand::Model {
+                    memex,
+                    plugins,
+                    privacy,
+                    llama_server,
+                    json,
+                },
+        } => match load_config(&context_overrides(
+            cli.config.as_ref(),
+            &memex,
+            &plugins,
+            &privacy,
+        )) {
+            Ok(config) => bench::model(&config, llama_server, json),
             Err(exit) => Ok(exit),
         },
         Command::Prompt {
