@@ -1,17 +1,20 @@
 //! Measures the embedded local model: load time, prompt reading and
-//! generation speed, with the weights as loaded by default (Q8_0 where the
-//! CPU has AVX2 and FMA) or as in the file.
+//! generation speed, with the weights as in the file (the default) or
+//! converted to Q8_0 at load.
 //!
 //! ```sh
 //! scripts/fetch-model
 //! cargo run --release -p foveal --example local_model            # default
-//! cargo run --release -p foveal --example local_model -- --as-file
+//! cargo run --release -p foveal --example local_model -- --q8
 //! ```
 //!
-//! Options: `--as-file` keeps the file's Q4_1 weights, `--threads N` sets
-//! the model's threads (default: one less than the CPUs), `--tokens N`
+//! Options: `--q8` converts the file's Q4_1 weights to Q8_0, `--threads N` sets
+//! the model's threads (default: every CPU), `--tokens N`
 //! sets the reply's length (default 128), `--runs N` repeats it (default
-//! 3).
+//! 3), `--notes N` puts N lines of notes (about 12 tokens each) in the
+//! system message, for a prompt as long as `foveal run`'s. Each run reads
+//! its whole prompt; a last run asks a follow-up question and reads only
+//! what the KV cache does not hold.
 
 use std::time::Instant;
 
@@ -30,8 +33,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .unwrap_or(default)
     };
     let options = LoadOptions {
-        requantize: if args.iter().any(|a| a == "--as-file") {
-            Requantize::Never
+        requantize: if args.iter().any(|a| a == "--q8") {
+            Requantize::Always
         } else {
             Requantize::Auto
         },
@@ -42,6 +45,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let tokens = value("--tokens", 128);
     let runs = value("--runs", 3);
+    let notes = value("--notes", 0);
 
     let path = local::model_path(&ProviderSettings::default())?;
     let provider = LocalProvider::open_with(&path, options)?;
@@ -54,16 +58,25 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let request = ChatRequest {
+    let mut system = String::from("You are a helpful assistant.");
+    for i in 0..notes {
+        system.push_str(&format!(
+            "\n* TODO Note {i}: water the plants on the balcony :home:"
+        ));
+    }
+    let question = Message::user(
+        "Write a short story about a lighthouse keeper who finds a message in a bottle.",
+    );
+    let mut request = ChatRequest {
         max_tokens: Some(tokens),
-        ..ChatRequest::new(vec![
-            Message::system("You are a helpful assistant."),
-            Message::user(
-                "Write a short story about a lighthouse keeper who finds a message in a bottle.",
-            ),
-        ])
+        ..ChatRequest::new(vec![Message::system(system), question.clone()])
     };
-    for run in 1..=runs {
+    for run in 1..=runs + 1 {
+        if run <= runs {
+            // Each run reads the whole prompt: the KV cache kept from the
+            // run before would otherwise hold all of it.
+            provider.clear_cache();
+        }
         let started = Instant::now();
         let (first, reply) = runtime.block_on(async {
             let mut stream = provider.stream(&request);
@@ -89,8 +102,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             rate,
             reply.finish_reason
         );
+        let cache = provider.last_prompt_cache().unwrap_or_default();
+        println!(
+            "          {} prompt tokens reused from the KV cache, {} read",
+            cache.reused, cache.evaluated
+        );
         if run == 1 {
             println!("---\n{}\n---", reply.text.trim());
+        }
+        if run == runs {
+            println!("follow-up:");
+            request.messages.push(Message::assistant(reply.text));
+            request.messages.push(Message::user("Make it shorter."));
         }
     }
     Ok(())

@@ -91,6 +91,28 @@ pub struct ContextSettings {
     pub log_limit: usize,
 }
 
+/// The bounds of the context window: what the user attaches (seed 002,
+/// the `context-window` skill).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WindowSettings {
+    /// `window.max_items`, `CONTEXT_WINDOW_MAX_ITEMS`: items kept, 1 to
+    /// 1000 (default 50); the oldest is evicted first.
+    pub max_items: usize,
+    /// `window.max_tokens`, `CONTEXT_WINDOW_MAX_TOKENS`: tokens of all
+    /// items together (default 4096; 0 for no bound); the oldest are
+    /// evicted until a new item fits.
+    pub max_tokens: u32,
+}
+
+impl Default for WindowSettings {
+    fn default() -> Self {
+        Self {
+            max_items: 50,
+            max_tokens: 4096,
+        }
+    }
+}
+
 /// Settings of the awareness outline (`[awareness]`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AwarenessSettings {
@@ -120,6 +142,8 @@ pub struct Config {
     pub plugins: PluginSettings,
     /// Context assembly.
     pub context: ContextSettings,
+    /// `[window]`: the bounds of the context window (seed 002).
+    pub window: WindowSettings,
     /// The awareness outline.
     pub awareness: AwarenessSettings,
     /// Computed context (`[computed_context]`, `DEBUG_CONTEXT`).
@@ -257,6 +281,16 @@ struct FileConfig {
         std::collections::BTreeMap<Spanned<String>, crate::prompt::settings::FileContextType>,
     #[serde(default)]
     execution: FileExecution,
+    #[serde(default)]
+    window: FileWindow,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileWindow {
+    // Signed, so that a negative value gets the range message too.
+    max_items: Option<Spanned<i64>>,
+    max_tokens: Option<Spanned<u32>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -462,6 +496,28 @@ impl Config {
             log_limit: file.context.log_limit.as_ref().map_or(20, |v| *v.get_ref()),
         };
 
+        let defaults = WindowSettings::default();
+        let mut window = WindowSettings {
+            max_items: check
+                .range(
+                    &file.window.max_items,
+                    "window.max_items",
+                    1,
+                    1000,
+                    " (seed 002; default 50)",
+                )?
+                // In range, so it fits.
+                .map_or(defaults.max_items, |v| v as usize),
+            max_tokens: check
+                .range(
+                    &file.window.max_tokens,
+                    "window.max_tokens",
+                    0,
+                    u32::MAX,
+                    "",
+                )?
+                .unwrap_or(defaults.max_tokens),
+        };
         let awareness = check.awareness(&file.awareness)?;
         let mut computed = check.computed(&file.computed_context)?;
 
@@ -489,6 +545,12 @@ impl Config {
         }
         if let Some(t) = env_number::<f64>(env, "CONTEXT_SEMANTIC_THRESHOLD", -1.0, 1.0)? {
             context.semantic_threshold = t;
+        }
+        if let Some(n) = env_number::<usize>(env, "CONTEXT_WINDOW_MAX_ITEMS", 1, 1000)? {
+            window.max_items = n;
+        }
+        if let Some(n) = env_number::<u32>(env, "CONTEXT_WINDOW_MAX_TOKENS", 0, u32::MAX)? {
+            window.max_tokens = n;
         }
 
         // Seed 001's switch for the "Context Debug" report.
@@ -582,6 +644,7 @@ impl Config {
             agent,
             plugins,
             context,
+            window,
             awareness,
             computed,
             data_dir,
@@ -1125,6 +1188,37 @@ mod tests {
         let err = parse("[plugins]\nwatch = true\nquarantine_afer = 2\n").unwrap_err();
         let text = err.to_string();
         assert!(text.starts_with("conf/foveal.toml:3:1: unknown key `plugins.quarantine_afer`; did you mean `quarantine_after`?"), "{text}");
+    }
+
+    #[test]
+    fn the_window_bounds_are_checked_and_the_environment_wins() {
+        let c = parse("").unwrap();
+        assert_eq!(c.window, WindowSettings::default());
+        assert_eq!((c.window.max_items, c.window.max_tokens), (50, 4096));
+        let err = parse("[window]\nmax_items = 0\n").unwrap_err().to_string();
+        assert!(
+            err.starts_with("conf/foveal.toml:2:13: `window.max_items`: 0 is out of range; must be from 1 to 1000"),
+            "{err}"
+        );
+        assert!(parse("[window]\nmax_items = -3\n").is_err());
+        assert!(parse("[window]\nmax_items = 1001\n").is_err());
+        let c = parse("[window]\nmax_items = 1000\nmax_tokens = 0\n").unwrap();
+        assert_eq!((c.window.max_items, c.window.max_tokens), (1000, 0));
+        let env = |name: &str| match name {
+            "CONTEXT_WINDOW_MAX_ITEMS" => Some("7".to_owned()),
+            "CONTEXT_WINDOW_MAX_TOKENS" => Some("100".to_owned()),
+            _ => None,
+        };
+        let c = Config::from_toml(
+            "[window]\nmax_items = 9\n",
+            None,
+            &Overrides::default(),
+            &env,
+        )
+        .unwrap();
+        assert_eq!((c.window.max_items, c.window.max_tokens), (7, 100));
+        let bad = |name: &str| (name == "CONTEXT_WINDOW_MAX_ITEMS").then(|| "0".to_owned());
+        assert!(Config::from_toml("", None, &Overrides::default(), &bad).is_err());
     }
 
     #[test]

@@ -49,6 +49,7 @@ pub mod registry;
 pub mod tokens;
 pub mod trust;
 pub mod watcher;
+pub mod window;
 
 /// Privacy, attacked: what an adversary tried (a model, a server, a tool, a
 /// careless file) and that each attempt finds nothing private.

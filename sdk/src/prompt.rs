@@ -210,6 +210,10 @@ impl SectionKind {
     /// The pending event (the user's message): its middle is cut, with a
     /// marker, when nothing else is left to trim.
     pub const MESSAGE: Self = Self(5);
+    /// The context window (seed 002, component 3000): Markdown item
+    /// blocks (`### ` headings outside fences), oldest first; its oldest
+    /// items are dropped, with a marker, after the history (L4b).
+    pub const WINDOW: Self = Self(6);
 }
 
 /// A set of trimming levels, as bits.
@@ -231,13 +235,17 @@ impl TrimLevels {
     pub const HISTORY: Self = Self(1 << 3);
     /// L5: the middle of an oversized user message cut out, with a marker.
     pub const MESSAGE: Self = Self(1 << 4);
+    /// L4b: the oldest items of the context window (seed 002) dropped,
+    /// with a marker — after the history, before the user's message.
+    pub const WINDOW: Self = Self(1 << 5);
 
-    /// Every level, in order, with its name.
-    pub const ALL: [(Self, &'static str); 5] = [
+    /// Every level, in the order they are applied, with its name.
+    pub const ALL: [(Self, &'static str); 6] = [
         (Self::LOGS, "L1_logs"),
         (Self::MANDATES, "L2_mandates"),
         (Self::CONTEXT, "L3_context"),
         (Self::HISTORY, "L4_history"),
+        (Self::WINDOW, "L4b_window"),
         (Self::MESSAGE, "L5_user_message"),
     ];
 

@@ -1,5 +1,5 @@
-//! The control socket: how `foveal send`, `foveal status` and `foveal
-//! stop` talk to a running host.
+//! The control socket: how `foveal send`, `foveal status`, `foveal stop`
+//! and `foveal window` talk to a running host.
 //!
 //! A Unix socket (permissions 0600, in a folder of mode 0700) at
 //! `agent.socket` / `FOVEAL_SOCKET`, by default
@@ -36,6 +36,15 @@ pub enum Request {
     Status,
     /// Finish the cycle in flight, save the session, exit.
     Stop,
+    /// A change to the context window of the host's session, or a look at
+    /// it (`foveal window …`).
+    Window {
+        /// What to do.
+        op: crate::window::WindowOp,
+        /// The session meant; refused when it is not the host's.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        session: Option<String>,
+    },
 }
 
 fn user_input() -> SignalSource {
@@ -90,6 +99,24 @@ pub enum Reply {
     },
     /// The host is stopping.
     Stopping,
+    /// What a window operation answered.
+    Window {
+        /// The host's session, whose window it was.
+        session: String,
+        /// The skill's answer.
+        result: serde_json::Value,
+    },
+    /// A window operation was refused (an invalid item, an unknown id,
+    /// the skill missing): nothing was changed.
+    WindowError {
+        /// Why.
+        message: String,
+    },
+    /// The session asked for is not the host's.
+    OtherSession {
+        /// The host's session.
+        session: String,
+    },
     /// The request was not understood.
     Error {
         /// Why.

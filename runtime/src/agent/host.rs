@@ -55,6 +55,7 @@ pub async fn run(
     let (queue, mut signals) = mpsc::unbounded_channel::<Queued>();
     let (stop_tx, mut stop) = watch::channel(false);
     let status = agent.status();
+    let window = Arc::clone(agent.window());
     let pending: PendingConfirm = Arc::default();
 
     // Shutdown: Ctrl-C and SIGTERM.
@@ -97,6 +98,7 @@ pub async fn run(
         let stop_tx = stop_tx.clone();
         let status = Arc::clone(&status);
         let clients = Arc::clone(&clients);
+        let window = Arc::clone(&window);
         tokio::spawn(async move {
             loop {
                 match socket.accept().await {
@@ -104,12 +106,15 @@ pub async fn run(
                         let queue = queue.clone();
                         let stop_tx = stop_tx.clone();
                         let status = Arc::clone(&status);
+                        let window = Arc::clone(&window);
                         let Ok(permit) = Arc::clone(&clients).try_acquire_owned() else {
                             tracing::warn!("control socket: too many clients at once; one refused");
                             continue;
                         };
                         tokio::spawn(async move {
-                            if let Err(error) = serve(stream, &queue, &stop_tx, &status).await {
+                            if let Err(error) =
+                                serve(stream, &queue, &stop_tx, &status, &window).await
+                            {
                                 tracing::debug!("control client: {error}");
                             }
                             drop(permit);
@@ -354,6 +359,7 @@ async fn serve(
     queue: &mpsc::UnboundedSender<Queued>,
     stop: &watch::Sender<bool>,
     status: &Arc<Mutex<super::Status>>,
+    window: &Arc<crate::window::Window>,
 ) -> std::io::Result<()> {
     let mut stream = BufReader::new(stream);
     let request = match control::read_request(&mut stream).await? {
@@ -371,6 +377,30 @@ async fn serve(
         Request::Stop => {
             let _ = stop.send(true);
             control::write_reply(&mut stream, &Reply::Stopping).await
+        }
+        Request::Window { op, session } => {
+            let reply = if session.as_deref().is_some_and(|s| s != window.session()) {
+                Reply::OtherSession {
+                    session: window.session().to_owned(),
+                }
+            } else {
+                // The skill is called (and the file written) off the
+                // runtime's threads; a cycle in flight is not waited for:
+                // each change is whole, and the next prompt sees it.
+                let session = window.session().to_owned();
+                let window = Arc::clone(window);
+                let answer = tokio::task::spawn_blocking(move || window.apply(&op)).await;
+                match answer {
+                    Ok(Ok(result)) => Reply::Window { session, result },
+                    Ok(Err(error)) => Reply::WindowError {
+                        message: error.to_string(),
+                    },
+                    Err(error) => Reply::WindowError {
+                        message: format!("the window operation failed: {error}"),
+                    },
+                }
+            };
+            control::write_reply(&mut stream, &reply).await
         }
         Request::Send {
             text,

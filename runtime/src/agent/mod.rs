@@ -228,6 +228,11 @@ pub struct CycleSummary {
     pub prompt_tokens: u32,
     /// The reply's tokens, as the provider reported them.
     pub completion_tokens: Option<u64>,
+    /// The prompt's tokens as the provider counted them: how many it
+    /// reused from its cache (the embedded model's KV cache kept from the
+    /// request before; a server's prompt cache) and how many it read.
+    /// `None` when the provider reported no usage.
+    pub prompt_cache: Option<PromptCacheUse>,
     /// The share of the budget the prompt used, 0–100.
     pub usage_percent: Option<u8>,
     /// The tools called.
@@ -238,6 +243,15 @@ pub struct CycleSummary {
     pub error: Option<String>,
     /// Its pattern.
     pub pattern: ExecutionPattern,
+}
+
+/// How a cycle's prompt used the provider's cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct PromptCacheUse {
+    /// Prompt tokens reused from the cache.
+    pub reused_tokens: u64,
+    /// Prompt tokens read anew.
+    pub new_tokens: u64,
 }
 
 /// How a turn ended.
@@ -323,6 +337,9 @@ pub enum AgentError {
     /// The privacy gate could not be built.
     #[error(transparent)]
     Gate(#[from] crate::egress::GateError),
+    /// The context window could not be read.
+    #[error(transparent)]
+    Window(#[from] crate::window::WindowError),
     /// The usage record could not be read.
     #[error(transparent)]
     Cost(#[from] crate::prompt::cost::CostError),
@@ -357,6 +374,8 @@ pub struct Agent {
     tools_cache: Option<(u64, Arc<[Tool]>)>,
     /// What the last check of earlier requests made of their strings.
     request_memo: crate::egress::RequestMemo,
+    /// The session's context window (seed 002).
+    window: Arc<crate::window::Window>,
 }
 
 impl fmt::Debug for Agent {
@@ -432,6 +451,12 @@ impl Agent {
             ..Status::default()
         };
         let gate = Arc::new(gate);
+        let window = Arc::new(crate::window::Window::open(
+            &config.data_dir,
+            session.name(),
+            config.window,
+            Arc::clone(&registry),
+        )?);
         let agent = Self {
             assembler: Assembler::with_gate(
                 PromptSettings::from_config(&config),
@@ -457,6 +482,7 @@ impl Agent {
             own_writes: Vec::new(),
             tools_cache: None,
             request_memo: crate::egress::RequestMemo::default(),
+            window,
         };
         agent.refresh_status(None);
         Ok(agent)
@@ -495,6 +521,13 @@ impl Agent {
     /// The session.
     pub fn session(&self) -> &Session {
         &self.session
+    }
+
+    /// The session's context window, shared: the control socket changes
+    /// it while a cycle runs (each change is whole; a cycle sees the window
+    /// as it was when its prompt was assembled).
+    pub fn window(&self) -> &Arc<crate::window::Window> {
+        &self.window
     }
 
     /// The privacy tags.
@@ -788,6 +821,7 @@ impl Agent {
             memex_generation: snapshot.generation(),
             prompt_tokens: 0,
             completion_tokens: None,
+            prompt_cache: None,
             usage_percent: None,
             tool_calls: Vec::new(),
             phases: Phases::default(),
@@ -826,6 +860,7 @@ impl Agent {
             .saturating_sub(u32::try_from(definitions_bytes).unwrap_or(u32::MAX))
             .max(1);
         let focus = self.focus.clone();
+        let window_revision = self.window.for_prompt(&skills);
         let input = PromptInput {
             signal,
             context_type: Some(context_type_name),
@@ -837,6 +872,10 @@ impl Agent {
             logs: &logs,
             budget: Some(budget),
             exact_counts: false,
+            window: window_revision.map(|revision| crate::prompt::SessionWindow {
+                session: self.window.session(),
+                revision,
+            }),
         };
         let prompt = match self.assembler.assemble(&skills, &snapshot, &input) {
             Ok(prompt) => prompt,
@@ -937,6 +976,10 @@ impl Agent {
             },
         };
         summary.completion_tokens = reply.usage.map(|u| u.completion_tokens);
+        summary.prompt_cache = reply.usage.map(|u| PromptCacheUse {
+            reused_tokens: u.cached_tokens,
+            new_tokens: u.prompt_tokens.saturating_sub(u.cached_tokens),
+        });
         self.costs.add(usage);
 
         // Act. What the model wrote is recorded (and so replayed) only if

@@ -27,7 +27,7 @@ pub struct AgentOptions {
 
 /// A tokio runtime for one command: the current thread, plus the
 /// blocking pool.
-fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     Ok(tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?)
@@ -273,7 +273,7 @@ impl Output for StdoutOutput {
 }
 
 /// The control socket of the configured host.
-fn socket(config: &Config) -> PathBuf {
+pub(crate) fn socket(config: &Config) -> PathBuf {
     config.agent.socket_path(&config.data_dir)
 }
 
@@ -326,7 +326,11 @@ pub fn send(
                 exit = Exit::NotFound;
                 false
             }
-            Reply::Status { .. } | Reply::Stopping => true,
+            Reply::Status { .. }
+            | Reply::Stopping
+            | Reply::Window { .. }
+            | Reply::WindowError { .. }
+            | Reply::OtherSession { .. } => true,
         }
     }));
     if result.is_ok() && !answered {
@@ -421,11 +425,18 @@ pub fn status(config: &Config, json: bool) -> anyhow::Result<Exit> {
         serde_json::Value::Null => writeln!(out, "last cycle:     none")?,
         last => writeln!(
             out,
-            "last cycle:     #{} {} ({}), {} prompt tokens, model {:.0} ms{}",
+            "last cycle:     #{} {} ({}), {} prompt tokens{}, model {:.0} ms{}",
             last["id"],
             last["signal"].as_str().unwrap_or(""),
             last["context_type"].as_str().unwrap_or(""),
             last["prompt_tokens"],
+            match &last["prompt_cache"] {
+                serde_json::Value::Null => String::new(),
+                cache => format!(
+                    " ({} reused from the model's cache, {} new)",
+                    cache["reused_tokens"], cache["new_tokens"]
+                ),
+            },
             last["phases"]["model_ms"].as_f64().unwrap_or(0.0),
             last["error"]
                 .as_str()

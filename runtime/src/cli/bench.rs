@@ -565,3 +565,402 @@ fn agent_table(r: &AgentBench) -> String {
     }
     s
 }
+
+/// The messages `foveal bench model` sends, one turn each.
+pub const MODEL_MESSAGES: [&str; 3] = [
+    "What is in my memex?",
+    "What is on the reading list?",
+    "Thanks.",
+];
+
+/// One turn of `foveal bench model`.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ModelTurn {
+    /// The message.
+    pub message: String,
+    /// The whole turn, as the user waits for it (host and model).
+    pub turn_ms: f64,
+    /// The prompt's tokens.
+    pub prompt_tokens: usize,
+    /// Of those, reused from the KV cache kept from the turn before.
+    pub reused_tokens: usize,
+    /// Of those, read by this turn.
+    pub new_tokens: usize,
+    /// Rendering, tokenizing and reading the new tokens.
+    pub prefill_ms: f64,
+    /// New tokens read per second.
+    pub prefill_tokens_per_second: f64,
+    /// Tokens generated.
+    pub generated_tokens: usize,
+    /// Tokens generated per second.
+    pub decode_tokens_per_second: f64,
+}
+
+/// llama-server on the same prompts.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct LlamaServerRun {
+    /// The binary.
+    pub binary: std::path::PathBuf,
+    /// Its `--threads` and `--threads-batch`.
+    pub threads: usize,
+    /// The first turn's prompt: tokens, and prompt tokens per second
+    /// (its own `timings`), read from an empty cache.
+    pub prompt_tokens: u64,
+    /// Prompt tokens per second.
+    pub prefill_tokens_per_second: f64,
+    /// Tokens generated per second on that prompt.
+    pub decode_tokens_per_second: f64,
+    /// The second turn's prompt after the first (`cache_prompt`): tokens
+    /// it read.
+    pub follow_up_new_tokens: u64,
+    /// And the time it took to read them.
+    pub follow_up_prefill_ms: f64,
+}
+
+/// What `foveal bench model --json` prints.
+#[derive(Debug, serde::Serialize)]
+pub struct ModelBench {
+    /// The model, as `foveal status` describes it.
+    pub model: String,
+    /// Threads it computes with.
+    pub threads: usize,
+    /// Loading it.
+    pub load_ms: f64,
+    /// The turns, in order (a new session).
+    pub turns: Vec<ModelTurn>,
+    /// The first reply, the model loaded (the first turn).
+    pub first_reply_ms: f64,
+    /// The slowest follow-up in the same session.
+    pub follow_up_ms: f64,
+    /// The first turn's prompt read from an empty cache: tokens per
+    /// second.
+    pub prefill_tokens_per_second: f64,
+    /// Tokens generated per second over all turns.
+    pub decode_tokens_per_second: f64,
+    /// The process's peak resident memory (VmHWM), MiB.
+    pub peak_rss_mib: Option<f64>,
+    /// llama-server on the same prompts, when it was found.
+    pub llama_server: Option<LlamaServerRun>,
+    /// The machine's load average (1 min) at the end.
+    pub load_average: Option<f64>,
+}
+
+/// A provider that keeps the last request body it sent, around the
+/// embedded model.
+#[derive(Debug)]
+struct Recording {
+    inner: crate::provider::LocalProvider,
+    last_body: std::sync::Mutex<String>,
+}
+
+impl crate::provider::Provider for Recording {
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+
+    fn body(
+        &self,
+        request: &crate::provider::ChatRequest,
+    ) -> Result<crate::provider::RequestBody, crate::provider::ProviderError> {
+        self.inner.body(request)
+    }
+
+    fn send(&self, body: crate::provider::RequestBody) -> crate::provider::ReplyStream {
+        *self.last_body.lock().unwrap_or_else(|e| e.into_inner()) = body.as_str().to_owned();
+        self.inner.send(body)
+    }
+}
+
+/// `foveal bench model`: the embedded model in a new session of the live
+/// agent, fed [`MODEL_MESSAGES`], and llama-server on the same prompts.
+pub fn model(
+    config: &Config,
+    llama_server: Option<std::path::PathBuf>,
+    json: bool,
+) -> anyhow::Result<Exit> {
+    use std::sync::Arc;
+
+    use crate::agent::session::Session;
+    use crate::agent::{Agent, Collect, Signal};
+    use crate::provider::{LocalProvider, Provider};
+
+    let mut config = config.clone();
+    let data = tempdir_under(&config.data_dir)?;
+    config.data_dir = data.0.clone();
+    crate::tokens::configure(config.prompt.model.encoding);
+    let memex = match crate::cli::memex::open(&config) {
+        Ok(memex) => Arc::new(memex),
+        Err(exit) => return Ok(exit),
+    };
+    memex.prepare_views(PrivacyTags::new(&config.privacy_tags));
+    let registry = Arc::new(crate::cli::skills::open_registry(&config)?);
+    let local = match LocalProvider::new(&config.provider) {
+        Ok(local) => local,
+        Err(error) => {
+            eprintln!("error: {error}");
+            return Ok(Exit::NotFound);
+        }
+    };
+    let provider = Arc::new(Recording {
+        inner: local.clone(),
+        last_body: std::sync::Mutex::new(String::new()),
+    });
+    let session = Session::open(&config.data_dir, "bench-model")?;
+    let mut agent = Agent::new(
+        config.clone(),
+        registry,
+        memex,
+        Arc::clone(&provider) as Arc<dyn Provider>,
+        session,
+    )?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let mut turns = Vec::new();
+    let mut bodies = Vec::new();
+    for message in MODEL_MESSAGES {
+        let mut out = Collect::default();
+        let started = Instant::now();
+        let report = rt.block_on(agent.turn(Signal::user(message), &mut out));
+        let turn_ms = started.elapsed().as_secs_f64() * 1e3;
+        if let Some(error) = report.error {
+            anyhow::bail!("the turn {message:?} failed: {error}");
+        }
+        let cache = local
+            .last_prompt_cache()
+            .ok_or_else(|| anyhow::anyhow!("the turn {message:?} did not call the model"))?;
+        bodies.push(
+            provider
+                .last_body
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone(),
+        );
+        turns.push(ModelTurn {
+            message: message.to_owned(),
+            turn_ms,
+            prompt_tokens: cache.reused + cache.evaluated,
+            reused_tokens: cache.reused,
+            new_tokens: cache.evaluated,
+            prefill_ms: cache.prompt_time.as_secs_f64() * 1e3,
+            prefill_tokens_per_second: cache.prefill_rate(),
+            generated_tokens: cache.generated,
+            decode_tokens_per_second: cache.decode_rate(),
+        });
+    }
+    drop(agent);
+    let generated: usize = turns.iter().map(|t| t.generated_tokens).sum();
+    let decode_s: f64 = turns
+        .iter()
+        .map(|t| t.generated_tokens as f64 / t.decode_tokens_per_second.max(1e-9))
+        .sum();
+    let prompts: Vec<String> = bodies
+        .iter()
+        .map(|body| {
+            crate::provider::parse_body(body)
+                .and_then(|request| local.render(&request))
+                .map_err(anyhow::Error::from)
+        })
+        .collect::<anyhow::Result<_>>()?;
+    let server = match llama_server.or_else(default_llama_server) {
+        Some(binary) if binary.is_file() => Some(rt.block_on(llama_server_run(
+            &binary,
+            local.path(),
+            local.threads(),
+            &prompts,
+            turns[0].generated_tokens.max(1),
+        ))?),
+        Some(binary) => {
+            eprintln!(
+                "note: no llama-server at {}; comparison skipped",
+                binary.display()
+            );
+            None
+        }
+        None => None,
+    };
+    let result = ModelBench {
+        model: local.describe(),
+        threads: local.threads(),
+        load_ms: local.load_time().as_secs_f64() * 1e3,
+        first_reply_ms: turns[0].turn_ms,
+        follow_up_ms: turns[1..].iter().map(|t| t.turn_ms).fold(0.0, f64::max),
+        prefill_tokens_per_second: turns[0].prefill_tokens_per_second,
+        decode_tokens_per_second: generated as f64 / decode_s.max(1e-9),
+        turns,
+        peak_rss_mib: peak_rss_mib(),
+        llama_server: server,
+        load_average: load_average(),
+    };
+    drop(data);
+    if json {
+        println!("{}", serde_json::to_string_pretty(&result)?);
+    } else {
+        print!("{}", model_table(&result));
+    }
+    Ok(Exit::Ok)
+}
+
+/// `target/test-server/bin/llama-server` of the repository foveal runs
+/// from (as `scripts/test-server install` builds it), if there.
+fn default_llama_server() -> Option<std::path::PathBuf> {
+    let cwd = std::env::current_dir().ok()?;
+    let path = cwd.join("target/test-server/bin/llama-server");
+    path.is_file().then_some(path)
+}
+
+/// Starts llama-server on `model` with `threads` threads, reads
+/// `prompts[0]` from an empty cache generating `generate` tokens, then
+/// `prompts[1]` with the cache of the first, and stops it.
+async fn llama_server_run(
+    binary: &std::path::Path,
+    model: &std::path::Path,
+    threads: usize,
+    prompts: &[String],
+    generate: usize,
+) -> anyhow::Result<LlamaServerRun> {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    let mut child = std::process::Command::new(binary)
+        .args(["--model", &model.display().to_string()])
+        .args(["--host", "127.0.0.1", "--port", &port.to_string()])
+        .args(["--ctx-size", "4096", "--parallel", "1", "--no-webui"])
+        .args(["--threads", &threads.to_string()])
+        .args(["--threads-batch", &threads.to_string()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .map_err(|e| anyhow::anyhow!("cannot start {}: {e}", binary.display()))?;
+    let result = async {
+        let client = reqwest::Client::new();
+        let base = format!("http://127.0.0.1:{port}");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let ready = client
+                .get(format!("{base}/health"))
+                .send()
+                .await
+                .is_ok_and(|r| r.status().is_success());
+            if ready {
+                break;
+            }
+            if Instant::now() > deadline {
+                anyhow::bail!("llama-server did not become ready within 60 s");
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let complete = |prompt: &str, n: usize| {
+            let body = serde_json::json!({
+                "prompt": prompt,
+                "n_predict": n,
+                "temperature": 0.0,
+                "cache_prompt": true,
+            });
+            let request = client
+                .post(format!("{base}/completion"))
+                .header("content-type", "application/json")
+                .body(body.to_string())
+                .send();
+            async move {
+                let text = request.await?.error_for_status()?.text().await?;
+                let reply: serde_json::Value = serde_json::from_str(&text)?;
+                anyhow::Ok(reply["timings"].clone())
+            }
+        };
+        let first = complete(&prompts[0], generate).await?;
+        let second = match prompts.get(1) {
+            Some(prompt) => complete(prompt, 1).await?,
+            None => serde_json::Value::Null,
+        };
+        Ok(LlamaServerRun {
+            binary: binary.to_owned(),
+            threads,
+            prompt_tokens: first["prompt_n"].as_u64().unwrap_or(0),
+            prefill_tokens_per_second: first["prompt_per_second"].as_f64().unwrap_or(0.0),
+            decode_tokens_per_second: first["predicted_per_second"].as_f64().unwrap_or(0.0),
+            follow_up_new_tokens: second["prompt_n"].as_u64().unwrap_or(0),
+            follow_up_prefill_ms: second["prompt_ms"].as_f64().unwrap_or(0.0),
+        })
+    }
+    .await;
+    let _ = child.kill();
+    let _ = child.wait();
+    result
+}
+
+/// This process's peak resident memory, from `/proc/self/status`.
+fn peak_rss_mib() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024.0)
+}
+
+/// The 1-minute load average, from `/proc/loadavg`.
+fn load_average() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+fn model_table(r: &ModelBench) -> String {
+    use std::fmt::Write as _;
+    let mut s = format!("{}\n", r.model);
+    let _ = writeln!(s, "load: {}", fmt_ms(r.load_ms));
+    let _ = writeln!(
+        s,
+        "{:<30} {:>9} {:>7} {:>7} {:>7} {:>11} {:>10} {:>6} {:>10}",
+        "turn", "turn", "prompt", "reused", "new", "prefill", "prefill/s", "gen", "decode/s"
+    );
+    for t in &r.turns {
+        let _ = writeln!(
+            s,
+            "{:<30} {:>9} {:>7} {:>7} {:>7} {:>11} {:>10.0} {:>6} {:>10.1}",
+            t.message,
+            fmt_ms(t.turn_ms),
+            t.prompt_tokens,
+            t.reused_tokens,
+            t.new_tokens,
+            fmt_ms(t.prefill_ms),
+            t.prefill_tokens_per_second,
+            t.generated_tokens,
+            t.decode_tokens_per_second
+        );
+    }
+    let _ = writeln!(s, "first reply:  {}", fmt_ms(r.first_reply_ms));
+    let _ = writeln!(s, "follow-up:    {} (slowest)", fmt_ms(r.follow_up_ms));
+    let _ = writeln!(
+        s,
+        "prefill:      {:.0} tok/s (first prompt, empty cache)",
+        r.prefill_tokens_per_second
+    );
+    let _ = writeln!(s, "decode:       {:.1} tok/s", r.decode_tokens_per_second);
+    if let Some(rss) = r.peak_rss_mib {
+        let _ = writeln!(s, "peak RSS:     {rss:.0} MiB");
+    }
+    if let Some(l) = &r.llama_server {
+        let _ = writeln!(
+            s,
+            "llama-server ({} threads), same prompts: prefill {:.0} tok/s on {} tokens, decode {:.1} tok/s; follow-up read {} tokens in {}",
+            l.threads,
+            l.prefill_tokens_per_second,
+            l.prompt_tokens,
+            l.decode_tokens_per_second,
+            l.follow_up_new_tokens,
+            fmt_ms(l.follow_up_prefill_ms)
+        );
+        let _ = writeln!(
+            s,
+            "prefill vs llama-server: {:.2}×",
+            r.prefill_tokens_per_second / l.prefill_tokens_per_second.max(1e-9)
+        );
+    }
+    if let Some(load) = r.load_average {
+        let _ = writeln!(s, "load average (1 min): {load:.2}");
+    }
+    s
+}

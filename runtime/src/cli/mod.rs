@@ -11,6 +11,7 @@ pub mod prompt;
 pub mod skills;
 pub mod trust;
 pub mod usage;
+pub mod window;
 
 use std::path::PathBuf;
 
@@ -253,6 +254,11 @@ pub enum Command {
         /// bytes already show it fits (loads the tokenizer, ~0.3 s).
         #[arg(long)]
         exact: bool,
+        /// The session whose context window (component 3000, `foveal
+        /// window`) the prompt shows, as saved (default: config
+        /// `agent.session`, else `default`).
+        #[arg(long, value_name = "NAME")]
+        session: Option<String>,
     },
     /// Show the tokens and cost recorded per model (cumulative) and the
     /// last cycles, from <data dir>/usage.json. Prices come from config
@@ -273,6 +279,23 @@ pub enum Command {
     Skill {
         #[command(subcommand)]
         command: SkillCommand,
+    },
+    /// The context window: what you attach for the agent to see — code
+    /// regions, files, errors, REPL output, notes (seed 002, the
+    /// `context-window` skill).
+    ///
+    /// The window is shown to the model at prompt component 3000 as
+    /// Markdown (`## Context`, a `### Type (from file:start-end)` heading
+    /// and a fenced block per item), passes the privacy gate like every
+    /// section, and is kept per session in <data dir>/windows/NAME.json.
+    /// It holds at most `window.max_items` items (default 50) and
+    /// `window.max_tokens` tokens (default 4096): adding more evicts the
+    /// oldest. With a host running these commands change its session's
+    /// window through the control socket (the next prompt sees it); with
+    /// none, they change the saved window.
+    Window {
+        #[command(subcommand)]
+        command: WindowCommand,
     },
     /// Print the literate source a skill embeds (its README and src/).
     ///
@@ -404,6 +427,35 @@ pub enum BenchCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Time the embedded model in a new session of the live agent: three
+    /// short messages ("What is in my memex?", "What is on the reading
+    /// list?", "Thanks."), each turn's time, prompt tokens reused from
+    /// the KV cache and read, prefill and decode speed, and the peak
+    /// memory. When llama.cpp's llama-server is found (--llama-server, or
+    /// target/test-server/bin/llama-server as `scripts/test-server
+    /// install` builds it) it reads the same prompts with as many threads,
+    /// for comparison. The session goes to a fresh folder under the data
+    /// dir, removed afterwards; the provider settings (model_path,
+    /// model_threads) are the configuration's.
+    Model {
+        #[command(flatten)]
+        memex: MemexArgs,
+        #[command(flatten)]
+        plugins: PluginArgs,
+        #[command(flatten)]
+        privacy: PrivacyArgs,
+        /// The llama-server binary to compare with.
+        #[arg(long, value_name = "PATH")]
+        llama_server: Option<PathBuf>,
+        /// Print JSON: model, threads, load_ms, turns (message, turn_ms,
+        /// prompt_tokens, reused_tokens, new_tokens, prefill_ms,
+        /// prefill_tokens_per_second, generated_tokens,
+        /// decode_tokens_per_second), first_reply_ms, follow_up_ms,
+        /// prefill_tokens_per_second, decode_tokens_per_second,
+        /// peak_rss_mib, llama_server and load_average.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// `foveal skill …`.
@@ -427,6 +479,88 @@ pub enum SkillCommand {
         /// The skill libraries (.so files) to trust.
         #[arg(required = true, value_name = "FILE")]
         files: Vec<PathBuf>,
+    },
+}
+
+/// Which window `foveal window …` works on.
+#[derive(Debug, Clone, clap::Args)]
+pub struct WindowTarget {
+    /// The session whose window to use (default: the running host's, else
+    /// config `agent.session`, else `default`).
+    #[arg(long, value_name = "NAME")]
+    pub session: Option<String>,
+    #[command(flatten)]
+    pub plugins: PluginArgs,
+}
+
+/// `foveal window …`.
+#[derive(Debug, Subcommand)]
+pub enum WindowCommand {
+    /// Attach an item: TEXT, a file (`--file PATH`), a region of one
+    /// (`--file PATH --lines A-B`), or what is piped in
+    /// (`cargo test 2>&1 | foveal window add --type error`). Prints its id
+    /// (`ctx-N`) and the items evicted to make room.
+    ///
+    /// Exits 1 with the reason, adding nothing, for an unknown type, no
+    /// content, a file that cannot be read or is not UTF-8 text, a
+    /// `--lines` range outside the file, or an item larger than
+    /// `window.max_tokens` on its own.
+    Add {
+        /// The item's type: code, text, file, repl-history, error or custom
+        /// (default: file for a whole --file, else code).
+        #[arg(long = "type", value_name = "TYPE")]
+        kind: Option<String>,
+        /// Attach this file's text (its name is shown in the heading and
+        /// its extension picks the code block's language).
+        #[arg(long, value_name = "PATH", conflicts_with = "text")]
+        file: Option<PathBuf>,
+        /// Only these lines of the file, 1-based and inclusive: `10-20`, or
+        /// one line `7`.
+        #[arg(long, value_name = "A-B", requires = "file")]
+        lines: Option<String>,
+        /// The code block's language, in place of the one the file's
+        /// extension or the type gives (e.g. `python`).
+        #[arg(long, value_name = "NAME")]
+        language: Option<String>,
+        /// The text to attach (omit it with --file, or to read stdin).
+        text: Option<String>,
+        #[command(flatten)]
+        target: WindowTarget,
+        /// Print the answer as JSON: added (the item, in seed 002's
+        /// schema: id, type, content, metadata, timestamp), evicted and
+        /// session.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List the items, oldest first: id, type, tokens, and where each came
+    /// from (or its first line); then the bounds.
+    List {
+        /// Only items of this type (repeatable).
+        #[arg(long = "type", value_name = "TYPE")]
+        types: Vec<String>,
+        /// Only the most recent N (still oldest first).
+        #[arg(long, value_name = "N")]
+        limit: Option<usize>,
+        #[command(flatten)]
+        target: WindowTarget,
+        /// Print seed 002's context-manager object: items (each with id,
+        /// type, content, metadata, timestamp) and max_items, with
+        /// max_tokens, tokens (all items together) and session.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove one item by its id (`ctx-N`, as `foveal window list` shows
+    /// it). Exits 1 when there is no such item.
+    Rm {
+        /// The item's id.
+        id: String,
+        #[command(flatten)]
+        target: WindowTarget,
+    },
+    /// Remove every item. Ids go on from where they were.
+    Clear {
+        #[command(flatten)]
+        target: WindowTarget,
     },
 }
 
@@ -686,6 +820,24 @@ pub fn run(cli: Cli) -> anyhow::Result<Exit> {
             Ok(config) => bench::agent(&config, turns, edits, json),
             Err(exit) => Ok(exit),
         },
+        Command::Bench {
+            command:
+                BenchCommand::Model {
+                    memex,
+                    plugins,
+                    privacy,
+                    llama_server,
+                    json,
+                },
+        } => match load_config(&context_overrides(
+            cli.config.as_ref(),
+            &memex,
+            &plugins,
+            &privacy,
+        )) {
+            Ok(config) => bench::model(&config, llama_server, json),
+            Err(exit) => Ok(exit),
+        },
         Command::Prompt {
             memex,
             plugins,
@@ -697,6 +849,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Exit> {
             budget,
             json,
             exact,
+            session,
         } => match load_config(&context_overrides(
             cli.config.as_ref(),
             &memex,
@@ -713,6 +866,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Exit> {
                     budget,
                     json,
                     exact,
+                    session,
                 },
             ),
             Err(exit) => Ok(exit),
@@ -724,6 +878,44 @@ pub fn run(cli: Cli) -> anyhow::Result<Exit> {
             Ok(config) => usage::run(&config, json),
             Err(exit) => Ok(exit),
         },
+        Command::Window { command } => {
+            let (target, op, json) = match command {
+                WindowCommand::Add {
+                    kind,
+                    file,
+                    lines,
+                    language,
+                    text,
+                    target,
+                    json,
+                } => {
+                    let args = window::AddArgs {
+                        kind,
+                        file,
+                        lines,
+                        language,
+                        text,
+                    };
+                    match window::add_op(&args, &mut window::piped_stdin) {
+                        Ok(op) => (target, op, json),
+                        Err(exit) => return Ok(exit),
+                    }
+                }
+                WindowCommand::List {
+                    types,
+                    limit,
+                    target,
+                    json,
+                } => (target, crate::window::WindowOp::List { types, limit }, json),
+                WindowCommand::Rm { id, target } => {
+                    (target, crate::window::WindowOp::Remove { id }, false)
+                }
+                WindowCommand::Clear { target } => (target, crate::window::WindowOp::Clear, false),
+            };
+            with_config(&target.plugins.overrides(cli.config.as_ref()), |config| {
+                window::run(config, target.session.as_deref(), &op, json)
+            })
+        }
         Command::Memex { command } => match command {
             MemexCommand::Stats { memex: args, json } => {
                 match load_config(&args.overrides(cli.config.as_ref())) {

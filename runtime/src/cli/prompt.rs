@@ -67,6 +67,9 @@ pub struct PromptOptions {
     pub json: bool,
     /// Count tokens exactly even when the bytes show the prompt fits.
     pub exact: bool,
+    /// The session whose context window is shown (default: config
+    /// `agent.session`).
+    pub session: Option<String>,
 }
 
 /// The JSON `foveal prompt --json` prints.
@@ -118,8 +121,23 @@ pub fn run(config: &Config, options: &PromptOptions) -> anyhow::Result<Exit> {
         Ok(memex) => memex,
         Err(exit) => return Ok(exit),
     };
-    let registry = crate::cli::skills::open_registry(config)?;
+    let registry = Arc::new(crate::cli::skills::open_registry(config)?);
     let skills = registry.snapshot();
+    // The session's context window (component 3000), as saved.
+    let session = options.session.as_deref().unwrap_or(&config.agent.session);
+    let window = match crate::window::Window::open(
+        &config.data_dir,
+        session,
+        config.window,
+        Arc::clone(&registry),
+    ) {
+        Ok(window) => window,
+        Err(error) => {
+            eprintln!("error: {error}");
+            return Ok(Exit::Usage);
+        }
+    };
+    let window_revision = window.for_prompt(&skills);
     let snapshot = memex.snapshot();
     if let Some(focus) = &options.focus
         && let Err(exit) = crate::cli::check_focus(
@@ -150,6 +168,10 @@ pub fn run(config: &Config, options: &PromptOptions) -> anyhow::Result<Exit> {
         logs: &logs,
         budget: options.budget,
         exact_counts: options.exact,
+        window: window_revision.map(|revision| crate::prompt::SessionWindow {
+            session: window.session(),
+            revision,
+        }),
         ..PromptInput::default()
     };
     let assembler = Assembler::with_gate(settings, Arc::new(gate));

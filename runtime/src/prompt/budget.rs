@@ -280,6 +280,7 @@ fn apply(
             SectionKind::CONTEXT => (TrimLevels::CONTEXT, !drop),
             SectionKind::HISTORY => (TrimLevels::HISTORY, true),
             SectionKind::MESSAGE => (TrimLevels::MESSAGE, !drop),
+            SectionKind::WINDOW => (TrimLevels::WINDOW, !drop),
             _ => (TrimLevels::NONE, false),
         };
         if !allowed || !plan.applied.contains(level) {

@@ -241,18 +241,34 @@ struct Key {
     privacy: PrivacyTags,
     signal: SignalKind,
     focus: Option<String>,
+    /// The session's window and its revision.
+    window: Option<(String, u64)>,
 }
 
 /// The components of every skill that declares ids (but `awareness`,
-/// whose section is the context), each called with its configuration
-/// (`{}` when the host has none for it; `computed-context` gets
-/// `[computed_context]`), kept while the registry and memex
-/// generations, the privacy tags, the signal and the focus are unchanged.
+/// whose section is the context), kept while the registry and memex
+/// generations, the privacy tags, the signal, the focus and the session's
+/// context window (its revision) are unchanged. Each skill is asked with
+/// `{"session": NAME}` as its configuration when the prompt is for a
+/// session's window (the `context-window` skill renders that window at
+/// 3000), else `{}` — but a skill the host has a configuration for
+/// (`computed-context` gets `[computed_context]`) is asked with that.
 #[derive(Debug, Default)]
 pub struct SkillComponents {
     last: Mutex<Option<(Key, Arc<[SkillComponent]>)>>,
     /// Each skill's configuration (JSON), by skill name.
     configs: Vec<(String, String)>,
+}
+
+/// What a cycle asks the skills' components for.
+#[derive(Debug, Clone, Copy)]
+pub struct ComponentsFor<'a> {
+    /// The kind of signal the cycle answers.
+    pub signal: SignalKind,
+    /// The object in foveal focus.
+    pub focus: Option<&'a str>,
+    /// The session's context window.
+    pub window: Option<super::SessionWindow<'a>>,
 }
 
 impl SkillComponents {
@@ -271,10 +287,14 @@ impl SkillComponents {
         skills: &Snapshot,
         memex: &MemexSnapshot,
         privacy: &PrivacyTags,
-        signal: SignalKind,
-        focus: Option<&str>,
+        cycle: ComponentsFor<'_>,
         reuse: bool,
     ) -> Arc<[SkillComponent]> {
+        let ComponentsFor {
+            signal,
+            focus,
+            window,
+        } = cycle;
         let contributors = || {
             skills.skills().filter(|slot| {
                 let info = slot.skill().info();
@@ -292,6 +312,7 @@ impl SkillComponents {
             privacy: privacy.clone(),
             signal,
             focus: focus.map(str::to_owned),
+            window: window.map(|w| (w.session.to_owned(), w.revision)),
         };
         if reuse {
             let last = self.lock();
@@ -306,7 +327,10 @@ impl SkillComponents {
             signal,
             focus: focus.map(str::to_owned),
             budget: None,
-            config: "{}".to_owned(),
+            config: match window {
+                Some(w) => serde_json::json!({ "session": w.session }).to_string(),
+                None => "{}".to_owned(),
+            },
             explain: false,
         };
         let mut out = Vec::new();

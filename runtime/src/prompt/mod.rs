@@ -339,6 +339,21 @@ pub struct PromptInput<'a> {
     /// Count every section exactly even when the bytes show the prompt
     /// fits (loads the tokenizer's tables).
     pub exact_counts: bool,
+    /// The session's context window (seed 002), which the
+    /// `context-window` skill renders at component 3000; none: no window
+    /// section.
+    pub window: Option<SessionWindow<'a>>,
+}
+
+/// The context window of the session a prompt is for: the skills'
+/// components are asked with `{"session": …}` and asked again when the
+/// window's revision ([`crate::window::Window::for_prompt`]) changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SessionWindow<'a> {
+    /// The session's name.
+    pub session: &'a str,
+    /// Bumped by every change to the window.
+    pub revision: u64,
 }
 
 impl Default for PromptInput<'_> {
@@ -354,6 +369,7 @@ impl Default for PromptInput<'_> {
             logs: &[],
             budget: None,
             exact_counts: false,
+            window: None,
         }
     }
 }
@@ -761,12 +777,21 @@ impl Assembler {
             skills,
             memex,
             &self.privacy,
-            input.signal,
-            input.focus,
+            components::ComponentsFor {
+                signal: input.signal,
+                focus: input.focus,
+                window: input.window,
+            },
             economics.loaded(),
         );
         for c in contributed.iter().filter(|c| context_type.enables(c.id)) {
-            let kind = components::static_component(c.id).map_or(SectionKind::FIXED, |s| s.kind);
+            // The context window's oldest items may be dropped (L4b);
+            // other skills' components are never trimmed.
+            let kind = if c.id == crate::window::COMPONENT_ID && *c.skill == *crate::window::SKILL {
+                SectionKind::WINDOW
+            } else {
+                components::static_component(c.id).map_or(SectionKind::FIXED, |s| s.kind)
+            };
             sections.push(PromptSection {
                 id: c.id,
                 key: Cow::Owned(c.key.to_string()),

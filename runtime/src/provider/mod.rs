@@ -74,6 +74,7 @@ mod error;
 pub mod local;
 pub mod openai;
 mod request;
+pub(crate) use request::parse as parse_body;
 pub mod settings;
 mod sse;
 mod stream;
@@ -85,7 +86,7 @@ mod tests;
 use std::fmt;
 
 pub use error::{ProviderError, TimeoutPhase};
-pub use local::{LoadOptions, LocalProvider, Requantize};
+pub use local::{LoadOptions, LocalProvider, PromptCache, Requantize};
 pub use openai::OpenAiProvider;
 pub use settings::{ApiKey, KindSource, ProviderKind, ProviderSettings, RetryPolicy, Timeouts};
 pub use stream::{Closed, ReplySender, ReplyStream};

@@ -216,8 +216,8 @@ pub struct ProviderSettings {
     /// The local model's GGUF file, when one is configured; `None` looks
     /// in the default places (see [`crate::provider::local`]).
     pub model_path: Option<PathBuf>,
-    /// Threads the local model computes with; `None` takes one less than
-    /// the CPUs (at least one), see [`crate::provider::LoadOptions`].
+    /// Threads the local model computes with; `None` takes every CPU, see
+    /// [`crate::provider::LoadOptions`].
     pub model_threads: Option<usize>,
 }
 

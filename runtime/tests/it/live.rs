@@ -12,11 +12,7 @@ use serde_json::json;
 
 use crate::support::{file_name, foveal_command, install, library, wait_for};
 
-#[path = "../../src/provider/tests/server.rs"]
-#[allow(dead_code)]
-mod server;
-
-use server::{End, Scripted, Server, sse_events};
+use crate::server::{End, Scripted, Server, sse_events};
 
 const MEMEX: &str = "#+TODO: TODO | DONE
 * Launch :project:
@@ -35,7 +31,7 @@ Ship it.
 CANARY-91c2 private notes
 ";
 
-fn workspace() -> tempfile::TempDir {
+pub(crate) fn workspace() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join("memex")).unwrap();
     std::fs::write(dir.path().join("memex/work.org"), MEMEX).unwrap();
@@ -75,17 +71,17 @@ fn command(dir: &Path, server: &Server, args: &[&str]) -> std::process::Command 
     command
 }
 
-async fn run_to_end(mut command: std::process::Command) -> Output {
+pub(crate) async fn run_to_end(mut command: std::process::Command) -> Output {
     tokio::task::spawn_blocking(move || command.output().unwrap())
         .await
         .unwrap()
 }
 
-fn stdout(output: &Output) -> String {
+pub(crate) fn stdout(output: &Output) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
-fn stderr(output: &Output) -> String {
+pub(crate) fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
@@ -169,7 +165,7 @@ async fn ask_runs_the_tool_loop_and_no_private_text_reaches_any_body() {
     }
     // Each tool's output came back in the next request as a `tool`
     // message answering its call.
-    let tool_message = |request: &server::Recorded| {
+    let tool_message = |request: &crate::server::Recorded| {
         let json = request.json();
         let last = json["messages"].as_array().unwrap().last().unwrap().clone();
         assert_eq!(last["role"], "tool", "{json}");
@@ -259,7 +255,7 @@ fn start_host(dir: &Path, server: &Server, extra: &[&str]) -> Child {
     child
 }
 
-fn wait_exit(child: &mut Child) -> std::process::ExitStatus {
+pub(crate) fn wait_exit(child: &mut Child) -> std::process::ExitStatus {
     let mut status = None;
     wait_for(Duration::from_secs(20), || {
         status = child.try_wait().unwrap();

@@ -6,6 +6,11 @@
 
 mod support;
 
+/// The scripted OpenAI-compatible server the live tests answer with.
+#[path = "../../src/provider/tests/server.rs"]
+#[allow(dead_code)]
+mod server;
+
 mod awareness;
 mod awareness_projects;
 mod cli;
@@ -24,3 +29,4 @@ mod privacy;
 mod prompt;
 mod registry;
 mod trust;
+mod window;

