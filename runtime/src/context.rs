@@ -307,6 +307,10 @@ pub fn render(
     privacy: &PrivacyTags,
     request: &ContextRequest,
 ) -> Section {
+    if request.budget.is_some() {
+        // The skill counts tokens through the host to fit the budget.
+        crate::tokens::warm();
+    }
     let view = SnapshotView::new(memex, privacy);
     let config = skill_config(request, &view);
     let call = ComponentsCall {

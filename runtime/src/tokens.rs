@@ -411,6 +411,19 @@ pub fn global() -> &'static TokenCounter {
     GLOBAL.get_or_init(|| TokenCounter::new(Encoding::default()))
 }
 
+/// Loads the host's token tables, if nothing has yet, before a skill call
+/// that may count tokens through the host (a component asked for within a
+/// budget, a context-window item added or opened): the first load takes
+/// 0.3 s in a release build and seconds in a debug build on a busy
+/// machine, which must not be spent inside the skill's call and its
+/// deadline (`plugins.hook_timeout_ms`).
+pub fn warm() {
+    let counter = global();
+    if !counter.is_loaded() {
+        counter.count("warm");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -259,7 +259,7 @@ impl Window {
     /// Runs `op` on the current registry snapshot.
     pub fn apply(&self, op: &WindowOp) -> Result<Value, WindowError> {
         if matches!(op, WindowOp::Add(_)) {
-            warm_tokens();
+            crate::tokens::warm();
         }
         let skills = self.registry.snapshot();
         let mut inner = self.lock();
@@ -333,7 +333,7 @@ impl Window {
             .and_then(|s| s["items"].as_array())
             .is_some_and(|items| !items.is_empty())
         {
-            warm_tokens();
+            crate::tokens::warm();
         }
         let args = json!({
             "window": self.session,
@@ -384,18 +384,6 @@ impl Window {
             }
             other => other.map_err(WindowError::from),
         }
-    }
-}
-
-/// Loads the model's token tables, if nothing has yet, before a call that
-/// counts tokens through the host (each item's, when it is added or
-/// opened): the first load takes 0.3 s in a release build and seconds in a
-/// debug build on a busy machine, which must not be spent inside the
-/// skill's call and its deadline (`plugins.hook_timeout_ms`).
-fn warm_tokens() {
-    let counter = crate::tokens::global();
-    if !counter.is_loaded() {
-        counter.count("warm");
     }
 }
 
