@@ -140,6 +140,9 @@ pub struct Config {
     /// The model provider: `[provider]`, `FOVEAL_PROVIDER`, `OPENAI_*`,
     /// `--provider` ([`crate::provider::settings`]).
     pub provider: crate::provider::ProviderSettings,
+    /// `[embedding]`: who computes the memex's vectors
+    /// ([`crate::embed::settings`]).
+    pub embedding: crate::embed::EmbedSettings,
     /// `[agent]`: how the live host runs.
     pub agent: crate::agent::settings::AgentSettings,
     /// Prompt assembly: `[identity]`, `[model]`, `[prices.<model>]` and
@@ -240,6 +243,8 @@ struct FileConfig {
     privacy: FilePrivacy,
     #[serde(default)]
     provider: crate::provider::settings::FileProvider,
+    #[serde(default)]
+    embedding: crate::embed::settings::FileEmbedding,
     #[serde(default)]
     agent: crate::agent::settings::FileAgent,
     #[serde(default)]
@@ -527,6 +532,14 @@ impl Config {
             overrides.provider,
             env,
         )?;
+        let embedding = crate::embed::settings::resolve(
+            &file.embedding,
+            text,
+            &shown,
+            &base,
+            &provider,
+            env,
+        )?;
         let prompt = crate::prompt::settings::resolve(
             crate::prompt::settings::FileParts {
                 identity: &file.identity,
@@ -553,6 +566,7 @@ impl Config {
             privacy_patterns,
             privacy_default_patterns,
             provider,
+            embedding,
             prompt,
             execution,
         })
