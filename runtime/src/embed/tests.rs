@@ -84,9 +84,9 @@ fn title_and_body_are_embedded_and_an_embedding_property_wins() {
     let cache = Arc::new(VectorCache::in_memory("counting"));
     let embedder = Counting::default();
     let plan = embed_all(&memex, &embedder, &cache, None);
-    assert_eq!(plan.objects, 6);
+    assert_eq!(plan.objects, 5);
     assert_eq!(plan.from_file, 1);
-    assert_eq!(plan.jobs.len(), 5);
+    assert_eq!(plan.jobs.len(), 4);
     assert!(
         embedder
             .seen
@@ -153,7 +153,7 @@ fn a_cache_hit_avoids_recomputation_and_one_edit_re_embeds_one_headline() {
     let cache = Arc::new(VectorCache::in_memory("counting"));
     let embedder = Counting::default();
     embed_all(&memex, &embedder, &cache, None);
-    assert_eq!(embedder.texts.load(Ordering::Relaxed), 5);
+    assert_eq!(embedder.texts.load(Ordering::Relaxed), 4);
     memex.attach_vectors(Arc::new(Vectors::new(
         Arc::clone(&cache),
         privacy(),
@@ -161,8 +161,8 @@ fn a_cache_hit_avoids_recomputation_and_one_edit_re_embeds_one_headline() {
     )));
     // Nothing changed: nothing to do.
     let again = embed_all(&memex, &embedder, &cache, None);
-    assert_eq!((again.jobs.len(), again.reused), (0, 5));
-    assert_eq!(embedder.texts.load(Ordering::Relaxed), 5);
+    assert_eq!((again.jobs.len(), again.reused), (0, 4));
+    assert_eq!(embedder.texts.load(Ordering::Relaxed), 4);
     // One body changes: only that headline is embedded again, and the
     // new file version keeps every other vector as it is published.
     let path = dir.path().canonicalize().unwrap().join("a.org");
@@ -177,8 +177,8 @@ fn a_cache_hit_avoids_recomputation_and_one_edit_re_embeds_one_headline() {
     assert_eq!(without, ["Plan the launch"]);
     let g = s.generation();
     let edit = embed_all(&memex, &embedder, &cache, None);
-    assert_eq!((edit.jobs.len(), edit.reused), (1, 4));
-    assert_eq!(embedder.texts.load(Ordering::Relaxed), 6);
+    assert_eq!((edit.jobs.len(), edit.reused), (1, 3));
+    assert_eq!(embedder.texts.load(Ordering::Relaxed), 5);
     // Published as a new generation with the new vector.
     assert_eq!(memex.refill(&[path]), g + 1);
     assert!(memex.snapshot().objects().all(|o| o.vector().is_some()));
