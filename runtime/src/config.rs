@@ -532,14 +532,8 @@ impl Config {
             overrides.provider,
             env,
         )?;
-        let embedding = crate::embed::settings::resolve(
-            &file.embedding,
-            text,
-            &shown,
-            &base,
-            &provider,
-            env,
-        )?;
+        let embedding =
+            crate::embed::settings::resolve(&file.embedding, text, &shown, &base, &provider, env)?;
         let prompt = crate::prompt::settings::resolve(
             crate::prompt::settings::FileParts {
                 identity: &file.identity,

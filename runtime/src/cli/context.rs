@@ -190,7 +190,15 @@ pub fn run(config: &Config, options: &ContextOptions) -> anyhow::Result<Exit> {
         write!(
             out,
             "{}",
-            explain(&section, text, tokens, &cleaned.report, options, config, &vectors)
+            explain(
+                &section,
+                text,
+                tokens,
+                &cleaned.report,
+                options,
+                config,
+                &vectors
+            )
         )?;
     } else {
         write!(out, "{text}")?;

@@ -113,7 +113,7 @@ pub fn run(config: &Config, json: bool) -> anyhow::Result<Exit> {
     } else {
         writeln!(
             out,
-            "{} objects: {} embedded, {} reused from the cache, {} skipped (private, remote embedder), {} with :EMBEDDING:",
+            "{} objects: {} embedded, {} reused from the cache, {} skipped (private, or held back by the privacy gate), {} with :EMBEDDING:",
             report.objects, report.embedded, report.reused, report.skipped, report.from_file
         )?;
         if embedded > 0 {

@@ -458,7 +458,8 @@ pub enum MemexCommand {
     /// focus are promoted. Shows a progress bar (count, rate, ETA); an
     /// interrupted run loses at most one batch of 32 and the next one
     /// resumes. Prints, at the end, the objects embedded, reused from the
-    /// cache and skipped (private objects, with a remote embedder).
+    /// cache and skipped (private objects are never embedded; with a
+    /// remote embedder neither is a text the privacy gate would change).
     ///
     /// The embedder is config `[embedding]` (env FOVEAL_EMBEDDING): by
     /// default all-MiniLM-L6-v2 in this process (fetch it with

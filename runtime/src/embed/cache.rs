@@ -11,19 +11,19 @@
 //! kept, the file is cut back to them, and what was lost is embedded
 //! again. A file made for another model is started afresh.
 //!
-//! Vectors of private objects are held in memory only ([`Persist::Memory`]):
-//! a vector says something about its text, and this file outlives the
-//! privacy configuration that made the object private (docs/security.md).
+//! Private objects are never embedded ([`crate::embed::plan`]), so nothing
+//! here — in memory or on disk — is derived from private text
+//! (docs/security.md).
 //!
 //! # Example
 //!
 //! ```
-//! use foveal::embed::cache::{key, Persist, VectorCache};
+//! use foveal::embed::cache::{key, VectorCache};
 //!
 //! let data = tempfile::tempdir().unwrap();
 //! let cache = VectorCache::open(data.path(), "demo-model").unwrap();
 //! let k = key("demo-model", "Launch\nWrite the docs.");
-//! cache.insert(vec![(k, vec![0.6, 0.8], Persist::Disk)]).unwrap();
+//! cache.insert(vec![(k, vec![0.6, 0.8])]).unwrap();
 //! // A second process finds it on disk.
 //! let again = VectorCache::open(data.path(), "demo-model").unwrap();
 //! assert_eq!(again.get(&k).as_deref(), Some(&[0.6, 0.8][..]));
@@ -47,15 +47,6 @@ pub fn key(model_id: &str, text: &str) -> Key {
     h.update([0u8]);
     h.update(text.as_bytes());
     h.finalize().into()
-}
-
-/// Where a new vector may be kept.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Persist {
-    /// In memory and in the cache file.
-    Disk,
-    /// In memory only (a private object's vector).
-    Memory,
 }
 
 /// The file's first bytes.
@@ -88,8 +79,7 @@ pub struct LoadReport {
     pub restarted: bool,
 }
 
-/// The vectors of one model: all of them in memory, the public ones also
-/// on disk.
+/// The vectors of one model: in memory, and in the file when it has one.
 #[derive(Debug)]
 pub struct VectorCache {
     model_id: String,
@@ -260,14 +250,14 @@ impl VectorCache {
         self.len() == 0
     }
 
-    /// Adds a batch: to memory, and those marked [`Persist::Disk`] to the
-    /// file in one write, so an interruption loses at most this batch.
-    pub fn insert(&self, batch: Vec<(Key, Vec<f32>, Persist)>) -> Result<(), CacheError> {
+    /// Adds a batch: to memory, and to the file in one write, so an
+    /// interruption loses at most this batch.
+    pub fn insert(&self, batch: Vec<(Key, Vec<f32>)>) -> Result<(), CacheError> {
         let mut disk = self.disk.lock().unwrap_or_else(|e| e.into_inner());
         let mut out = Vec::new();
         let mut new_keys = Vec::new();
-        for (key, vector, persist) in &batch {
-            if *persist == Persist::Disk && disk.file.is_some() && !disk.keys.contains(key) {
+        for (key, vector) in &batch {
+            if disk.file.is_some() && !disk.keys.contains(key) {
                 write_record(&mut out, key, vector);
                 new_keys.push(*key);
             }
@@ -284,7 +274,7 @@ impl VectorCache {
         }
         drop(disk);
         let mut vectors = self.vectors.write().unwrap_or_else(|e| e.into_inner());
-        for (key, vector, _) in batch {
+        for (key, vector) in batch {
             vectors.insert(key, Arc::from(vector));
         }
         Ok(())
@@ -407,7 +397,7 @@ mod tests {
             .insert(
                 keys.iter()
                     .enumerate()
-                    .map(|(i, k)| (*k, vec![i as f32, 1.0, 2.0], Persist::Disk))
+                    .map(|(i, k)| (*k, vec![i as f32, 1.0, 2.0]))
                     .collect(),
             )
             .unwrap();
@@ -415,26 +405,25 @@ mod tests {
     }
 
     #[test]
-    fn vectors_survive_a_restart_and_private_ones_never_reach_the_file() {
+    fn vectors_survive_a_restart_in_a_file_only_its_owner_reads() {
         let dir = tempfile::tempdir().unwrap();
         let keys = filled(dir.path(), 3);
         let cache = VectorCache::open(dir.path(), "m").unwrap();
         assert_eq!(cache.loaded().records, 3);
         assert_eq!(cache.get(&keys[2]).as_deref(), Some(&[2.0, 1.0, 2.0][..]));
-        let secret = key("m", "Met Ann at the harbour");
-        cache
-            .insert(vec![(secret, vec![9.0, 9.0, 9.0], Persist::Memory)])
-            .unwrap();
-        assert!(cache.contains(&secret));
-        let again = VectorCache::open(dir.path(), "m").unwrap();
-        assert!(!again.contains(&secret));
-        assert_eq!(again.len(), 3);
-        let bytes = std::fs::read(VectorCache::file_path(dir.path(), "m")).unwrap();
-        assert!(!bytes.windows(4).any(|w| w == 9.0f32.to_le_bytes()));
+        // The same key again is not written twice.
+        cache.insert(vec![(keys[0], vec![0.0, 1.0, 2.0])]).unwrap();
+        assert_eq!(
+            VectorCache::open(dir.path(), "m").unwrap().loaded().records,
+            3
+        );
         let mode = std::fs::metadata(VectorCache::file_path(dir.path(), "m"))
             .unwrap()
             .permissions();
-        assert_eq!(std::os::unix::fs::PermissionsExt::mode(&mode) & 0o777, 0o600);
+        assert_eq!(
+            std::os::unix::fs::PermissionsExt::mode(&mode) & 0o777,
+            0o600
+        );
     }
 
     #[test]
@@ -454,9 +443,7 @@ mod tests {
         assert!(cache.contains(&keys[1]) && !cache.contains(&keys[2]));
         assert_eq!(std::fs::metadata(&path).unwrap().len() as usize, third);
         // Rebuilt: what is added now follows the good records.
-        cache
-            .insert(vec![(keys[2], vec![5.0, 5.0, 5.0], Persist::Disk)])
-            .unwrap();
+        cache.insert(vec![(keys[2], vec![5.0, 5.0, 5.0])]).unwrap();
         let again = VectorCache::open(dir.path(), "m").unwrap();
         assert_eq!(again.loaded().records, 3);
         assert_eq!(again.get(&keys[2]).as_deref(), Some(&[5.0, 5.0, 5.0][..]));
@@ -489,9 +476,7 @@ mod tests {
         let cache = VectorCache::open(dir.path(), "m").unwrap();
         let live: HashSet<Key> = keys[..2].iter().copied().collect();
         assert_eq!(cache.compact(&live).unwrap(), 8);
-        cache
-            .insert(vec![(keys[5], vec![1.0, 1.0, 1.0], Persist::Disk)])
-            .unwrap();
+        cache.insert(vec![(keys[5], vec![1.0, 1.0, 1.0])]).unwrap();
         let again = VectorCache::open(dir.path(), "m").unwrap();
         assert_eq!(again.loaded().records, 3);
         assert!(again.contains(&keys[0]) && again.contains(&keys[5]));

@@ -270,7 +270,9 @@ mod tests {
         assert!(cos(&alone[0], &batched[0]) > 0.9999);
         // Unrelated headlines are far apart (fixed 128-token padding
         // scored every such pair ≈ 0.9).
-        let pair = model.embed(&["Buy milk", "Kernel scheduler latency"]).unwrap();
+        let pair = model
+            .embed(&["Buy milk", "Kernel scheduler latency"])
+            .unwrap();
         assert!(cos(&pair[0], &pair[1]) < 0.5);
     }
 

@@ -8,9 +8,12 @@
 //!   ([`settings`]).
 //! - **What is embedded** ([`text_of`]): an object's title, a line break
 //!   and its body. An `:EMBEDDING:` property in the file always wins: such
-//!   an object is never embedded. With a remote embedder a private object
-//!   is never embedded at all, and every other text passes the last-door
-//!   check ([`crate::egress::Gate::clean_quietly`]) first: a text it would
+//!   an object is never embedded. A private object is never embedded at
+//!   all, by any embedder: no skill can see it (the view leaves it out, so
+//!   it can be neither the focus nor promoted), so its vector would serve
+//!   nothing and only be one more thing derived from private text. With a
+//!   remote embedder every other text passes the last-door check
+//!   ([`crate::egress::Gate::clean_quietly`]) first: a text it would
 //!   change (a quoted private line, a secret) is not sent either.
 //! - **Where the vectors go**: into the file version's own vector table
 //!   ([`crate::memex::MemexFile::set_vector`]), the one `:EMBEDDING:`
@@ -21,7 +24,6 @@
 //!   published as a new version, with a new generation.
 //! - **The cache** ([`cache`]): on disk in the data dir, keyed by model id
 //!   and a hash of the text; only new or changed objects are embedded.
-//!   Private objects' vectors stay in memory only.
 //! - **When**: `foveal memex embed` up front, with a progress bar;
 //!   `foveal run` in the background ([`service`]) after start and after
 //!   every memex change. A cycle never waits for a vector: an object
@@ -48,7 +50,7 @@ use crate::egress::Gate;
 use crate::memex::MemexFile;
 use crate::memex::privacy::PrivacyTags;
 use crate::memex::snapshot::MemexSnapshot;
-use cache::{Key, Persist, VectorCache};
+use cache::{Key, VectorCache};
 
 /// Why vectors could not be computed.
 #[derive(Debug, thiserror::Error)]
@@ -154,8 +156,6 @@ pub struct Job {
     pub key: Key,
     /// The text.
     pub text: String,
-    /// Whether its vector may be written to disk.
-    pub persist: Persist,
 }
 
 impl std::fmt::Debug for Job {
@@ -163,7 +163,6 @@ impl std::fmt::Debug for Job {
         // Never the text: it may be private.
         f.debug_struct("Job")
             .field("bytes", &self.text.len())
-            .field("persist", &self.persist)
             .finish()
     }
 }
@@ -175,8 +174,8 @@ pub struct Plan {
     pub jobs: Vec<Job>,
     /// Objects whose vector is in the cache already.
     pub reused: usize,
-    /// Objects never sent: private, or changed by the last-door check
-    /// (remote embedder only).
+    /// Objects never embedded: private ones, and with a remote embedder
+    /// those whose text the last-door check would change.
     pub skipped: usize,
     /// Objects with an `:EMBEDDING:` property.
     pub from_file: usize,
@@ -206,8 +205,7 @@ pub fn plan(
                 plan.from_file += 1;
                 continue;
             }
-            let private = mask[index as usize];
-            if private && remote {
+            if mask[index as usize] {
                 plan.skipped += 1;
                 continue;
             }
@@ -222,21 +220,11 @@ pub fn plan(
                 }
             }
             let key = cache::key(cache.model_id(), &text);
-            if !private {
-                plan.live.insert(key);
-            }
+            plan.live.insert(key);
             if cache.contains(&key) {
                 plan.reused += 1;
             } else if queued.insert(key) {
-                plan.jobs.push(Job {
-                    key,
-                    text,
-                    persist: if private {
-                        Persist::Memory
-                    } else {
-                        Persist::Disk
-                    },
-                });
+                plan.jobs.push(Job { key, text });
             } else {
                 // The same text as another object: one vector serves both.
                 plan.reused += 1;
@@ -248,25 +236,23 @@ pub fn plan(
 
 /// Fills file versions with the vectors a cache holds, as the memex
 /// publishes them ([`crate::memex::VectorSource`]), and tells a waiting
-/// worker when some object is still without one.
+/// worker when some object is still without one. Private objects get
+/// none.
 #[derive(Debug)]
 pub struct Vectors {
     cache: Arc<VectorCache>,
     privacy: PrivacyTags,
-    remote: bool,
     /// Files told about a dimension clash already (logged once each).
     clashes: Mutex<HashSet<PathBuf>>,
     wake: Option<Arc<service::Wake>>,
 }
 
 impl Vectors {
-    /// Vectors from `cache`; private objects are left without one when
-    /// `remote` (their vectors cannot exist).
-    pub fn new(cache: Arc<VectorCache>, privacy: PrivacyTags, remote: bool) -> Self {
+    /// Vectors from `cache` for the objects that `privacy` leaves public.
+    pub fn new(cache: Arc<VectorCache>, privacy: PrivacyTags) -> Self {
         Self {
             cache,
             privacy,
-            remote,
             clashes: Mutex::default(),
             wake: None,
         }
@@ -301,9 +287,7 @@ impl crate::memex::VectorSource for Vectors {
         let mut missing = 0usize;
         let mut added = 0usize;
         for index in 0..file.objects.len() as u32 {
-            if file.objects[index as usize].vector.is_some()
-                || (self.remote && mask[index as usize])
-            {
+            if file.objects[index as usize].vector.is_some() || mask[index as usize] {
                 continue;
             }
             let key = cache::key(self.cache.model_id(), &text_of(file, index));

@@ -59,11 +59,11 @@ impl RemoteEmbedder {
             Some(key) => {
                 let mut value = HeaderValue::from_str(&format!("Bearer {}", key.expose_secret()))
                     .map_err(|_| {
-                        remote(format!(
-                            "the API key in {} is not a valid header value",
-                            settings.api_key_env
-                        ))
-                    })?;
+                    remote(format!(
+                        "the API key in {} is not a valid header value",
+                        settings.api_key_env
+                    ))
+                })?;
                 value.set_sensitive(true);
                 Some(value)
             }
@@ -184,7 +184,9 @@ impl Embedder for RemoteEmbedder {
                 texts.len()
             )));
         }
-        reply.data.sort_by_key(|item| item.index.unwrap_or(usize::MAX));
+        reply
+            .data
+            .sort_by_key(|item| item.index.unwrap_or(usize::MAX));
         let dim = reply.data[0].embedding.len();
         if dim == 0 || reply.data.iter().any(|d| d.embedding.len() != dim) {
             return Err(error("vectors of different lengths".to_owned()));

@@ -65,8 +65,8 @@ pub struct EmbedStatus {
     pub pending: u64,
     /// Objects whose vector came from the cache in the last pass.
     pub reused: u64,
-    /// Objects never embedded in the last pass (private, with a remote
-    /// embedder).
+    /// Objects never embedded in the last pass (private; with a remote
+    /// embedder also those the last-door check would change).
     pub skipped: u64,
 }
 
@@ -108,7 +108,7 @@ pub fn embed_jobs(
                 chunk
                     .iter()
                     .zip(vectors)
-                    .map(|(job, v)| (job.key, v, job.persist))
+                    .map(|(job, v)| (job.key, v))
                     .collect(),
             )
             .map_err(|e| EmbedError::Compute(e.to_string()))?;
@@ -145,12 +145,7 @@ pub fn attach_cached(
     privacy: &PrivacyTags,
 ) -> Option<Arc<VectorCache>> {
     let cache = open_cache(settings, data_dir)?;
-    let remote = settings.kind == crate::embed::EmbedKind::OpenAi;
-    memex.attach_vectors(Arc::new(Vectors::new(
-        Arc::clone(&cache),
-        privacy.clone(),
-        remote,
-    )));
+    memex.attach_vectors(Arc::new(Vectors::new(Arc::clone(&cache), privacy.clone())));
     Some(cache)
 }
 
@@ -177,10 +172,9 @@ impl EmbedService {
         report: impl Fn(&EmbedStatus) + Send + 'static,
     ) -> Option<Self> {
         let cache = open_cache(settings, data_dir)?;
-        let remote = settings.kind == crate::embed::EmbedKind::OpenAi;
         let wake = Arc::new(Wake::default());
         memex.attach_vectors(Arc::new(
-            Vectors::new(Arc::clone(&cache), privacy.clone(), remote).waking(Arc::clone(&wake)),
+            Vectors::new(Arc::clone(&cache), privacy.clone()).waking(Arc::clone(&wake)),
         ));
         let stop = Arc::new(AtomicBool::new(false));
         let worker = Worker {
@@ -336,7 +330,8 @@ impl Worker {
                     // flag, and a failing endpoint must not be hammered.
                     let until = Instant::now() + RETRY_AFTER;
                     while !self.stop.load(Ordering::Relaxed) && Instant::now() < until {
-                        self.wake.wait(until.saturating_duration_since(Instant::now()));
+                        self.wake
+                            .wait(until.saturating_duration_since(Instant::now()));
                     }
                 }
             }

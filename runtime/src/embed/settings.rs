@@ -158,7 +158,10 @@ pub(crate) fn resolve(
     let at = |span: std::ops::Range<usize>, key: &str, message: String| {
         let before = &text[..span.start.min(text.len())];
         let line = before.matches('\n').count() + 1;
-        let column = before.rfind('\n').map_or(before.len(), |nl| before.len() - nl - 1) + 1;
+        let column = before
+            .rfind('\n')
+            .map_or(before.len(), |nl| before.len() - nl - 1)
+            + 1;
         let key = format!("embedding.{key}");
         ConfigError::Invalid {
             path: path.to_owned(),
@@ -206,7 +209,10 @@ pub(crate) fn resolve(
             return Err(at(
                 threads.span(),
                 "threads",
-                format!("{} is out of range; must be from 1 to 256", threads.get_ref()),
+                format!(
+                    "{} is out of range; must be from 1 to 256",
+                    threads.get_ref()
+                ),
             ));
         }
         settings.threads = Some(*threads.get_ref() as usize);
@@ -272,7 +278,10 @@ pub(crate) fn resolve(
             return Err(at(
                 batch.span(),
                 "batch",
-                format!("{} is out of range; must be from 1 to 2048", batch.get_ref()),
+                format!(
+                    "{} is out of range; must be from 1 to 2048",
+                    batch.get_ref()
+                ),
             ));
         }
         settings.batch = *batch.get_ref() as usize;
@@ -363,6 +372,9 @@ mod tests {
         let err = config("[embedding]\nbatch = 0\n", &[])
             .unwrap_err()
             .to_string();
-        assert!(err.contains("`embedding.batch`: 0 is out of range"), "{err}");
+        assert!(
+            err.contains("`embedding.batch`: 0 is out of range"),
+            "{err}"
+        );
     }
 }

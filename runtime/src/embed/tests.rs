@@ -61,12 +61,7 @@ fn privacy() -> PrivacyTags {
 }
 
 /// Plans and embeds everything, as `foveal memex embed` does.
-fn embed_all(
-    memex: &Memex,
-    embedder: &Counting,
-    cache: &VectorCache,
-    gate: Option<&Gate>,
-) -> Plan {
+fn embed_all(memex: &Memex, embedder: &Counting, cache: &VectorCache, gate: Option<&Gate>) -> Plan {
     let plan = plan(
         &memex.snapshot(),
         &privacy(),
@@ -86,7 +81,8 @@ fn title_and_body_are_embedded_and_an_embedding_property_wins() {
     let plan = embed_all(&memex, &embedder, &cache, None);
     assert_eq!(plan.objects, 5);
     assert_eq!(plan.from_file, 1);
-    assert_eq!(plan.jobs.len(), 4);
+    assert_eq!(plan.skipped, 2);
+    assert_eq!(plan.jobs.len(), 2);
     assert!(
         embedder
             .seen
@@ -94,46 +90,44 @@ fn title_and_body_are_embedded_and_an_embedding_property_wins() {
             .unwrap()
             .contains(&"Plan the launch\nDates and owners.".to_owned())
     );
-    memex.attach_vectors(Arc::new(Vectors::new(cache, privacy(), false)));
+    memex.attach_vectors(Arc::new(Vectors::new(cache, privacy())));
     let s = memex.snapshot();
     let given = s.objects().find(|o| o.title() == "Given").unwrap();
     assert_eq!(given.vector(), Some(&[1.0, 0.0, 0.0, 0.0][..]));
-    assert!(s.objects().all(|o| o.vector().is_some()));
+    let with: Vec<&str> = s
+        .objects()
+        .filter(|o| o.vector().is_some())
+        .map(|o| o.title())
+        .collect();
+    assert_eq!(with, ["Work", "Plan the launch", "Given"]);
 }
 
 #[test]
-fn locally_private_vectors_stay_in_memory_and_remotely_private_objects_are_never_sent() {
+fn private_objects_are_never_embedded_locally_or_sent_to_a_remote_embedder() {
     let (_dir, memex) = memex(MEMEX);
     let cache = VectorCache::in_memory("counting");
-    let local = plan(&memex.snapshot(), &privacy(), &cache, false, None);
-    let persist: Vec<_> = local.jobs.iter().map(|j| j.persist).collect();
-    // Work, Plan the launch, then Diary and Deep secret: private, kept
-    // in memory only.
-    assert_eq!(
-        persist,
-        [Persist::Disk, Persist::Disk, Persist::Memory, Persist::Memory]
-    );
-    // The two private objects (Diary, Deep secret) are kept in memory only.
-    assert_eq!(
-        local
-            .jobs
-            .iter()
-            .filter(|j| j.persist == Persist::Memory)
-            .count(),
-        2
-    );
+    let embedder = Counting::default();
+    let local = embed_all(&memex, &embedder, &cache, None);
+    assert_eq!(local.skipped, 2);
     let gate = Gate::new(privacy(), &[], true).unwrap();
-    let embedder = Counting {
+    let remote_cache = VectorCache::in_memory("counting-remote");
+    let remote = Counting {
         remote: true,
         ..Counting::default()
     };
-    let remote = embed_all(&memex, &embedder, &cache, Some(&gate));
-    assert_eq!(remote.skipped, 2);
-    let seen = embedder.seen.lock().unwrap().join("\n");
-    assert!(!seen.contains("harbour") && !seen.contains("4711") && !seen.contains("Diary"));
+    let plan = embed_all(&memex, &remote, &remote_cache, Some(&gate));
+    assert_eq!((plan.skipped, plan.jobs.len()), (2, 2));
+    for seen in [&embedder.seen, &remote.seen] {
+        let seen = seen.lock().unwrap().join("\n");
+        assert!(!seen.contains("harbour") && !seen.contains("4711") && !seen.contains("Diary"));
+    }
     // Without a gate a remote embedder sends nothing (fail closed).
-    let none = plan(&memex.snapshot(), &privacy(), &cache, true, None);
+    let none = plan_for(&memex, &VectorCache::in_memory("x"), true, None);
     assert!(none.jobs.is_empty());
+}
+
+fn plan_for(memex: &Memex, cache: &VectorCache, remote: bool, gate: Option<&Gate>) -> Plan {
+    plan(&memex.snapshot(), &privacy(), cache, remote, gate)
 }
 
 #[test]
@@ -153,40 +147,46 @@ fn a_cache_hit_avoids_recomputation_and_one_edit_re_embeds_one_headline() {
     let cache = Arc::new(VectorCache::in_memory("counting"));
     let embedder = Counting::default();
     embed_all(&memex, &embedder, &cache, None);
-    assert_eq!(embedder.texts.load(Ordering::Relaxed), 4);
-    memex.attach_vectors(Arc::new(Vectors::new(
-        Arc::clone(&cache),
-        privacy(),
-        false,
-    )));
+    assert_eq!(embedder.texts.load(Ordering::Relaxed), 2);
+    memex.attach_vectors(Arc::new(Vectors::new(Arc::clone(&cache), privacy())));
     // Nothing changed: nothing to do.
     let again = embed_all(&memex, &embedder, &cache, None);
-    assert_eq!((again.jobs.len(), again.reused), (0, 4));
-    assert_eq!(embedder.texts.load(Ordering::Relaxed), 4);
+    assert_eq!((again.jobs.len(), again.reused), (0, 2));
+    assert_eq!(embedder.texts.load(Ordering::Relaxed), 2);
     // One body changes: only that headline is embedded again, and the
     // new file version keeps every other vector as it is published.
     let path = dir.path().canonicalize().unwrap().join("a.org");
-    std::fs::write(&path, MEMEX.replace("Dates and owners.", "Dates, owners, risks.")).unwrap();
+    std::fs::write(
+        &path,
+        MEMEX.replace("Dates and owners.", "Dates, owners, risks."),
+    )
+    .unwrap();
     memex.reload_file(&path);
     let s = memex.snapshot();
     let without: Vec<&str> = s
         .objects()
-        .filter(|o| o.vector().is_none())
+        .filter(|o| o.vector().is_none() && !privacy().is_private(*o))
         .map(|o| o.title())
         .collect();
     assert_eq!(without, ["Plan the launch"]);
     let g = s.generation();
     let edit = embed_all(&memex, &embedder, &cache, None);
-    assert_eq!((edit.jobs.len(), edit.reused), (1, 3));
-    assert_eq!(embedder.texts.load(Ordering::Relaxed), 5);
+    assert_eq!((edit.jobs.len(), edit.reused), (1, 1));
+    assert_eq!(embedder.texts.load(Ordering::Relaxed), 3);
     // Published as a new generation with the new vector.
     assert_eq!(memex.refill(&[path]), g + 1);
-    assert!(memex.snapshot().objects().all(|o| o.vector().is_some()));
+    let s = memex.snapshot();
+    assert!(
+        s.objects()
+            .all(|o| o.vector().is_some() == !privacy().is_private(o))
+    );
 }
 
 #[test]
 fn batches_are_of_32() {
-    let text: String = (0..70).map(|i| format!("* Headline number {i}\n")).collect();
+    let text: String = (0..70)
+        .map(|i| format!("* Headline number {i}\n"))
+        .collect();
     let (_dir, memex) = memex(&text);
     let cache = VectorCache::in_memory("counting");
     let embedder = Counting::default();
@@ -200,7 +200,7 @@ fn a_file_with_vectors_of_another_length_keeps_them_and_gets_no_computed_ones() 
     let (_dir, memex) = memex("* A\n:PROPERTIES:\n:EMBEDDING: 1 0\n:END:\n* B\n");
     let cache = Arc::new(VectorCache::in_memory("counting"));
     embed_all(&memex, &Counting::default(), &cache, None);
-    memex.attach_vectors(Arc::new(Vectors::new(cache, privacy(), false)));
+    memex.attach_vectors(Arc::new(Vectors::new(cache, privacy())));
     let s = memex.snapshot();
     let dims: Vec<Option<usize>> = s.objects().map(|o| o.vector().map(<[f32]>::len)).collect();
     assert_eq!(dims, [Some(2), None]);
@@ -211,7 +211,7 @@ fn the_view_lends_computed_vectors_with_their_8_bit_copy_and_never_private_ones(
     let (_dir, memex) = memex(MEMEX);
     let cache = Arc::new(VectorCache::in_memory("counting"));
     embed_all(&memex, &Counting::default(), &cache, None);
-    memex.attach_vectors(Arc::new(Vectors::new(cache, privacy(), false)));
+    memex.attach_vectors(Arc::new(Vectors::new(cache, privacy())));
     let view = crate::memex::view::SnapshotView::new(&memex.snapshot(), &privacy());
     let owned = view.view();
     let file = &owned.files[0];

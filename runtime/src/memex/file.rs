@@ -332,7 +332,9 @@ impl MemexFile {
         let Some(object) = self.objects.get(index as usize) else {
             return false;
         };
-        if object.vector.is_some() || vector.is_empty() || (self.dim != 0 && self.dim != vector.len())
+        if object.vector.is_some()
+            || vector.is_empty()
+            || (self.dim != 0 && self.dim != vector.len())
         {
             return false;
         }
