@@ -11,6 +11,7 @@ mod awareness_projects;
 mod cli;
 mod context_cli;
 mod e2e;
+mod embed;
 mod execution;
 mod faults_disk;
 mod faults_input;
