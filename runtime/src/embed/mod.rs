@@ -245,6 +245,9 @@ pub struct Vectors {
     /// Files told about a dimension clash already (logged once each).
     clashes: Mutex<HashSet<PathBuf>>,
     wake: Option<Arc<service::Wake>>,
+    /// A version filled since the last publish left an object without a
+    /// vector: wake the worker once it is current.
+    missing: std::sync::atomic::AtomicBool,
 }
 
 impl Vectors {
@@ -255,6 +258,7 @@ impl Vectors {
             privacy,
             clashes: Mutex::default(),
             wake: None,
+            missing: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -303,12 +307,21 @@ impl crate::memex::VectorSource for Vectors {
                 None => missing += 1,
             }
         }
-        if missing > 0
+        if missing > 0 {
+            self.missing
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        added
+    }
+
+    fn published(&self) {
+        if self
+            .missing
+            .swap(false, std::sync::atomic::Ordering::Relaxed)
             && let Some(wake) = &self.wake
         {
             wake.wake();
         }
-        added
     }
 }
 

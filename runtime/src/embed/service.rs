@@ -24,6 +24,8 @@ use crate::memex::privacy::PrivacyTags;
 
 /// How often the worker publishes what it has embedded so far.
 const PUBLISH_EVERY: Duration = Duration::from_secs(2);
+/// How often it says how far it is.
+const LOG_EVERY: Duration = Duration::from_secs(10);
 /// How long the worker waits after a failure before trying again.
 const RETRY_AFTER: Duration = Duration::from_secs(30);
 
@@ -65,6 +67,8 @@ pub struct EmbedStatus {
     pub pending: u64,
     /// Objects whose vector came from the cache in the last pass.
     pub reused: u64,
+    /// The memex generation the last vectors were published in.
+    pub generation: u64,
     /// Objects never embedded in the last pass (private; with a remote
     /// embedder also those the last-door check would change).
     pub skipped: u64,
@@ -276,6 +280,7 @@ impl Worker {
             self.set_state("embedding");
             let started = Instant::now();
             let mut published = Instant::now();
+            let mut logged = Instant::now();
             let mut last = 0;
             let paths: Vec<_> = snapshot.files().map(|f| f.path.clone()).collect();
             let stop = Arc::clone(&self.stop);
@@ -285,12 +290,21 @@ impl Worker {
                 status.pending = (total - done) as u64;
                 last = done;
                 if published.elapsed() >= PUBLISH_EVERY || done == total {
-                    memex.refill(&paths);
+                    status.generation = memex.refill(&paths);
                     published = Instant::now();
+                }
+                if logged.elapsed() >= LOG_EVERY || done == total {
+                    logged = Instant::now();
+                    let elapsed = started.elapsed().as_secs_f64().max(1e-3);
+                    let rate = done as f64 / elapsed;
                     tracing::info!(
                         target: "foveal::embed",
-                        "embedded {done}/{total} ({:.0}/s)",
-                        done as f64 / started.elapsed().as_secs_f64().max(1e-3)
+                        "embedded {done}/{total} objects, {rate:.0}/s, {}",
+                        if done == total {
+                            format!("done in {elapsed:.1} s")
+                        } else {
+                            format!("about {:.0} s left", (total - done) as f64 / rate.max(1e-3))
+                        }
                     );
                 }
                 !stop.load(Ordering::Relaxed)

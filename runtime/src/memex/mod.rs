@@ -156,6 +156,10 @@ pub trait VectorSource: Send + Sync + std::fmt::Debug {
     /// Gives the objects of `file` that have no vector the ones the source
     /// holds ([`MemexFile::set_vector`]); returns how many it gave.
     fn fill(&self, file: &mut MemexFile) -> usize;
+
+    /// Called after every publish, once the new snapshot is current (so
+    /// that a worker woken now reads the version just filled).
+    fn published(&self) {}
 }
 
 impl Memex {
@@ -248,7 +252,20 @@ impl Memex {
         let next = current.with_files(files);
         let generation = next.generation();
         self.current.store(Arc::new(next));
+        source.published();
         generation
+    }
+
+    /// Tells the vector source that a new snapshot is current.
+    pub(crate) fn after_publish(&self) {
+        let source = self
+            .vectors
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        if let Some(source) = source {
+            source.published();
+        }
     }
 
     /// `file` with its view built when [`Memex::prepare_views`] asked (no
@@ -512,6 +529,7 @@ impl Memex {
         };
         let generation = next.generation();
         self.current.store(Arc::new(next));
+        self.after_publish();
         generation
     }
 
