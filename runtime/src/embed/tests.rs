@@ -178,7 +178,7 @@ fn a_cache_hit_avoids_recomputation_and_one_edit_re_embeds_one_headline() {
     let s = memex.snapshot();
     assert!(
         s.objects()
-            .all(|o| o.vector().is_some() == !privacy().is_private(o))
+            .all(|o| o.vector().is_some() != privacy().is_private(o))
     );
 }
 
