@@ -551,6 +551,22 @@ pub fn check(config: &Config) -> anyhow::Result<Exit> {
         }
         Err(error) => problems.push(format!("provider: {error}")),
     }
+    // Without vectors the host still runs (objects are simply not
+    // promoted by similarity): a note, not a problem.
+    let embedding = &config.embedding;
+    notes.push(match embedding.kind {
+        crate::embed::EmbedKind::Local => {
+            match crate::embed::local::model_dir(embedding.model_dir.as_deref()) {
+                Ok(dir) => format!("embedding: local all-MiniLM-L6-v2 ({})", dir.display()),
+                Err(error) => format!("embedding: unavailable: {error}"),
+            }
+        }
+        crate::embed::EmbedKind::OpenAi => format!(
+            "embedding: OpenAI-compatible {}/embeddings ({})",
+            embedding.base_url, embedding.model
+        ),
+        crate::embed::EmbedKind::Off => "embedding: off".to_owned(),
+    });
     if !crate::agent::session::valid_name(&config.agent.session) {
         problems.push(format!(
             "agent.session: {:?} is not a session name",
