@@ -148,6 +148,11 @@ pub fn attach_cached(
     memex: &Memex,
     privacy: &PrivacyTags,
 ) -> Option<Arc<VectorCache>> {
+    let id = model_id(settings)?;
+    // A command that only reads creates nothing: no file, no vectors.
+    if !VectorCache::file_path(data_dir, &id).is_file() {
+        return Some(Arc::new(VectorCache::in_memory(&id)));
+    }
     let cache = open_cache(settings, data_dir)?;
     memex.attach_vectors(Arc::new(Vectors::new(Arc::clone(&cache), privacy.clone())));
     Some(cache)
