@@ -563,7 +563,8 @@ pub fn check(config: &Config) -> anyhow::Result<Exit> {
         }
         crate::embed::EmbedKind::OpenAi => format!(
             "embedding: OpenAI-compatible {}/embeddings ({})",
-            embedding.base_url, embedding.model
+            crate::embed::settings::safe_url(&embedding.base_url),
+            embedding.model
         ),
         crate::embed::EmbedKind::Off => "embedding: off".to_owned(),
     });

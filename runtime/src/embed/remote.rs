@@ -25,6 +25,8 @@ pub struct RemoteEmbedder {
     client: reqwest::Client,
     runtime: tokio::runtime::Runtime,
     endpoint: String,
+    /// The endpoint as errors and logs show it (no user or password).
+    shown: String,
     model: String,
     model_id: String,
     auth: Option<HeaderValue>,
@@ -35,7 +37,7 @@ pub struct RemoteEmbedder {
 impl std::fmt::Debug for RemoteEmbedder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RemoteEmbedder")
-            .field("endpoint", &self.endpoint)
+            .field("endpoint", &self.shown)
             .field("model", &self.model)
             .field("api_key", &self.auth.as_ref().map(|_| "***"))
             .finish_non_exhaustive()
@@ -51,8 +53,9 @@ impl RemoteEmbedder {
     /// A client for `settings` (nothing is sent yet).
     pub fn new(settings: &EmbedSettings) -> Result<Self, EmbedError> {
         let endpoint = format!("{}/embeddings", settings.base_url.trim_end_matches('/'));
+        let shown = crate::embed::settings::safe_url(&endpoint);
         let remote = |message: String| EmbedError::Remote {
-            url: endpoint.clone(),
+            url: shown.clone(),
             message,
         };
         let auth = match &settings.api_key {
@@ -86,6 +89,7 @@ impl RemoteEmbedder {
             runtime,
             model: settings.model.clone(),
             model_id: model_id(settings),
+            shown,
             endpoint,
             auth,
             timeout: settings.request_timeout,
@@ -154,7 +158,7 @@ impl Embedder for RemoteEmbedder {
             return Ok(Vec::new());
         }
         let error = |message: String| EmbedError::Remote {
-            url: self.endpoint.clone(),
+            url: self.shown.clone(),
             message,
         };
         // The one place the request body is built.
@@ -201,6 +205,6 @@ impl Embedder for RemoteEmbedder {
     }
 
     fn describe(&self) -> String {
-        format!("openai-compatible {} ({})", self.endpoint, self.model)
+        format!("openai-compatible {} ({})", self.shown, self.model)
     }
 }

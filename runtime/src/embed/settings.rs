@@ -290,7 +290,7 @@ pub(crate) fn resolve(
 }
 
 /// The URL as it may be shown: a user name and password are masked.
-fn safe_url(url: &str) -> String {
+pub(crate) fn safe_url(url: &str) -> String {
     let Some(start) = url.find("://").map(|i| i + 3) else {
         return url.to_owned();
     };
