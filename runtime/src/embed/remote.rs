@@ -44,9 +44,14 @@ impl std::fmt::Debug for RemoteEmbedder {
     }
 }
 
-/// The model id for `settings`: the endpoint and the model.
+/// The model id for `settings`: the endpoint (without credentials: the id
+/// is written into the cache file) and the model.
 pub fn model_id(settings: &EmbedSettings) -> String {
-    format!("openai:{}#{}", settings.base_url, settings.model)
+    format!(
+        "openai:{}#{}",
+        crate::embed::settings::safe_url(&settings.base_url),
+        settings.model
+    )
 }
 
 impl RemoteEmbedder {
