@@ -80,6 +80,118 @@ pub fn default_model_dirs() -> Vec<PathBuf> {
     dirs
 }
 
+/// A safetensors file read one tensor at a time, a megabyte at a time:
+/// loading holds the weights plus one tensor, not the weights twice (the
+/// whole file in memory, then the tensors copied out of it).
+struct Streamed {
+    file: std::sync::Mutex<std::fs::File>,
+    /// Where the tensor data starts.
+    base: u64,
+    /// Name → (dtype, shape, byte range in the data).
+    tensors: std::collections::HashMap<String, (String, Vec<usize>, std::ops::Range<u64>)>,
+}
+
+impl Streamed {
+    fn open(path: &Path) -> Result<Self, String> {
+        use std::io::Read as _;
+        let mut file = std::fs::File::open(path).map_err(|e| e.to_string())?;
+        let mut len = [0u8; 8];
+        file.read_exact(&mut len).map_err(|e| e.to_string())?;
+        let len = u64::from_le_bytes(len);
+        if len > 100 << 20 {
+            return Err(format!("a header of {len} bytes: not a safetensors file"));
+        }
+        let mut header = vec![0u8; len as usize];
+        file.read_exact(&mut header).map_err(|e| e.to_string())?;
+        let header: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_slice(&header).map_err(|e| format!("its header: {e}"))?;
+        let mut tensors = std::collections::HashMap::new();
+        for (name, info) in header {
+            if name == "__metadata__" {
+                continue;
+            }
+            let dtype = info["dtype"].as_str().unwrap_or_default().to_owned();
+            let shape: Vec<usize> = info["shape"]
+                .as_array()
+                .map(|s| {
+                    s.iter()
+                        .filter_map(|d| d.as_u64())
+                        .map(|d| d as usize)
+                        .collect()
+                })
+                .unwrap_or_default();
+            let offsets = &info["data_offsets"];
+            let (Some(start), Some(end)) = (offsets[0].as_u64(), offsets[1].as_u64()) else {
+                return Err(format!("tensor {name} has no data offsets"));
+            };
+            tensors.insert(name, (dtype, shape, start..end));
+        }
+        Ok(Self {
+            file: std::sync::Mutex::new(file),
+            base: 8 + len,
+            tensors,
+        })
+    }
+
+    fn read(&self, name: &str, dev: &Device) -> candle_core::Result<Tensor> {
+        use std::io::{Read as _, Seek as _};
+        let Some((dtype, shape, range)) = self.tensors.get(name) else {
+            candle_core::bail!("no tensor {name}")
+        };
+        if dtype != "F32" {
+            candle_core::bail!("tensor {name} is {dtype}; only F32 is read")
+        }
+        let count: usize = shape.iter().product();
+        if range.end - range.start != count as u64 * 4 {
+            candle_core::bail!("tensor {name}: its bytes do not match its shape")
+        }
+        let mut file = self.file.lock().unwrap_or_else(|e| e.into_inner());
+        file.seek(std::io::SeekFrom::Start(self.base + range.start))?;
+        let mut values = Vec::with_capacity(count);
+        let mut chunk = vec![0u8; 1 << 20];
+        let mut left = count * 4;
+        while left > 0 {
+            let n = left.min(chunk.len());
+            file.read_exact(&mut chunk[..n])?;
+            values.extend(
+                chunk[..n]
+                    .chunks_exact(4)
+                    .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])),
+            );
+            left -= n;
+        }
+        Tensor::from_vec(values, shape.as_slice(), dev)
+    }
+}
+
+impl candle_nn::var_builder::SimpleBackend for Streamed {
+    fn get(
+        &self,
+        s: candle_core::Shape,
+        name: &str,
+        _: candle_nn::Init,
+        dtype: DType,
+        dev: &Device,
+    ) -> candle_core::Result<Tensor> {
+        let tensor = self.read(name, dev)?.to_dtype(dtype)?;
+        if tensor.shape() != &s {
+            candle_core::bail!(
+                "tensor {name} has shape {:?}, the model expects {s:?}",
+                tensor.shape()
+            )
+        }
+        Ok(tensor)
+    }
+
+    fn get_unchecked(&self, name: &str, dtype: DType, dev: &Device) -> candle_core::Result<Tensor> {
+        self.read(name, dev)?.to_dtype(dtype)
+    }
+
+    fn contains_tensor(&self, name: &str) -> bool {
+        self.tensors.contains_key(name)
+    }
+}
+
 /// The loaded model.
 pub struct LocalEmbedder {
     dir: PathBuf,
@@ -129,9 +241,12 @@ impl LocalEmbedder {
                 ..TruncationParams::default()
             }))
             .map_err(|e| load(format!("tokenizer.json: {e}")))?;
-        let weights = read("model.safetensors")?;
-        let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &Device::Cpu)
-            .map_err(|e| load(format!("model.safetensors: {e}")))?;
+        let weights = Streamed::open(&dir.join("model.safetensors")).map_err(|e| {
+            load(format!(
+                "model.safetensors: {e}; run `scripts/fetch-model` to fetch it again"
+            ))
+        })?;
+        let vb = VarBuilder::from_backend(Box::new(weights), DType::F32, Device::Cpu);
         let model = BertModel::load(vb, &config)
             .map_err(|e| load(format!("model.safetensors is not a BERT model: {e}")))?;
         let threads = threads
