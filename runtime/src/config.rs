@@ -166,6 +166,9 @@ pub struct Config {
     /// The model provider: `[provider]`, `FOVEAL_PROVIDER`, `OPENAI_*`,
     /// `--provider` ([`crate::provider::settings`]).
     pub provider: crate::provider::ProviderSettings,
+    /// `[embedding]`: who computes the memex's vectors
+    /// ([`crate::embed::settings`]).
+    pub embedding: crate::embed::EmbedSettings,
     /// `[agent]`: how the live host runs.
     pub agent: crate::agent::settings::AgentSettings,
     /// Prompt assembly: `[identity]`, `[model]`, `[prices.<model>]` and
@@ -268,6 +271,8 @@ struct FileConfig {
     privacy: FilePrivacy,
     #[serde(default)]
     provider: crate::provider::settings::FileProvider,
+    #[serde(default)]
+    embedding: crate::embed::settings::FileEmbedding,
     #[serde(default)]
     agent: crate::agent::settings::FileAgent,
     #[serde(default)]
@@ -625,6 +630,8 @@ impl Config {
             overrides.provider,
             env,
         )?;
+        let embedding =
+            crate::embed::settings::resolve(&file.embedding, text, &shown, &base, &provider, env)?;
         let prompt = crate::prompt::settings::resolve(
             crate::prompt::settings::FileParts {
                 identity: &file.identity,
@@ -653,6 +660,7 @@ impl Config {
             privacy_patterns,
             privacy_default_patterns,
             provider,
+            embedding,
             prompt,
             execution,
         })

@@ -23,6 +23,9 @@
 //!   context type and the runtime signals.
 //! - [`provider`] asks a model: an OpenAI-compatible server over HTTP,
 //!   streamed, with retries and timeouts.
+//! - [`embed`] computes a vector for every memex object (a local model
+//!   or an OpenAI-compatible endpoint), cached on disk, so that similar
+//!   objects are promoted on any memex.
 //! - [`egress`] is the last door: private text and secrets are removed from
 //!   every request body before it leaves the process.
 //! - [`execution`] composes the execution pattern of a cycle.
@@ -38,6 +41,7 @@ pub mod config;
 pub mod context;
 pub mod debounce;
 pub mod egress;
+pub mod embed;
 pub mod execution;
 pub mod host_api;
 pub mod loader;

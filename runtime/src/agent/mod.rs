@@ -315,6 +315,9 @@ pub struct Status {
     pub loaded_libraries: u32,
     /// Bytes of those libraries.
     pub loaded_library_bytes: u64,
+    /// The background embedder ([`crate::embed::service`]); `None` when
+    /// embeddings are off.
+    pub embeddings: Option<crate::embed::service::EmbedStatus>,
 }
 
 /// A skill as `foveal status` shows it.

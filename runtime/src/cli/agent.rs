@@ -61,6 +61,14 @@ fn agent(config: &Config, options: &AgentOptions, watch_views: bool) -> Result<A
     let memex = Arc::new(crate::cli::memex::open(config)?);
     if watch_views {
         memex.prepare_views(PrivacyTags::new(&config.privacy_tags));
+    } else {
+        // One turn: the vectors computed so far, none computed now.
+        crate::embed::service::attach_cached(
+            &config.embedding,
+            &config.data_dir,
+            &memex,
+            &PrivacyTags::new(&config.privacy_tags),
+        );
     }
     let registry = match crate::cli::skills::open_registry(config) {
         Ok(registry) => Arc::new(registry),
@@ -150,6 +158,24 @@ pub fn run(config: &Config, options: &AgentOptions, no_repl: bool) -> anyhow::Re
                 tracing::warn!("memex changes will not be seen: {error}");
                 None
             }
+        };
+        // Vectors for objects without `:EMBEDDING:`: the cached ones now,
+        // the missing ones in the background (a cycle never waits).
+        let _embed = {
+            let status = agent.status();
+            crate::embed::service::EmbedService::start(
+                &config.embedding,
+                &config.data_dir,
+                Arc::clone(agent.memex()),
+                PrivacyTags::new(&config.privacy_tags),
+                Arc::clone(agent.gate()),
+                move |embedding| {
+                    status
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .embeddings = Some(embedding.clone());
+                },
+            )
         };
         let socket_path = config.agent.socket_path(&config.data_dir);
         let socket = match control::ControlSocket::bind(&socket_path).await {
@@ -404,6 +430,19 @@ pub fn status(config: &Config, json: bool) -> anyhow::Result<Exit> {
             .map_or("-".to_owned(), |u| format!("{u}%"))
     )?;
     writeln!(out, "cycles:         {}", get("cycles"))?;
+    match get("embeddings") {
+        serde_json::Value::Null => writeln!(out, "embeddings:     off")?,
+        e => writeln!(
+            out,
+            "embeddings:     {} — {} embedded, {} pending, {} from the cache, {} skipped ({})",
+            e["state"].as_str().unwrap_or(""),
+            e["embedded"],
+            e["pending"],
+            e["reused"],
+            e["skipped"],
+            e["model"].as_str().unwrap_or("")
+        )?,
+    }
     writeln!(
         out,
         "focus:          {}",
@@ -523,6 +562,23 @@ pub fn check(config: &Config) -> anyhow::Result<Exit> {
         }
         Err(error) => problems.push(format!("provider: {error}")),
     }
+    // Without vectors the host still runs (objects are simply not
+    // promoted by similarity): a note, not a problem.
+    let embedding = &config.embedding;
+    notes.push(match embedding.kind {
+        crate::embed::EmbedKind::Local => {
+            match crate::embed::local::model_dir(embedding.model_dir.as_deref()) {
+                Ok(dir) => format!("embedding: local all-MiniLM-L6-v2 ({})", dir.display()),
+                Err(error) => format!("embedding: unavailable: {error}"),
+            }
+        }
+        crate::embed::EmbedKind::OpenAi => format!(
+            "embedding: OpenAI-compatible {}/embeddings ({})",
+            crate::embed::settings::safe_url(&embedding.base_url),
+            embedding.model
+        ),
+        crate::embed::EmbedKind::Off => "embedding: off".to_owned(),
+    });
     if !crate::agent::session::valid_name(&config.agent.session) {
         problems.push(format!(
             "agent.session: {:?} is not a session name",

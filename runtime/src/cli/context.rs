@@ -44,6 +44,45 @@ struct Report<'a> {
     source: String,
     /// What the last-door check removed: counts, never the text.
     redacted: Redacted,
+    /// Visible objects without a vector yet: never promoted by similarity.
+    without_vector: usize,
+}
+
+/// How many visible objects have a vector.
+#[derive(Debug, Default)]
+struct Vectors {
+    with: usize,
+    without: usize,
+    /// Whether the focus has one (`None`: no focus, or not found).
+    focus: Option<bool>,
+}
+
+impl Vectors {
+    fn count(
+        snapshot: &crate::memex::MemexSnapshot,
+        privacy: &PrivacyTags,
+        focus: Option<&str>,
+    ) -> Self {
+        let mut v = Self::default();
+        for file in snapshot.files() {
+            let mask = privacy.private_mask(file);
+            for (object, private) in file.objects.iter().zip(mask) {
+                if private {
+                    continue;
+                }
+                if object.vector.is_some() {
+                    v.with += 1;
+                } else {
+                    v.without += 1;
+                }
+            }
+        }
+        v.focus = focus
+            .and_then(|id| snapshot.get(id))
+            .filter(|o| !privacy.is_private(*o))
+            .map(|o| o.vector().is_some());
+        v
+    }
 }
 
 #[derive(Debug, serde::Serialize)]
@@ -102,8 +141,12 @@ pub fn run(config: &Config, options: &ContextOptions) -> anyhow::Result<Exit> {
         Err(exit) => return Ok(exit),
     };
     let registry = crate::cli::skills::open_registry(config)?;
-    let snapshot = memex.snapshot();
     let privacy = PrivacyTags::new(&config.privacy_tags);
+    // The vectors computed so far (`foveal memex embed`, `foveal run`);
+    // none is computed here: a command never waits for a model.
+    crate::embed::service::attach_cached(&config.embedding, &config.data_dir, &memex, &privacy);
+    let snapshot = memex.snapshot();
+    let vectors = Vectors::count(&snapshot, &privacy, options.focus.as_deref());
     if let Some(focus) = &options.focus
         && let Err(exit) = crate::cli::check_focus(
             &SnapshotView::new(&snapshot, &privacy).view().as_view(),
@@ -144,14 +187,23 @@ pub fn run(config: &Config, options: &ContextOptions) -> anyhow::Result<Exit> {
     let tokens = crate::tokens::global().count(text);
     let mut out = std::io::stdout().lock();
     if options.json {
-        let report = report(&section, text, tokens, options.budget, &cleaned.report);
+        let mut report = report(&section, text, tokens, options.budget, &cleaned.report);
+        report.without_vector = vectors.without;
         serde_json::to_writer_pretty(&mut out, &report)?;
         writeln!(out)?;
     } else if options.explain {
         write!(
             out,
             "{}",
-            explain(&section, text, tokens, &cleaned.report, options, config)
+            explain(
+                &section,
+                text,
+                tokens,
+                &cleaned.report,
+                options,
+                config,
+                &vectors
+            )
         )?;
     } else {
         write!(out, "{text}")?;
@@ -193,6 +245,7 @@ fn report<'a>(
             secrets: removed.secrets.iter().cloned().collect(),
             filter: removed.filter.to_string(),
         },
+        without_vector: 0,
     }
 }
 
@@ -204,6 +257,7 @@ fn explain(
     removed: &egress::Report,
     options: &ContextOptions,
     config: &Config,
+    vectors: &Vectors,
 ) -> String {
     use std::fmt::Write as _;
     let mut s = String::from("## Context Debug\n\n### Request\n");
@@ -228,6 +282,23 @@ fn explain(
     );
     let _ = writeln!(s, "- Privacy tags: {}", config.privacy_tags.join(", "));
     let _ = writeln!(s, "- Rendered by: {}", source_name(section));
+    let _ = writeln!(
+        s,
+        "- Vectors: {} visible objects have one, {} have none yet{}",
+        vectors.with,
+        vectors.without,
+        if vectors.without > 0 {
+            " (not promoted by similarity until embedded: `foveal memex embed`, or `foveal run` in the background)"
+        } else {
+            ""
+        }
+    );
+    if vectors.focus == Some(false) {
+        let _ = writeln!(
+            s,
+            "- The focus has no vector yet: nothing is promoted by similarity"
+        );
+    }
     let _ = writeln!(s, "\n### Result\n- Tokens: {tokens}");
     let _ = writeln!(s, "- Bytes: {}", text.len());
     let _ = writeln!(

@@ -6,6 +6,7 @@
 pub mod agent;
 pub mod bench;
 pub mod context;
+pub mod embed;
 pub mod memex;
 pub mod prompt;
 pub mod skills;
@@ -594,6 +595,26 @@ pub enum MemexCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Compute a vector for every object that has none (no `:EMBEDDING:`
+    /// property, not in the cache yet), so that objects similar to the
+    /// focus are promoted. Shows a progress bar (count, rate, ETA); an
+    /// interrupted run loses at most one batch of 32 and the next one
+    /// resumes. Prints, at the end, the objects embedded, reused from the
+    /// cache and skipped (private objects are never embedded; with a
+    /// remote embedder neither is a text the privacy gate would change).
+    ///
+    /// The embedder is config `[embedding]` (env FOVEAL_EMBEDDING): by
+    /// default all-MiniLM-L6-v2 in this process (fetch it with
+    /// `scripts/fetch-model`). The vectors are kept in
+    /// <data dir>/embeddings/; `foveal run` embeds in the background too.
+    Embed {
+        #[command(flatten)]
+        memex: MemexArgs,
+        /// Print one JSON object: objects, embedded, reused, skipped,
+        /// from_file, model, seconds.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// How a command ended.
@@ -933,6 +954,12 @@ pub fn run(cli: Cli) -> anyhow::Result<Exit> {
                 Ok(config) => memex::query(&config, tag, todo, kind.as_deref(), json),
                 Err(exit) => Ok(exit),
             },
+            MemexCommand::Embed { memex: args, json } => {
+                match load_config(&args.overrides(cli.config.as_ref())) {
+                    Ok(config) => embed::run(&config, json),
+                    Err(exit) => Ok(exit),
+                }
+            }
         },
     }
 }

@@ -121,6 +121,13 @@ pub fn run(config: &Config, options: &PromptOptions) -> anyhow::Result<Exit> {
         Ok(memex) => memex,
         Err(exit) => return Ok(exit),
     };
+    // The vectors computed so far; none is computed here.
+    crate::embed::service::attach_cached(
+        &config.embedding,
+        &config.data_dir,
+        &memex,
+        &PrivacyTags::new(&config.privacy_tags),
+    );
     let registry = Arc::new(crate::cli::skills::open_registry(config)?);
     let skills = registry.snapshot();
     // The session's context window (component 3000), as saved.

@@ -324,6 +324,53 @@ impl MemexFile {
         self.by_id.iter().map(|&i| (self.id(i), i))
     }
 
+    /// Gives object `index`, which has no vector, the computed `vector`
+    /// ([`crate::embed`]): a new row of the file's table. `false`, and
+    /// nothing changes, when the object has one (an `:EMBEDDING:` always
+    /// wins) or the file's vectors have another length.
+    pub fn set_vector(&mut self, index: u32, vector: &[f32]) -> bool {
+        let Some(object) = self.objects.get(index as usize) else {
+            return false;
+        };
+        if object.vector.is_some()
+            || vector.is_empty()
+            || (self.dim != 0 && self.dim != vector.len())
+        {
+            return false;
+        }
+        self.dim = vector.len();
+        let row = (self.vectors.len() / self.dim) as u32;
+        self.vectors.extend_from_slice(vector);
+        self.objects[index as usize].vector = Some(row);
+        true
+    }
+
+    /// A copy of this version to publish again with more vectors: the same
+    /// text, objects and indexes, without the prepared view (built again
+    /// for the new vectors).
+    pub(crate) fn duplicate(&self) -> Self {
+        Self {
+            path: self.path.clone(),
+            text: self.text.clone(),
+            keywords: self.keywords.clone(),
+            file_tags: self.file_tags.clone(),
+            declared_tags: self.declared_tags.clone(),
+            setup: Arc::clone(&self.setup),
+            modified: self.modified,
+            objects: self.objects.clone(),
+            children: self.children.clone(),
+            dim: self.dim,
+            vectors: self.vectors.clone(),
+            warnings: self.warnings.clone(),
+            content_hash: self.content_hash,
+            parse_time: self.parse_time,
+            by_tag: self.by_tag.clone(),
+            by_todo: self.by_todo.clone(),
+            by_id: self.by_id.clone(),
+            view_cache: std::sync::Mutex::new(None),
+        }
+    }
+
     /// The embedding of object `index`.
     pub fn vector(&self, index: u32) -> Option<&[f32]> {
         let row = self.objects.get(index as usize)?.vector? as usize;

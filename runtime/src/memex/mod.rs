@@ -145,6 +145,21 @@ pub struct Memex {
     /// The privacy tags whose skills' view ([`view::cached`]) is
     /// built for each new file version before it is published.
     views: Mutex<Option<PrivacyTags>>,
+    /// Where computed vectors come from ([`Memex::attach_vectors`]).
+    vectors: Mutex<Option<Arc<dyn VectorSource>>>,
+}
+
+/// Computed vectors for new file versions ([`crate::embed::Vectors`]):
+/// each version is filled before it is published, so an edit never takes
+/// away the vectors the cache already holds for its unchanged objects.
+pub trait VectorSource: Send + Sync + std::fmt::Debug {
+    /// Gives the objects of `file` that have no vector the ones the source
+    /// holds ([`MemexFile::set_vector`]); returns how many it gave.
+    fn fill(&self, file: &mut MemexFile) -> usize;
+
+    /// Called after every publish, once the new snapshot is current (so
+    /// that a worker woken now reads the version just filled).
+    fn published(&self) {}
 }
 
 impl Memex {
@@ -169,6 +184,7 @@ impl Memex {
             current: ArcSwap::from_pointee(MemexSnapshot::default()),
             writer: Mutex::new(()),
             views: Mutex::new(None),
+            vectors: Mutex::new(None),
         };
         let mut snapshot = MemexSnapshot::default();
         for path in memex.discover() {
@@ -192,8 +208,69 @@ impl Memex {
         *self.views.lock().unwrap_or_else(|e| e.into_inner()) = Some(privacy);
     }
 
-    /// `file`, with its view built when [`Memex::prepare_views`] asked.
-    pub(crate) fn prepared(&self, file: MemexFile) -> Arc<MemexFile> {
+    /// From now on, fill every new file version with the vectors `source`
+    /// holds before publishing it; and publish, now, the files loaded
+    /// already that it has vectors for. Returns the generation then.
+    pub fn attach_vectors(&self, source: Arc<dyn VectorSource>) -> u64 {
+        *self.vectors.lock().unwrap_or_else(|e| e.into_inner()) = Some(source);
+        let paths: Vec<PathBuf> = self.snapshot().files().map(|f| f.path.clone()).collect();
+        self.refill(&paths)
+    }
+
+    /// Publishes, as one new generation, a new version of each file of
+    /// `paths` that the vector source has new vectors for (computed since
+    /// the version now served was published). The text is the same; only
+    /// the vector table grows. Returns the generation now current.
+    pub fn refill(&self, paths: &[PathBuf]) -> u64 {
+        let Some(source) = self
+            .vectors
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+        else {
+            return self.snapshot().generation();
+        };
+        let _writing = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        let current = self.current.load_full();
+        let mut files = Vec::new();
+        for path in paths {
+            let Some(file) = current.file(path) else {
+                continue;
+            };
+            if file.objects.iter().all(|o| o.vector.is_some()) {
+                continue;
+            }
+            let mut copy = file.duplicate();
+            if source.fill(&mut copy) == 0 {
+                continue;
+            }
+            files.push(self.prepared_view(copy));
+        }
+        if files.is_empty() {
+            return current.generation();
+        }
+        let next = current.with_files(files);
+        let generation = next.generation();
+        self.current.store(Arc::new(next));
+        source.published();
+        generation
+    }
+
+    /// Tells the vector source that a new snapshot is current.
+    pub(crate) fn after_publish(&self) {
+        let source = self
+            .vectors
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        if let Some(source) = source {
+            source.published();
+        }
+    }
+
+    /// `file` with its view built when [`Memex::prepare_views`] asked (no
+    /// vector filled).
+    fn prepared_view(&self, file: MemexFile) -> Arc<MemexFile> {
         let file = Arc::new(file);
         if let Some(privacy) = self
             .views
@@ -204,6 +281,21 @@ impl Memex {
             view::cached(&file, privacy);
         }
         file
+    }
+
+    /// `file`, with the vectors the source holds
+    /// ([`Memex::attach_vectors`]) and its view built when
+    /// [`Memex::prepare_views`] asked.
+    pub(crate) fn prepared(&self, mut file: MemexFile) -> Arc<MemexFile> {
+        let source = self
+            .vectors
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        if let Some(source) = source {
+            source.fill(&mut file);
+        }
+        self.prepared_view(file)
     }
 
     /// The current snapshot.
@@ -437,6 +529,7 @@ impl Memex {
         };
         let generation = next.generation();
         self.current.store(Arc::new(next));
+        self.after_publish();
         generation
     }
 

@@ -339,6 +339,20 @@ impl MemexSnapshot {
         next
     }
 
+    /// This snapshot with each of `files` added or replacing the file at
+    /// its path, published as one generation.
+    pub(crate) fn with_files(&self, files: Vec<FileRef>) -> Self {
+        if files.is_empty() {
+            return self.clone();
+        }
+        let mut next = self.clone();
+        for file in files {
+            next = next.with_file(file);
+        }
+        next.generation = self.generation + 1;
+        next
+    }
+
     /// This snapshot without the file at `path`.
     pub(crate) fn without_file(&self, path: &Path) -> Self {
         let mut next = self.without_indexes_of(path);

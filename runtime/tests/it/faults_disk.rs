@@ -502,7 +502,14 @@ fn fifos_devices_and_huge_files_in_a_running_hosts_folders_are_skipped_and_named
     ]));
     // At the default log level: the registry's and the memex's warnings
     // reach stderr (see main.rs).
-    let mut host = start_host(dir.path(), &server, &["--no-repl"], &[]);
+    // No background embedding: loading its model would grow the peak
+    // this test reads to prove nothing was read from /dev/zero.
+    let mut host = start_host(
+        dir.path(),
+        &server,
+        &["--no-repl"],
+        &[("FOVEAL_EMBEDDING", "off")],
+    );
     let log = gather(host.stderr.take().unwrap());
     let (_, peak_before) = memory_kib(host.id());
 

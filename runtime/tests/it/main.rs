@@ -17,6 +17,7 @@ mod cli;
 mod computed;
 mod context_cli;
 mod e2e;
+mod embed;
 mod execution;
 mod faults_disk;
 mod faults_input;

@@ -432,6 +432,7 @@ impl Memex {
         let next = self.current.load().with_file(self.prepared(file));
         let generation = next.generation();
         self.current.store(Arc::new(next));
+        self.after_publish();
         Ok(Written {
             path,
             id,

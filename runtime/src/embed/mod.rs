@@ -1,0 +1,329 @@
+//! Embeddings: a vector for every memex object, so that semantic promotion
+//! (seed 000: objects similar to the focus are shown in full) works on a
+//! memex that carries no `:EMBEDDING:` properties.
+//!
+//! - **Who computes them** ([`Embedder`]): all-MiniLM-L6-v2 in this
+//!   process by default ([`local`]), or an OpenAI-compatible
+//!   `/embeddings` endpoint ([`remote`]), chosen by `[embedding]`
+//!   ([`settings`]).
+//! - **What is embedded** ([`text_of`]): an object's title, a line break
+//!   and its body. An `:EMBEDDING:` property in the file always wins: such
+//!   an object is never embedded. A private object is never embedded at
+//!   all, by any embedder: no skill can see it (the view leaves it out, so
+//!   it can be neither the focus nor promoted), so its vector would serve
+//!   nothing and only be one more thing derived from private text. With a
+//!   remote embedder every other text passes the last-door check
+//!   ([`crate::egress::Gate::clean_quietly`]) first: a text it would
+//!   change (a quoted private line, a secret) is not sent either.
+//! - **Where the vectors go**: into the file version's own vector table
+//!   ([`crate::memex::MemexFile::set_vector`]), the one `:EMBEDDING:`
+//!   values fill, so the skills' view — with its 8-bit copy that the
+//!   awareness scan reads — is built from them unchanged. A file version
+//!   takes what the cache holds when it is published
+//!   ([`crate::memex::VectorSource`]); vectors computed later are
+//!   published as a new version, with a new generation.
+//! - **The cache** ([`cache`]): on disk in the data dir, keyed by model id
+//!   and a hash of the text; only new or changed objects are embedded.
+//! - **When**: `foveal memex embed` up front, with a progress bar;
+//!   `foveal run` in the background ([`service`]) after start and after
+//!   every memex change. A cycle never waits for a vector: an object
+//!   without one is simply not promoted, and `foveal context --explain`
+//!   says so.
+//! - **Dimensions** come from the model. A file whose `:EMBEDDING:`
+//!   vectors have another dimension keeps them and gets no computed ones
+//!   (logged once); the awareness scan never compares vectors of different
+//!   lengths.
+
+pub mod cache;
+pub mod local;
+pub mod remote;
+pub mod service;
+pub mod settings;
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+pub use settings::{EmbedKind, EmbedSettings};
+
+use crate::egress::Gate;
+use crate::memex::MemexFile;
+use crate::memex::privacy::PrivacyTags;
+use crate::memex::snapshot::MemexSnapshot;
+use cache::{Key, VectorCache};
+
+/// Why vectors could not be computed.
+#[derive(Debug, thiserror::Error)]
+pub enum EmbedError {
+    /// The local model's files are not there.
+    #[error(
+        "embedding model not found (looked in {looked}); run `scripts/fetch-model` to download all-MiniLM-L6-v2 into models/, set `embedding.model_dir`, or set `embedding.kind = \"off\"`"
+    )]
+    ModelMissing {
+        /// The folders tried.
+        looked: String,
+    },
+    /// The local model's files are there but could not be loaded.
+    #[error("embedding model {}: {message}", path.display())]
+    Load {
+        /// The folder.
+        path: PathBuf,
+        /// What went wrong.
+        message: String,
+    },
+    /// The computation failed.
+    #[error("embedding failed: {0}")]
+    Compute(String),
+    /// The remote endpoint failed.
+    #[error("embeddings endpoint {url}: {message}")]
+    Remote {
+        /// The endpoint.
+        url: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// `embedding.kind = "off"`.
+    #[error("embeddings are off (`embedding.kind = \"off\"`, FOVEAL_EMBEDDING)")]
+    Off,
+}
+
+/// Something that turns texts into vectors.
+pub trait Embedder: Send + Sync + std::fmt::Debug {
+    /// The id its vectors are cached under.
+    fn model_id(&self) -> &str;
+    /// Whether texts leave the process.
+    fn is_remote(&self) -> bool;
+    /// The vectors' length, once known.
+    fn dim(&self) -> Option<usize>;
+    /// One vector per text, in order.
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError>;
+    /// One line for logs and `foveal status`.
+    fn describe(&self) -> String;
+}
+
+/// The id the vectors of `settings` are cached under, without loading a
+/// model; `None` when embeddings are off.
+pub fn model_id(settings: &EmbedSettings) -> Option<String> {
+    match settings.kind {
+        EmbedKind::Local => Some(local::MODEL_ID.to_owned()),
+        EmbedKind::OpenAi => Some(remote::model_id(settings)),
+        EmbedKind::Off => None,
+    }
+}
+
+/// The embedder `settings` ask for; the local model is loaded here.
+pub fn open(settings: &EmbedSettings, background: bool) -> Result<Arc<dyn Embedder>, EmbedError> {
+    match settings.kind {
+        EmbedKind::Local => {
+            let dir = local::model_dir(settings.model_dir.as_deref())?;
+            Ok(Arc::new(local::LocalEmbedder::open(
+                &dir,
+                settings.threads,
+                background,
+            )?))
+        }
+        EmbedKind::OpenAi => Ok(Arc::new(remote::RemoteEmbedder::new(settings)?)),
+        EmbedKind::Off => Err(EmbedError::Off),
+    }
+}
+
+/// The text embedded for object `index` of `file`: its title, a line
+/// break and its body, trimmed.
+pub fn text_of(file: &MemexFile, index: u32) -> String {
+    let h = &file.objects[index as usize].headline;
+    let title = file.slice(&h.title).trim();
+    let body = file.slice(&h.body).trim();
+    if body.is_empty() {
+        title.to_owned()
+    } else {
+        format!("{title}\n{body}")
+    }
+}
+
+/// Whether object `index` of `file` has an `:EMBEDDING:` property.
+fn has_property_vector(file: &MemexFile, index: u32) -> bool {
+    file.objects[index as usize]
+        .headline
+        .properties
+        .iter()
+        .any(|p| file.slice(&p.key).eq_ignore_ascii_case("EMBEDDING"))
+}
+
+/// One text to embed.
+#[derive(Clone)]
+pub struct Job {
+    /// Its cache key.
+    pub key: Key,
+    /// The text.
+    pub text: String,
+}
+
+impl std::fmt::Debug for Job {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the text: it may be private.
+        f.debug_struct("Job")
+            .field("bytes", &self.text.len())
+            .finish()
+    }
+}
+
+/// What a memex needs embedded.
+#[derive(Debug, Default)]
+pub struct Plan {
+    /// Texts without a vector yet, one per distinct text.
+    pub jobs: Vec<Job>,
+    /// Objects whose vector is in the cache already.
+    pub reused: usize,
+    /// Objects never embedded: private ones, and with a remote embedder
+    /// those whose text the last-door check would change.
+    pub skipped: usize,
+    /// Objects with an `:EMBEDDING:` property.
+    pub from_file: usize,
+    /// Objects in all.
+    pub objects: usize,
+    /// The keys of every object's text now: what the cache must keep.
+    pub live: HashSet<Key>,
+}
+
+/// Which objects of `snapshot` need a vector from `cache`'s model.
+/// `gate` must be given for a remote embedder: every text goes through
+/// it, and one it would change is skipped.
+pub fn plan(
+    snapshot: &MemexSnapshot,
+    privacy: &PrivacyTags,
+    cache: &VectorCache,
+    remote: bool,
+    gate: Option<&Gate>,
+) -> Plan {
+    let mut plan = Plan::default();
+    let mut queued: HashSet<Key> = HashSet::new();
+    for file in snapshot.files() {
+        let mask = privacy.private_mask(file);
+        for index in 0..file.objects.len() as u32 {
+            plan.objects += 1;
+            if has_property_vector(file, index) {
+                plan.from_file += 1;
+                continue;
+            }
+            if mask[index as usize] {
+                plan.skipped += 1;
+                continue;
+            }
+            let text = text_of(file, index);
+            if remote {
+                // The last door, before the first byte leaves: fail
+                // closed without a gate.
+                let changed = gate.is_none_or(|g| g.clean_quietly(&text, snapshot).is_some());
+                if changed {
+                    plan.skipped += 1;
+                    continue;
+                }
+            }
+            let key = cache::key(cache.model_id(), &text);
+            plan.live.insert(key);
+            if cache.contains(&key) {
+                plan.reused += 1;
+            } else if queued.insert(key) {
+                plan.jobs.push(Job { key, text });
+            } else {
+                // The same text as another object: one vector serves both.
+                plan.reused += 1;
+            }
+        }
+    }
+    plan
+}
+
+/// Fills file versions with the vectors a cache holds, as the memex
+/// publishes them ([`crate::memex::VectorSource`]), and tells a waiting
+/// worker when some object is still without one. Private objects get
+/// none.
+#[derive(Debug)]
+pub struct Vectors {
+    cache: Arc<VectorCache>,
+    privacy: PrivacyTags,
+    /// Files told about a dimension clash already (logged once each).
+    clashes: Mutex<HashSet<PathBuf>>,
+    wake: Option<Arc<service::Wake>>,
+    /// A version filled since the last publish left an object without a
+    /// vector: wake the worker once it is current.
+    missing: std::sync::atomic::AtomicBool,
+}
+
+impl Vectors {
+    /// Vectors from `cache` for the objects that `privacy` leaves public.
+    pub fn new(cache: Arc<VectorCache>, privacy: PrivacyTags) -> Self {
+        Self {
+            cache,
+            privacy,
+            clashes: Mutex::default(),
+            wake: None,
+            missing: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    /// The same, waking `wake` when an object lacks a vector.
+    pub fn waking(mut self, wake: Arc<service::Wake>) -> Self {
+        self.wake = Some(wake);
+        self
+    }
+
+    /// The cache.
+    pub fn cache(&self) -> &Arc<VectorCache> {
+        &self.cache
+    }
+
+    fn clash(&self, path: &Path, file_dim: usize, dim: usize) {
+        let mut clashes = self.clashes.lock().unwrap_or_else(|e| e.into_inner());
+        if clashes.insert(path.to_owned()) {
+            tracing::warn!(
+                target: "foveal::embed",
+                "{}: its `:EMBEDDING:` vectors have {file_dim} dimensions and the embedding model's {dim}; its other objects get no computed vector (vectors of different lengths are never compared)",
+                path.display()
+            );
+        }
+    }
+}
+
+impl crate::memex::VectorSource for Vectors {
+    fn fill(&self, file: &mut MemexFile) -> usize {
+        let mask = self.privacy.private_mask(file);
+        let mut missing = 0usize;
+        let mut added = 0usize;
+        for index in 0..file.objects.len() as u32 {
+            if file.objects[index as usize].vector.is_some() || mask[index as usize] {
+                continue;
+            }
+            let key = cache::key(self.cache.model_id(), &text_of(file, index));
+            match self.cache.get(&key) {
+                Some(vector) => {
+                    if file.set_vector(index, &vector) {
+                        added += 1;
+                    } else {
+                        let path = file.path.clone();
+                        self.clash(&path, file.dim, vector.len());
+                    }
+                }
+                None => missing += 1,
+            }
+        }
+        if missing > 0 {
+            self.missing
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        added
+    }
+
+    fn published(&self) {
+        if self
+            .missing
+            .swap(false, std::sync::atomic::Ordering::Relaxed)
+            && let Some(wake) = &self.wake
+        {
+            wake.wake();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

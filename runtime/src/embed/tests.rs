@@ -1,0 +1,223 @@
+//! The planner, the memex's vector source and the worker's batching, with
+//! a counting embedder (the real model's own tests are in `local.rs`).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use super::*;
+use crate::memex::Memex;
+
+/// Vectors from the text's bytes: equal texts, equal vectors; counts
+/// every text it is given.
+#[derive(Debug, Default)]
+struct Counting {
+    texts: AtomicUsize,
+    calls: AtomicUsize,
+    seen: Mutex<Vec<String>>,
+    remote: bool,
+}
+
+impl Embedder for Counting {
+    fn model_id(&self) -> &str {
+        "counting"
+    }
+    fn is_remote(&self) -> bool {
+        self.remote
+    }
+    fn dim(&self) -> Option<usize> {
+        Some(4)
+    }
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        self.texts.fetch_add(texts.len(), Ordering::Relaxed);
+        self.seen
+            .lock()
+            .unwrap()
+            .extend(texts.iter().map(|t| (*t).to_owned()));
+        Ok(texts
+            .iter()
+            .map(|t| {
+                let k = cache::key("v", t);
+                vec![1.0, f32::from(k[0]) / 255.0, f32::from(k[1]) / 255.0, 0.5]
+            })
+            .collect())
+    }
+    fn describe(&self) -> String {
+        "counting".into()
+    }
+}
+
+const MEMEX: &str = "* Work :project:\n** Plan the launch\nDates and owners.\n** Diary :@personal:\nMet Ann at the harbour today.\n*** Deep secret\nThe code is 4711.\n** Given\n:PROPERTIES:\n:EMBEDDING: 1 0 0 0\n:END:\n";
+
+fn memex(text: &str) -> (tempfile::TempDir, Memex) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a.org"), text).unwrap();
+    let memex = Memex::open(&[dir.path().to_path_buf()]).unwrap();
+    (dir, memex)
+}
+
+fn privacy() -> PrivacyTags {
+    PrivacyTags::new(["@personal"])
+}
+
+/// Plans and embeds everything, as `foveal memex embed` does.
+fn embed_all(memex: &Memex, embedder: &Counting, cache: &VectorCache, gate: Option<&Gate>) -> Plan {
+    let plan = plan(
+        &memex.snapshot(),
+        &privacy(),
+        cache,
+        embedder.is_remote(),
+        gate,
+    );
+    service::embed_jobs(embedder, cache, &plan.jobs, 32, |_| true).unwrap();
+    plan
+}
+
+#[test]
+fn title_and_body_are_embedded_and_an_embedding_property_wins() {
+    let (_dir, memex) = memex(MEMEX);
+    let cache = Arc::new(VectorCache::in_memory("counting"));
+    let embedder = Counting::default();
+    let plan = embed_all(&memex, &embedder, &cache, None);
+    assert_eq!(plan.objects, 5);
+    assert_eq!(plan.from_file, 1);
+    assert_eq!(plan.skipped, 2);
+    assert_eq!(plan.jobs.len(), 2);
+    assert!(
+        embedder
+            .seen
+            .lock()
+            .unwrap()
+            .contains(&"Plan the launch\nDates and owners.".to_owned())
+    );
+    memex.attach_vectors(Arc::new(Vectors::new(cache, privacy())));
+    let s = memex.snapshot();
+    let given = s.objects().find(|o| o.title() == "Given").unwrap();
+    assert_eq!(given.vector(), Some(&[1.0, 0.0, 0.0, 0.0][..]));
+    let with: Vec<&str> = s
+        .objects()
+        .filter(|o| o.vector().is_some())
+        .map(|o| o.title())
+        .collect();
+    assert_eq!(with, ["Work", "Plan the launch", "Given"]);
+}
+
+#[test]
+fn private_objects_are_never_embedded_locally_or_sent_to_a_remote_embedder() {
+    let (_dir, memex) = memex(MEMEX);
+    let cache = VectorCache::in_memory("counting");
+    let embedder = Counting::default();
+    let local = embed_all(&memex, &embedder, &cache, None);
+    assert_eq!(local.skipped, 2);
+    let gate = Gate::new(privacy(), &[], true).unwrap();
+    let remote_cache = VectorCache::in_memory("counting-remote");
+    let remote = Counting {
+        remote: true,
+        ..Counting::default()
+    };
+    let plan = embed_all(&memex, &remote, &remote_cache, Some(&gate));
+    assert_eq!((plan.skipped, plan.jobs.len()), (2, 2));
+    for seen in [&embedder.seen, &remote.seen] {
+        let seen = seen.lock().unwrap().join("\n");
+        assert!(!seen.contains("harbour") && !seen.contains("4711") && !seen.contains("Diary"));
+    }
+    // Without a gate a remote embedder sends nothing (fail closed).
+    let none = plan_for(&memex, &VectorCache::in_memory("x"), true, None);
+    assert!(none.jobs.is_empty());
+}
+
+fn plan_for(memex: &Memex, cache: &VectorCache, remote: bool, gate: Option<&Gate>) -> Plan {
+    plan(&memex.snapshot(), &privacy(), cache, remote, gate)
+}
+
+#[test]
+fn a_public_text_holding_a_secret_is_not_sent_to_a_remote_embedder() {
+    let (_dir, memex) = memex("* Keys\nMy key is AKIAIOSFODNN7EXAMPLE.\n* Plain\n");
+    let cache = VectorCache::in_memory("counting");
+    let gate = Gate::new(privacy(), &[], true).unwrap();
+    let p = plan(&memex.snapshot(), &privacy(), &cache, true, Some(&gate));
+    assert_eq!(p.skipped, 1);
+    assert_eq!(p.jobs.len(), 1);
+    assert_eq!(p.jobs[0].text, "Plain");
+}
+
+#[test]
+fn a_cache_hit_avoids_recomputation_and_one_edit_re_embeds_one_headline() {
+    let (dir, memex) = memex(MEMEX);
+    let cache = Arc::new(VectorCache::in_memory("counting"));
+    let embedder = Counting::default();
+    embed_all(&memex, &embedder, &cache, None);
+    assert_eq!(embedder.texts.load(Ordering::Relaxed), 2);
+    memex.attach_vectors(Arc::new(Vectors::new(Arc::clone(&cache), privacy())));
+    // Nothing changed: nothing to do.
+    let again = embed_all(&memex, &embedder, &cache, None);
+    assert_eq!((again.jobs.len(), again.reused), (0, 2));
+    assert_eq!(embedder.texts.load(Ordering::Relaxed), 2);
+    // One body changes: only that headline is embedded again, and the
+    // new file version keeps every other vector as it is published.
+    let path = dir.path().canonicalize().unwrap().join("a.org");
+    std::fs::write(
+        &path,
+        MEMEX.replace("Dates and owners.", "Dates, owners, risks."),
+    )
+    .unwrap();
+    memex.reload_file(&path);
+    let s = memex.snapshot();
+    let without: Vec<&str> = s
+        .objects()
+        .filter(|o| o.vector().is_none() && !privacy().is_private(*o))
+        .map(|o| o.title())
+        .collect();
+    assert_eq!(without, ["Plan the launch"]);
+    let g = s.generation();
+    let edit = embed_all(&memex, &embedder, &cache, None);
+    assert_eq!((edit.jobs.len(), edit.reused), (1, 1));
+    assert_eq!(embedder.texts.load(Ordering::Relaxed), 3);
+    // Published as a new generation with the new vector.
+    assert_eq!(memex.refill(&[path]), g + 1);
+    let s = memex.snapshot();
+    assert!(
+        s.objects()
+            .all(|o| o.vector().is_some() != privacy().is_private(o))
+    );
+}
+
+#[test]
+fn batches_are_of_32() {
+    let text: String = (0..70)
+        .map(|i| format!("* Headline number {i}\n"))
+        .collect();
+    let (_dir, memex) = memex(&text);
+    let cache = VectorCache::in_memory("counting");
+    let embedder = Counting::default();
+    embed_all(&memex, &embedder, &cache, None);
+    assert_eq!(embedder.calls.load(Ordering::Relaxed), 3);
+    assert_eq!(embedder.texts.load(Ordering::Relaxed), 70);
+}
+
+#[test]
+fn a_file_with_vectors_of_another_length_keeps_them_and_gets_no_computed_ones() {
+    let (_dir, memex) = memex("* A\n:PROPERTIES:\n:EMBEDDING: 1 0\n:END:\n* B\n");
+    let cache = Arc::new(VectorCache::in_memory("counting"));
+    embed_all(&memex, &Counting::default(), &cache, None);
+    memex.attach_vectors(Arc::new(Vectors::new(cache, privacy())));
+    let s = memex.snapshot();
+    let dims: Vec<Option<usize>> = s.objects().map(|o| o.vector().map(<[f32]>::len)).collect();
+    assert_eq!(dims, [Some(2), None]);
+}
+
+#[test]
+fn the_view_lends_computed_vectors_with_their_8_bit_copy_and_never_private_ones() {
+    let (_dir, memex) = memex(MEMEX);
+    let cache = Arc::new(VectorCache::in_memory("counting"));
+    embed_all(&memex, &Counting::default(), &cache, None);
+    memex.attach_vectors(Arc::new(Vectors::new(cache, privacy())));
+    let view = crate::memex::view::SnapshotView::new(&memex.snapshot(), &privacy());
+    let owned = view.view();
+    let file = &owned.files[0];
+    // Work, Plan the launch, Given: the file's `:EMBEDDING:` sets the
+    // length (4) and the computed vectors join it.
+    assert_eq!(file.index.dim, 4);
+    assert_eq!(file.index.vector_objects.len(), 3);
+    assert_eq!(file.index.quantized.len(), 3 * 4);
+}
