@@ -245,35 +245,55 @@ impl Worker {
     fn run(mut self) {
         lower_priority();
         (self.report)(&self.status);
-        let embedder = match crate::embed::open(&self.settings, true) {
-            Ok(embedder) => embedder,
-            Err(error) => {
-                tracing::warn!(
-                    target: "foveal::embed",
-                    "no vectors will be computed: {error}; objects without `:EMBEDDING:` are not promoted by similarity"
-                );
-                self.set_state(&format!("unavailable: {error}"));
-                return;
-            }
-        };
-        tracing::info!(target: "foveal::embed", "embedding with {}", embedder.describe());
+        let remote = self.settings.kind == crate::embed::EmbedKind::OpenAi;
+        // Loaded for a pass and dropped when nothing is left to embed: the
+        // local model's ~110 MiB are not held while the host is idle or
+        // the chat model computes a reply.
+        let mut loaded: Option<Arc<dyn Embedder>> = None;
+        let mut described = false;
         while !self.stop.load(Ordering::Relaxed) {
             let snapshot = self.memex.snapshot();
             let plan = plan(
                 &snapshot,
                 &self.privacy,
                 &self.cache,
-                embedder.is_remote(),
+                remote,
                 Some(&self.gate),
             );
             self.status.reused = plan.reused as u64;
             self.status.skipped = plan.skipped as u64;
             if plan.jobs.is_empty() {
+                loaded = None;
                 self.status.pending = 0;
                 self.set_state("idle");
                 self.wake.wait(Duration::from_secs(3600));
                 continue;
             }
+            let embedder = match &loaded {
+                Some(embedder) => Arc::clone(embedder),
+                None => match crate::embed::open(&self.settings, true) {
+                    Ok(embedder) => {
+                        if !described {
+                            described = true;
+                            tracing::info!(
+                                target: "foveal::embed",
+                                "embedding with {}",
+                                embedder.describe()
+                            );
+                        }
+                        loaded = Some(Arc::clone(&embedder));
+                        embedder
+                    }
+                    Err(error) => {
+                        tracing::warn!(
+                            target: "foveal::embed",
+                            "no vectors will be computed: {error}; objects without `:EMBEDDING:` are not promoted by similarity"
+                        );
+                        self.set_state(&format!("unavailable: {error}"));
+                        return;
+                    }
+                },
+            };
             let total = plan.jobs.len();
             tracing::info!(
                 target: "foveal::embed",
@@ -285,6 +305,10 @@ impl Worker {
             self.set_state("embedding");
             let started = Instant::now();
             let mut published = Instant::now();
+            // Publishing copies the changed files: at most about a
+            // twentieth of the pass's time goes to it, however large the
+            // memex (a 100 MB file is not copied every two seconds).
+            let mut publish_every = PUBLISH_EVERY;
             let mut logged = Instant::now();
             let mut last = 0;
             let paths: Vec<_> = snapshot.files().map(|f| f.path.clone()).collect();
@@ -294,8 +318,10 @@ impl Worker {
                 status.embedded += (done - last) as u64;
                 status.pending = (total - done) as u64;
                 last = done;
-                if published.elapsed() >= PUBLISH_EVERY || done == total {
+                if published.elapsed() >= publish_every || done == total {
+                    let refill = Instant::now();
                     status.generation = memex.refill(&paths);
+                    publish_every = PUBLISH_EVERY.max(refill.elapsed() * 20);
                     published = Instant::now();
                 }
                 if logged.elapsed() >= LOG_EVERY || done == total {
