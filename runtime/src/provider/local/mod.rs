@@ -427,6 +427,24 @@ impl LocalProvider {
     }
 }
 
+#[cfg(test)]
+impl LocalProvider {
+    /// The tokens of the prompt a request body becomes.
+    pub(crate) fn body_prompt_ids(&self, body: &str) -> Vec<u32> {
+        let request = super::request::parse(body).unwrap();
+        let rendered = self.inner.template.render(&request).unwrap();
+        self.inner
+            .tokenizer
+            .encode_pieces(&rendered.pieces)
+            .unwrap()
+    }
+
+    /// The tokens the KV cache holds.
+    pub(crate) fn held_tokens(&self) -> Vec<u32> {
+        self.inner.state.lock().unwrap().tokens().to_vec()
+    }
+}
+
 impl Provider for LocalProvider {
     fn describe(&self) -> String {
         let summary = &self.inner.summary;
