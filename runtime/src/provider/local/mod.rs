@@ -626,7 +626,28 @@ impl Inner {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         // The longest prefix shared with the tokens of the request before
         // keeps its keys and values; only the rest of the prompt is read.
+        let held = state.tokens().len();
+        let before = tracing::enabled!(target: "foveal::provider", tracing::Level::DEBUG)
+            .then(|| state.tokens().to_vec());
         let reused = state.reuse(&prompt);
+        if let Some(before) = before.filter(|_| reused < held && reused + 1 < prompt.len()) {
+            // What made the cache stop: the text either side of the first
+            // token the prompt spells differently, to find what changes
+            // early in a prompt from one request to the next.
+            let around = |ids: &[u32]| {
+                let from = reused.saturating_sub(12);
+                let to = (reused + 12).min(ids.len());
+                self.tokenizer.decode(&ids[from..to])
+            };
+            tracing::debug!(
+                target: "foveal::provider",
+                position = reused,
+                held,
+                cached = ?around(&before),
+                prompt = ?around(&prompt),
+                "local model cache reused up to the first differing token"
+            );
+        }
         let mut logits = self.model.forward(&mut state, &prompt[reused..])?;
         let prompt_time = started.elapsed();
 

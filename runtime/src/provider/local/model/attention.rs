@@ -397,27 +397,18 @@ unsafe fn partial_avx2<const N: usize>(
     out: &mut [f32],
 ) {
     use std::arch::x86_64::{
-        __m128i, __m256, _mm_loadu_si128, _mm256_cvtph_ps, _mm256_fmadd_ps, _mm256_mul_ps,
-        _mm256_set1_ps, _mm256_setzero_ps, _mm256_storeu_ps,
+        __m256, _mm256_fmadd_ps, _mm256_mul_ps, _mm256_set1_ps, _mm256_setzero_ps, _mm256_storeu_ps,
     };
     let n = queries.len().min(N);
     let hd = queries[0].q.len();
     let part = hd + 2;
-    // Sixteen f16 at `p` as two vectors of eight f32.
-    // SAFETY (of each call): `p` points to at least 16 f16.
-    let load16 = |p: *const u16| unsafe {
-        (
-            _mm256_cvtph_ps(_mm_loadu_si128(p.cast::<__m128i>())),
-            _mm256_cvtph_ps(_mm_loadu_si128(p.add(8).cast::<__m128i>())),
-        )
-    };
     let qs: [&[f32]; N] = std::array::from_fn(|r| &queries[r.min(n - 1)].q[..hd]);
     let vscale = _mm256_set1_ps(scale);
     for b in b0..b1 {
         let keys = &kv.tile(b, g)[..hd * KEY_BLOCK];
         let mut acc: [[__m256; 2]; N] = [[_mm256_setzero_ps(); 2]; N];
         for d in 0..hd {
-            let (k0, k1) = load16(keys[d * KEY_BLOCK..][..KEY_BLOCK].as_ptr());
+            let (k0, k1) = load16(&keys[d * KEY_BLOCK..]);
             for (acc, q) in acc.iter_mut().zip(&qs) {
                 let q = _mm256_set1_ps(q[d]);
                 acc[0] = _mm256_fmadd_ps(q, k0, acc[0]);
@@ -447,7 +438,7 @@ unsafe fn partial_avx2<const N: usize>(
         for b in b0..b1 {
             let values = &kv.tile(b, g)[hd * KEY_BLOCK..];
             for j in 0..KEY_BLOCK {
-                let (v0, v1) = load16(values[j * hd + d0..][..DIMS].as_ptr());
+                let (v0, v1) = load16(&values[j * hd + d0..]);
                 let jj = (b - b0) * KEY_BLOCK + j;
                 for (acc, row) in acc.iter_mut().zip(&rows) {
                     let p = _mm256_set1_ps(row[jj]);
@@ -464,6 +455,22 @@ unsafe fn partial_avx2<const N: usize>(
                 _mm256_storeu_ps(o.as_mut_ptr().add(8), acc[1]);
             }
         }
+    }
+}
+
+/// The first sixteen f16 of `xs` as two vectors of eight f32.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,f16c")]
+#[inline]
+fn load16(xs: &[u16]) -> (std::arch::x86_64::__m256, std::arch::x86_64::__m256) {
+    use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm256_cvtph_ps};
+    let xs = &xs[..16];
+    // SAFETY: `xs` holds 16 f16: two unaligned loads of 16 bytes.
+    unsafe {
+        (
+            _mm256_cvtph_ps(_mm_loadu_si128(xs.as_ptr().cast::<__m128i>())),
+            _mm256_cvtph_ps(_mm_loadu_si128(xs.as_ptr().add(8).cast::<__m128i>())),
+        )
     }
 }
 
