@@ -379,6 +379,8 @@ pub struct Agent {
     request_memo: crate::egress::RequestMemo,
     /// The session's context window (seed 002).
     window: Arc<crate::window::Window>,
+    /// Where the activity log's lines are read from: the host's ring.
+    log_ring: &'static crate::logs::LogRing,
 }
 
 impl fmt::Debug for Agent {
@@ -486,6 +488,7 @@ impl Agent {
             tools_cache: None,
             request_memo: crate::egress::RequestMemo::default(),
             window,
+            log_ring: crate::logs::global(),
         };
         agent.refresh_status(None);
         Ok(agent)
@@ -814,7 +817,7 @@ impl Agent {
             Some((start, end)) => self.session.messages(start, end),
             None => Vec::new(),
         };
-        let mut logs = crate::logs::global().recent(self.config.context.log_limit);
+        let mut logs = self.log_ring.recent(self.config.context.log_limit);
         logs.reverse();
         let mut summary = CycleSummary {
             id,

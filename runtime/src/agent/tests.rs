@@ -912,3 +912,126 @@ async fn the_gate_answers_no_guesses_at_private_values() {
         tool_results.len()
     );
 }
+
+/// The messages of a request body, as (role, content) pairs.
+fn roles_and_texts(body: &str) -> Vec<(String, String)> {
+    let body: serde_json::Value = serde_json::from_str(body).unwrap();
+    body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["role"].as_str().unwrap().to_owned(),
+                m["content"].as_str().unwrap_or("").to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// `body` with `max_tokens` set, for the embedded model.
+fn short(body: &str, max_tokens: u32) -> crate::provider::RequestBody {
+    let mut body: serde_json::Value = serde_json::from_str(body).unwrap();
+    body["max_tokens"] = max_tokens.into();
+    crate::provider::RequestBody::new(body.to_string())
+}
+
+/// The activity log comes after the history (just before the pending
+/// event, or last after tool results), so a new log line leaves the
+/// prompt's beginning as it was: the next turn's prompt extends the
+/// last one up to the log, and the embedded model reads only what
+/// follows (when its file is there).
+#[tokio::test]
+async fn the_activity_log_follows_the_history_and_a_follow_up_after_a_tool_call_reuses_the_kv_cache()
+ {
+    let mut f = fixture(vec![
+        call("query_memex", r#"{"todo": "TODO"}"#),
+        text("You have one task: Write docs."),
+        text("Nothing else."),
+    ]);
+    let ring: &'static crate::logs::LogRing = Box::leak(Box::new(crate::logs::LogRing::new(50)));
+    f.agent.log_ring = ring;
+    ring.push("memex file work.org was edited outside: 1 headline added".to_owned());
+    ask(&mut f, "What is left to do?").await;
+    ring.push("called query_memex: ok".to_owned());
+    ask(&mut f, "Anything else?").await;
+    let bodies = f.model.bodies();
+    assert_eq!(bodies.len(), 3);
+
+    let first = roles_and_texts(&bodies[0]);
+    let roles: Vec<&str> = first.iter().map(|(r, _)| r.as_str()).collect();
+    assert_eq!(roles, ["system", "system", "user"], "{first:?}");
+    assert!(!first[0].1.contains("edited outside"), "{}", first[0].1);
+    assert!(first[1].1.contains("edited outside"), "{}", first[1].1);
+    // After the tool call: the log last, not between call and result.
+    let after_call = roles_and_texts(&bodies[1]);
+    let roles: Vec<&str> = after_call.iter().map(|(r, _)| r.as_str()).collect();
+    assert_eq!(
+        roles,
+        ["system", "user", "assistant", "tool", "system"],
+        "{after_call:?}"
+    );
+    let follow_up = roles_and_texts(&bodies[2]);
+    let roles: Vec<&str> = follow_up.iter().map(|(r, _)| r.as_str()).collect();
+    assert_eq!(
+        roles,
+        [
+            "system",
+            "user",
+            "assistant",
+            "tool",
+            "assistant",
+            "system",
+            "user"
+        ],
+        "{follow_up:?}"
+    );
+    assert!(follow_up[5].1.ends_with("called query_memex: ok"));
+    // Everything before the log is the same text as in the turn before.
+    assert_eq!(follow_up[..4], after_call[..4]);
+
+    let Some(path) =
+        crate::provider::local::model_path(&crate::provider::ProviderSettings::default()).ok()
+    else {
+        eprintln!("skipped the KV cache part: no model file (scripts/fetch-model)");
+        return;
+    };
+    let provider = crate::provider::LocalProvider::open(&path).unwrap();
+    let prompt_ids = |body: &str| provider.body_prompt_ids(body);
+    provider.send(short(&bodies[1], 4)).collect().await.unwrap();
+    let held = provider.held_tokens();
+    provider.send(short(&bodies[2], 4)).collect().await.unwrap();
+    let cache = provider.last_prompt_cache().unwrap();
+    let second = prompt_ids(&bodies[2]);
+    let common = held.iter().zip(&second).take_while(|(a, b)| a == b).count();
+    assert_eq!(cache.reused, common);
+    assert_eq!(cache.evaluated, second.len() - common);
+    // Read again: the turn's reply, the log and the new message only —
+    // from where the prompt after the tool call had its log.
+    let mut without_log: serde_json::Value = serde_json::from_str(&bodies[1]).unwrap();
+    without_log["messages"].as_array_mut().unwrap().pop();
+    let before_log = prompt_ids(&without_log.to_string());
+    let up_to_log = before_log
+        .iter()
+        .zip(&second)
+        .take_while(|(a, b)| a == b)
+        .count();
+    eprintln!(
+        "{cache:?}; {up_to_log} of {} tokens before the log; {} in the follow-up",
+        before_log.len(),
+        second.len()
+    );
+    assert!(
+        up_to_log + 3 >= before_log.len(),
+        "{up_to_log} of {}",
+        before_log.len()
+    );
+    // Up to the role header of the message after the tool result (the
+    // log there, the reply here).
+    assert!(cache.reused + 3 >= up_to_log, "{cache:?}, {up_to_log}");
+    assert!(
+        cache.evaluated < second.len() / 4,
+        "{cache:?} of {} tokens",
+        second.len()
+    );
+}

@@ -464,18 +464,11 @@ pub fn status(config: &Config, json: bool) -> anyhow::Result<Exit> {
         serde_json::Value::Null => writeln!(out, "last cycle:     none")?,
         last => writeln!(
             out,
-            "last cycle:     #{} {} ({}), {} prompt tokens{}, model {:.0} ms{}",
+            "last cycle:     #{} {} ({}), {}, model {:.0} ms{}",
             last["id"],
             last["signal"].as_str().unwrap_or(""),
             last["context_type"].as_str().unwrap_or(""),
-            last["prompt_tokens"],
-            match &last["prompt_cache"] {
-                serde_json::Value::Null => String::new(),
-                cache => format!(
-                    " ({} reused from the model's cache, {} new)",
-                    cache["reused_tokens"], cache["new_tokens"]
-                ),
-            },
+            prompt_tokens_line(&last),
             last["phases"]["model_ms"].as_f64().unwrap_or(0.0),
             last["error"]
                 .as_str()
@@ -484,6 +477,25 @@ pub fn status(config: &Config, json: bool) -> anyhow::Result<Exit> {
         )?,
     }
     Ok(Exit::Ok)
+}
+
+/// The last cycle's prompt size: the host's count (the budget's, in the
+/// configured encoding) and, when the embedded model answered, the
+/// model's own count of its tokens, split into those reused from its KV
+/// cache and those it read.
+fn prompt_tokens_line(last: &serde_json::Value) -> String {
+    let host = &last["prompt_tokens"];
+    match &last["prompt_cache"] {
+        serde_json::Value::Null => format!("{host} prompt tokens"),
+        cache => {
+            let (reused, new) = (&cache["reused_tokens"], &cache["new_tokens"]);
+            let model = reused.as_u64().unwrap_or(0) + new.as_u64().unwrap_or(0);
+            format!(
+                "prompt {model} model tokens ({reused} reused from its KV cache, {new} read; \
+                 {host} by the host's budget count)"
+            )
+        }
+    }
 }
 
 /// `foveal stop`.
@@ -598,5 +610,25 @@ pub fn check(config: &Config) -> anyhow::Result<Exit> {
     } else {
         writeln!(out, "{} problem(s) found", problems.len())?;
         Ok(Exit::NotFound)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::prompt_tokens_line;
+
+    #[test]
+    fn the_status_says_which_prompt_count_is_the_models_and_which_the_hosts() {
+        let last = serde_json::json!({
+            "prompt_tokens": 1893,
+            "prompt_cache": {"reused_tokens": 1093, "new_tokens": 16},
+        });
+        assert_eq!(
+            prompt_tokens_line(&last),
+            "prompt 1109 model tokens (1093 reused from its KV cache, 16 read; \
+             1893 by the host's budget count)"
+        );
+        let remote = serde_json::json!({"prompt_tokens": 1893, "prompt_cache": null});
+        assert_eq!(prompt_tokens_line(&remote), "1893 prompt tokens");
     }
 }

@@ -8,7 +8,10 @@
 //! The nine static ids of seed 004 (`0` system prompt … `7000` tool result,
 //! [`foveal_sdk::prompt::ids`]) plus one host component of this host, the
 //! recent logs at `2500` (seed 003 trims them first, so they are a section
-//! of their own; after the semantic memories, before the context buffer).
+//! of their own). Its id says where seed 003 had it, after the semantic
+//! memories; the prompt puts it after the history, just before the
+//! pending event, so that its changes leave the prompt's beginning as it
+//! was (`prompt::position`).
 //! A skill declares the ids its `components` hook fills; the rules
 //! ([`check_declared`], [`reserved_for`]) are checked when it loads:
 //!

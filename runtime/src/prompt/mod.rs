@@ -53,7 +53,8 @@
 //!    `system_prompt`, its identity part) or supply one the host has no
 //!    source for (character context, entity context, context buffer,
 //!    goals).
-//! 3. They are ordered by id.
+//! 3. They are ordered by id, except the log lines, which go just before
+//!    the pending event, or last when there is none (see below).
 //! 4. The budget is the smallest of `CONTEXT_MAX_TOKENS` / the config
 //!    (`--budget` replaces it), the context type's budget and the model's
 //!    context limit; it is enforced by [`budget`].
@@ -79,6 +80,15 @@
 //!   each part has its own lines ([`components::prefix_text`]).
 //! - Mandates are part of the prefix (contract 1) *and* the first thing L2
 //!   drops: L2 rebuilds the prefix without them.
+//! - Seed 003 (and seed 004's ids) put the log lines (2500) in the system
+//!   message, before the history. Each new line (a tool call, an edit of
+//!   the memex, a focus move) then changed the prompt's beginning, and a
+//!   provider keeping its KV cache between requests read the whole
+//!   history again every turn. Here they come after the history, just
+//!   before the pending event (last, after the tool results, in a cycle
+//!   that continues after tool calls), as a system message of their own
+//!   (never as the user's words); they keep their id, their kind and
+//!   their trimming (L1 still cuts them to the last five lines).
 //! - The per-message framing of the request (a few tokens per message) is
 //!   not counted, as in the seed.
 //!
@@ -853,7 +863,8 @@ impl Assembler {
 
         self.apply_overrides(context_type, &mut sections);
         // Stable: history messages keep their order.
-        sections.sort_by_key(|s| s.id);
+        let pending = sections.iter().any(|s| s.id == ids::PENDING_EVENT);
+        sections.sort_by_key(|s| position(s.id, pending));
 
         // The gate, before the budget: the token-economics skill and every
         // trimming level see gated text only.
@@ -1101,6 +1112,23 @@ fn pair_tool_messages(messages: Vec<crate::provider::Message>) -> Vec<crate::pro
     out
 }
 
+/// Where a component goes in the prompt: by id, except the activity log
+/// (2500), which goes just before the pending event (6000), after the
+/// conversation history — or last, after the tool results, when there is
+/// no pending event (a cycle continuing after tool calls: a system
+/// message must not come between the calls and their results). What
+/// comes before it then stays the same bytes from one turn to the next
+/// while the log gains lines, and a provider that keeps its KV cache
+/// between requests (the embedded model, llama-server) reads again only
+/// the log and what follows it, not the whole history.
+fn position(id: u32, pending: bool) -> (u32, bool) {
+    match (id == ids::LOGS, pending) {
+        (false, _) => (id, true),
+        (true, true) => (ids::PENDING_EVENT, false),
+        (true, false) => (u32::MAX, true),
+    }
+}
+
 /// How the gate reads a section: what the host and skills render (system
 /// sections) as an outline, what people, models and tools write as plain
 /// text.
@@ -1323,7 +1351,8 @@ pub struct RequestBody {
 
 impl Prompt {
     /// The messages of a chat request, in the protocol's own roles:
-    /// consecutive system sections become one system message; an
+    /// consecutive system sections become one system message (the log
+    /// lines are always one of their own); an
     /// assistant message carries its tool calls in `tool_calls`, and each
     /// tool result is a `tool` message answering its call's id, right after
     /// the message that made the call. Memex text and tool output thus
@@ -1344,11 +1373,20 @@ impl Prompt {
             let text = section.text.as_str();
             let id_less_tool =
                 section.role == Role::TOOL && !matches!(section.call, Some(CallPart::Result(_)));
+            if section.kind == SectionKind::LOGS && !system.is_empty() {
+                // The log lines are a message of their own, so that the
+                // system message before them stays the same when they
+                // change (see `position`).
+                messages.push(M::System(std::mem::take(&mut system)));
+            }
             if section.role == Role::SYSTEM || id_less_tool {
                 if !system.is_empty() {
                     system.push_str("\n\n");
                 }
                 system.push_str(text.trim_end());
+                if section.kind == SectionKind::LOGS {
+                    messages.push(M::System(std::mem::take(&mut system)));
+                }
                 continue;
             }
             if !system.is_empty() {

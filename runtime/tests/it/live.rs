@@ -164,10 +164,18 @@ async fn ask_runs_the_tool_loop_and_no_private_text_reaches_any_body() {
         assert!(!request.body.contains("private notes"));
     }
     // Each tool's output came back in the next request as a `tool`
-    // message answering its call.
+    // message answering its call, followed only by the activity log (a
+    // system message: "called query_memex: ok").
     let tool_message = |request: &crate::server::Recorded| {
         let json = request.json();
-        let last = json["messages"].as_array().unwrap().last().unwrap().clone();
+        let messages = json["messages"].as_array().unwrap();
+        let (log, rest) = messages.split_last().unwrap();
+        assert_eq!(log["role"], "system", "{json}");
+        assert!(
+            log["content"].as_str().unwrap().contains("called "),
+            "{json}"
+        );
+        let last = rest.last().unwrap();
         assert_eq!(last["role"], "tool", "{json}");
         last["content"].as_str().unwrap().to_owned()
     };

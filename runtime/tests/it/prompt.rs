@@ -865,7 +865,8 @@ fn the_skill_and_the_host_build_the_same_prefix() {
 }
 
 #[test]
-fn components_are_assembled_in_id_order_with_skill_components_between_the_static_ones() {
+fn components_are_assembled_in_id_order_with_skill_components_between_the_static_ones_and_the_logs_after_the_history()
+ {
     let world = World::new(&["token-economics", "awareness", "fixture:components-a"]);
     let assembler = Assembler::new(PromptSettings::default());
     let history = history(2, 3);
@@ -884,7 +885,9 @@ fn components_are_assembled_in_id_order_with_skill_components_between_the_static
         )
         .unwrap();
     let ids: Vec<u32> = prompt.sections.iter().map(|s| s.id).collect();
-    assert_eq!(ids, [0, 2000, 2500, 4500, 4501, 5000, 5000, 6000, 7000]);
+    // The log lines (2500) come after the history, before the pending
+    // event: the prompt's beginning stays the same while they change.
+    assert_eq!(ids, [0, 2000, 4500, 4501, 5000, 5000, 2500, 6000, 7000]);
     assert_eq!(
         text_of(&prompt, "plan-a"),
         "Plan A: the first component (focus plan)."

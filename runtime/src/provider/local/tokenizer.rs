@@ -289,7 +289,6 @@ impl LocalTokenizer {
         self.bytes.get(id as usize).map_or(&[], Vec::as_slice)
     }
 
-    #[cfg(test)]
     /// The whole text of some tokens (special tokens leave nothing).
     pub(crate) fn decode(&self, ids: &[u32]) -> String {
         let mut decoder = TextDecoder::default();

@@ -11,18 +11,21 @@
 //!   products, [`PREFILL_CHUNK`] tokens at a time.
 //! - **Activations** are plain `f32` rows in buffers kept between calls;
 //!   norms, rotary embedding and attention are loops over them
-//!   ([`ops`]). Attention is causal with grouped key/value heads, and is
-//!   computed the same way, key by key, whether a position is read in a
-//!   long prompt or on its own: a reply does not depend on how much of
-//!   its prompt came from the cache.
-//! - **State** ([`State`]): the KV cache of the tokens read so far and
-//!   those tokens. [`State::reuse`] keeps the longest prefix a new prompt
+//!   ([`ops`], [`attention`]). Attention is causal with grouped
+//!   key/value heads, and is computed the same way, key by key and split
+//!   by split, whether a position is read in a long prompt or on its own:
+//!   a reply does not depend on how much of its prompt came from the
+//!   cache.
+//! - **State** ([`State`]): the KV cache of the tokens read so far (f16,
+//!   [`cache`]) and those tokens. [`State::reuse`] keeps the longest prefix a new prompt
 //!   shares with them, so only the rest is read again.
 //!
 //! Matches candle's `quantized_llama` (llama) and `quantized_qwen2` /
 //! `quantized_qwen3` (qwen) to the rounding of the activations' 8-bit
-//! quantisation (exactly the same formulas; candle rounds each block's
-//! scale to f16, the kernels keep it in f32); the tests compare them.
+//! quantisation and of the f16 KV cache (exactly the same formulas;
+//! candle rounds each block's scale to f16, the kernels keep it in f32;
+//! candle's cache is f32); the tests compare them, logits and greedy
+//! tokens.
 
 mod attention;
 pub(crate) mod cache;

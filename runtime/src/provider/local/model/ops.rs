@@ -1,10 +1,10 @@
 //! The forward pass's small operations on f32 rows: RMS norm, rotary
-//! embedding, softmax, SiLU.
+//! embedding, SiLU (attention has its own softmax).
 //!
 //! Each does its arithmetic in the order candle's CPU kernels do (a
-//! sequential sum of squares for the norm, max-then-exp-then-divide for
-//! softmax, `x / (1 + e^-x)` for SiLU), so the model's logits stay within
-//! float rounding of candle's quantized models.
+//! sequential sum of squares for the norm, `x / (1 + e^-x)` for SiLU), so
+//! the model's logits stay within float rounding of candle's quantized
+//! models.
 
 use super::config::{Config, RopeStyle};
 
@@ -25,19 +25,6 @@ pub(crate) fn rms_norm_pieces(x: &mut [f32], weight: &[f32], eps: f32) {
     for piece in x.chunks_exact_mut(n) {
         rms_norm(piece, weight, eps, &mut normed);
         piece.copy_from_slice(&normed);
-    }
-}
-
-/// Softmax of `xs` in place.
-pub(crate) fn softmax(xs: &mut [f32]) {
-    let max = xs.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    let mut sum = 0.0;
-    for x in xs.iter_mut() {
-        *x = (*x - max).exp();
-        sum += *x;
-    }
-    for x in xs.iter_mut() {
-        *x /= sum;
     }
 }
 
@@ -112,18 +99,5 @@ impl Rope {
                 }
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn softmax_sums_to_one_and_gives_minus_infinity_no_weight() {
-        let mut xs = vec![1.0, 2.0, 3.0, f32::NEG_INFINITY];
-        softmax(&mut xs);
-        assert!((xs.iter().sum::<f32>() - 1.0).abs() < 1e-6);
-        assert_eq!(xs[3], 0.0);
     }
 }
