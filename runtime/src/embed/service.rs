@@ -159,7 +159,7 @@ pub fn attach_cached(
 }
 
 /// The background embedder of `foveal run`. Dropping it stops the worker
-/// (after the batch in hand) and waits for it.
+/// (after the batch in hand) and waits for it, at most [`STOP_WAIT`].
 #[derive(Debug)]
 pub struct EmbedService {
     wake: Arc<Wake>,
@@ -214,12 +214,29 @@ impl EmbedService {
     }
 }
 
+/// How long stopping waits for the batch in hand before leaving the
+/// worker to finish it alone.
+const STOP_WAIT: Duration = Duration::from_secs(1);
+
 impl Drop for EmbedService {
+    /// Stops the worker and waits for it up to [`STOP_WAIT`]: a batch of
+    /// long texts can take seconds (more in a debug build), and a host
+    /// that is stopping must not wait for it. A worker still in its batch
+    /// then ends with the process; what it was appending to the cache is
+    /// a record without its checksum, cut off at the next load.
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
         self.wake.wake();
         if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
+            let until = Instant::now() + STOP_WAIT;
+            while !thread.is_finished() && Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            if thread.is_finished() {
+                let _ = thread.join();
+            } else {
+                tracing::debug!(target: "foveal::embed", "stopping without waiting for the batch in hand");
+            }
         }
     }
 }
