@@ -7,62 +7,15 @@
 
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Output, Stdio};
+use std::process::{Child, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::support::{file_name, foveal_command, install, library, wait_for};
-
-// The same file as `live.rs`'s `server`, compiled again here so that this
-// module needs nothing from another test module.
-#[path = "../../src/provider/tests/server.rs"]
-#[allow(dead_code, clippy::duplicate_mod)]
-mod server;
-
-use server::{Scripted, Server, sse_events};
-
-fn text_reply(text: &str) -> Scripted {
-    Scripted::sse(sse_events(&[
-        json!({"choices": [{"index": 0, "delta": {"content": text}}]}),
-        json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
-               "usage": {"prompt_tokens": 50, "completion_tokens": 4}}),
-    ]))
-}
-
-fn tool_reply(name: &str, arguments: &str) -> Scripted {
-    Scripted::sse(sse_events(&[
-        json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "call_1",
-            "type": "function", "function": {"name": name, "arguments": ""}}]}}]}),
-        json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0,
-            "function": {"arguments": arguments}}]}}]}),
-        json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}),
-    ]))
-}
-
-/// `foveal ARGS` in `dir`, on the scripted server.
-fn command(dir: &Path, server: &Server, args: &[&str]) -> std::process::Command {
-    let mut all = args.to_vec();
-    if matches!(args.first(), Some(&"ask" | &"run" | &"check")) {
-        all.extend(["--provider", "openai", "--memex", "memex"]);
-    }
-    let mut command = foveal_command(dir, &all);
-    command
-        .env("OPENAI_BASE_URL", server.base_url())
-        .env("OPENAI_MODEL", "scripted")
-        .env_remove("OPENAI_API_KEY")
-        .env("FOVEAL_SOCKET", dir.join("run/control.sock"));
-    command
-}
-
-fn stderr(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
-}
-
-fn stdout(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
+use crate::live::{command, stderr, stdout, text_reply, tool_reply};
+use crate::server::Server;
+use crate::support::{file_name, install, library, wait_for};
 
 /// A multi-threaded runtime for the scripted servers, so that the test's
 /// own thread may block (poll, sleep, wait for processes).

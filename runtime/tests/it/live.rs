@@ -38,7 +38,7 @@ pub(crate) fn workspace() -> tempfile::TempDir {
     dir
 }
 
-fn text_reply(text: &str) -> Scripted {
+pub(crate) fn text_reply(text: &str) -> Scripted {
     Scripted::sse(sse_events(&[
         json!({"choices": [{"index": 0, "delta": {"content": text}}]}),
         json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
@@ -46,7 +46,7 @@ fn text_reply(text: &str) -> Scripted {
     ]))
 }
 
-fn tool_reply(name: &str, arguments: &str) -> Scripted {
+pub(crate) fn tool_reply(name: &str, arguments: &str) -> Scripted {
     Scripted::sse(sse_events(&[
         json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "call_1",
             "type": "function", "function": {"name": name, "arguments": ""}}]}}]}),
@@ -57,7 +57,7 @@ fn tool_reply(name: &str, arguments: &str) -> Scripted {
 }
 
 /// `foveal ARGS` in `dir`, on the scripted server.
-fn command(dir: &Path, server: &Server, args: &[&str]) -> std::process::Command {
+pub(crate) fn command(dir: &Path, server: &Server, args: &[&str]) -> std::process::Command {
     let mut all = args.to_vec();
     if matches!(args.first(), Some(&"ask" | &"run" | &"check")) {
         all.extend(["--provider", "openai", "--memex", "memex"]);
