@@ -355,6 +355,43 @@ pub type ToolsFn = extern "C" fn() -> RResult<RVec<ToolDecl>, SkillError>;
 /// as JSON text; the text returned is the tool's result for the model.
 pub type CallToolFn =
     extern "C" fn(name: RStr<'_>, args_json: RStr<'_>) -> RResult<RString, SkillError>;
+/// The signature of the `run_tool` hook: runs the tool the request names,
+/// lent the memex and the focus; the text returned is the tool's result
+/// for the model.
+pub type RunToolFn = extern "C" fn(request: &ToolCallRequest<'_>) -> RResult<RString, SkillError>;
+
+/// The input of the `run_tool` hook: which tool, its arguments, and what
+/// the tool may read — the memex view and the focus of the cycle that
+/// called it, and the skill's configuration.
+///
+/// Borrowed for the call, like [`ComponentsRequest`]: copy out what you
+/// need; nothing here outlives the call. The view is the same
+/// privacy-filtered view the `components` hook gets (no byte of a
+/// private object is in it). What the tool returns goes to the model as
+/// the tool's result — as data, never as the user's words — after the
+/// host's privacy gate.
+///
+/// Added after the prefix (SDK 0.2.1): a library built before it has no
+/// `run_tool` and keeps its `call_tool(name, args_json)`, which the host
+/// still calls. A field added here later would change the layout: new
+/// inputs come as a new hook instead (see `docs/skill-abi.md`).
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone, Copy)]
+pub struct ToolCallRequest<'a> {
+    /// The tool's name (one the skill's `tools` hook declared).
+    pub name: RStr<'a>,
+    /// Its arguments as JSON text (an object, checked against nothing: the
+    /// model wrote it, so validate it).
+    pub args_json: RStr<'a>,
+    /// The id of the memex object in foveal focus, if any.
+    pub focus: ROption<RStr<'a>>,
+    /// The skill's configuration table (`[skills.<name>]` in
+    /// `foveal.toml`), as JSON (`{}` when there is none).
+    pub config_json: RStr<'a>,
+    /// The memex, privacy-filtered, borrowed for the call.
+    pub memex: &'a crate::memex::MemexView<'a>,
+}
+
 /// The signature of `init`.
 pub type InitFn = extern "C" fn(host: HostApiRef) -> RResult<(), SkillError>;
 
@@ -404,14 +441,22 @@ pub struct SkillMod {
     /// The tools the skill offers the model. Added after the prefix:
     /// absent in libraries built before it.
     pub tools: Option<extern "C" fn() -> RResult<RVec<ToolDecl>, SkillError>>,
-    /// Runs one of the skill's tools. Added after the prefix.
+    /// Runs one of the skill's tools, by name and arguments only. Added
+    /// after the prefix; superseded by `run_tool`, which also lends the
+    /// memex and the focus. The host calls it when `run_tool` is absent.
     pub call_tool:
         Option<extern "C" fn(name: RStr<'_>, args_json: RStr<'_>) -> RResult<RString, SkillError>>,
+    /// Runs one of the skill's tools, lent the memex view, the focus and
+    /// the skill's configuration ([`ToolCallRequest`]). Added in SDK
+    /// 0.2.1, after `call_tool`: absent (`None`) in a library built with
+    /// an older SDK, which the host then calls through `call_tool`.
+    pub run_tool:
+        Option<extern "C" fn(request: &ToolCallRequest<'_>) -> RResult<RString, SkillError>>,
 }
 
 impl SkillMod {
     /// The names of the hooks, in the order of the fields.
-    pub const HOOK_NAMES: [&'static str; 7] = [
+    pub const HOOK_NAMES: [&'static str; 8] = [
         "components",
         "redact",
         "invoke",
@@ -419,6 +464,7 @@ impl SkillMod {
         "budget",
         "tools",
         "call_tool",
+        "run_tool",
     ];
 }
 

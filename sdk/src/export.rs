@@ -57,7 +57,7 @@ pub fn panic_message(payload: &(dyn Any + Send)) -> String {
 /// | `component_ids` | no | the prompt component ids the `components` hook fills (see [`crate::prompt`]) |
 /// | `source` | no | the literate source; defaults to what the build script embedded |
 /// | `init` | no | `fn(&HostApiRef) -> Result<(), SkillError>`, run once at load |
-/// | `hooks` | yes | any of `components`, `redact`, `invoke`, `prefix`, `budget`, `tools`, `call_tool`, each naming a function |
+/// | `hooks` | yes | any of `components`, `redact`, `invoke`, `prefix`, `budget`, `tools`, `run_tool`, `call_tool`, each naming a function |
 ///
 /// Hook signatures:
 /// - `components: fn(&ComponentsRequest<'_>) -> Result<Vec<Component>, SkillError>`
@@ -66,9 +66,26 @@ pub fn panic_message(payload: &(dyn Any + Send)) -> String {
 /// - `prefix: fn(&PrefixRequest<'_>) -> Result<Prefix, SkillError>`
 /// - `budget: fn(&BudgetRequest<'_>) -> Result<BudgetPlan, SkillError>`
 /// - `tools: fn() -> Result<Vec<ToolDecl>, SkillError>`
+/// - `run_tool: fn(&ToolCallRequest<'_>) -> Result<String, SkillError>` — the
+///   tool's name and arguments, lent the memex view, the focus and the
+///   skill's configuration
 /// - `call_tool: fn(name: &str, args_json: &str) -> Result<String, SkillError>`
+///   — the form before `run_tool` (no memex): still called by the host
+///   when a skill has no `run_tool`
 ///
-/// (`tools` and `call_tool` offer the model tools: see `docs/skill-tools.md`.)
+/// (`tools` and `run_tool` offer the model tools: see `docs/skill-tools.md`.)
+///
+/// The macro checks `component_ids` at compile time with the loader's
+/// rules ([`crate::prompt::ids::check_declared`]): an id above 7999, one
+/// the host fills (0, 2500, 5000, 6000, 7000), 2000 outside the
+/// `awareness` skill, or an id declared twice does not build. Without
+/// `source`, the crate needs the build script
+/// (`foveal_sdk_build::embed_source()`); without one the build stops with
+/// a message saying so.
+///
+/// It also defines a hidden `pub fn __foveal_root_module()` at the place of
+/// use: the root module, which `foveal_sdk::testing::Skill::exported` calls
+/// (the `testing` feature).
 ///
 /// (`prefix` and `budget` are the token-economics hooks of
 /// [`crate::prompt`].)
@@ -100,13 +117,26 @@ macro_rules! export_skill {
         $(init: $init:path,)?
         hooks: { $($hook:ident : $hook_fn:path),* $(,)? } $(,)?
     ) => {
-        const _: () = {
+        /// The skill's root module, as the host loads it. Not a public API:
+        /// `foveal_sdk::testing::Skill::exported()` calls it in a test.
+        #[doc(hidden)]
+        pub fn __foveal_root_module() -> $crate::SkillModRef {
             use $crate::__private::abi_stable::prefix_type::PrefixTypeTrait as _;
 
             const __FOVEAL_NAME: &str = $name;
             const __FOVEAL_DEPENDENCIES: &[$crate::__private::RStr<'static>] =
                 &[$($crate::__private::RStr::from_str($dep)),*];
             const __FOVEAL_COMPONENT_IDS: &[u32] = &[$($($component_id),*)?];
+            // The loader's rules for declared ids, at compile time: a
+            // reserved or out-of-range id is a build error, not a refusal
+            // at load (see `foveal_sdk::prompt::ids::check_declared`).
+            const _: () = match $crate::prompt::ids::check_declared(
+                __FOVEAL_NAME,
+                __FOVEAL_COMPONENT_IDS,
+            ) {
+                ::core::result::Result::Ok(()) => (),
+                ::core::result::Result::Err(why) => ::core::panic!("{}", why),
+            };
 
             extern "C" fn __foveal_init(
                 host: $crate::HostApiRef,
@@ -117,25 +147,53 @@ macro_rules! export_skill {
                 })
             }
 
-            #[$crate::__private::abi_stable::export_root_module]
-            fn __foveal_root_module() -> $crate::SkillModRef {
-                $crate::SkillMod {
-                    manifest: $crate::Manifest {
-                        name: $crate::__private::RStr::from_str(__FOVEAL_NAME),
-                        version: $crate::__private::RStr::from_str(::core::env!("CARGO_PKG_VERSION")),
-                        sdk_version: $crate::__private::RStr::from_str($crate::SDK_VERSION),
-                        priority: $priority,
-                        dependencies: $crate::__private::RSlice::from_slice(__FOVEAL_DEPENDENCIES),
-                        description: $crate::__private::RStr::from_str($description),
-                        source: $crate::__private::RStr::from_str($crate::__foveal_source!($($source)?)),
-                        component_ids: $crate::__private::RSlice::from_slice(__FOVEAL_COMPONENT_IDS),
-                    },
-                    init: __foveal_init,
-                    $($hook: ::core::option::Option::Some($crate::__foveal_wrap_hook!($hook, $hook_fn)),)*
-                    ..$crate::__private::NO_HOOKS
-                }
-                .leak_into_prefix()
+            $crate::SkillMod {
+                manifest: $crate::Manifest {
+                    name: $crate::__private::RStr::from_str(__FOVEAL_NAME),
+                    version: $crate::__private::RStr::from_str(::core::env!("CARGO_PKG_VERSION")),
+                    sdk_version: $crate::__private::RStr::from_str($crate::SDK_VERSION),
+                    priority: $priority,
+                    dependencies: $crate::__private::RSlice::from_slice(__FOVEAL_DEPENDENCIES),
+                    description: $crate::__private::RStr::from_str($description),
+                    source: $crate::__private::RStr::from_str($crate::__foveal_source!($($source)?)),
+                    component_ids: $crate::__private::RSlice::from_slice(__FOVEAL_COMPONENT_IDS),
+                },
+                init: __foveal_init,
+                $($hook: ::core::option::Option::Some($crate::__foveal_wrap_hook!($hook, $hook_fn)),)*
+                ..$crate::__private::NO_HOOKS
             }
+            .leak_into_prefix()
+        }
+
+        // What abi_stable's `#[export_root_module]` writes, spelled through
+        // the SDK's re-export so that a skill need not depend on
+        // abi_stable itself: the library header the host looks up by this
+        // symbol name (`abi_stable::library::ROOT_MODULE_LOADER_NAME`; a
+        // test of the SDK checks they agree).
+        const _: () = {
+            #[allow(non_upper_case_globals)]
+            #[unsafe(no_mangle)]
+            pub static _1as_0lib_1header_0root_bmodule_bloader:
+                $crate::__private::abi_stable::library::LibHeader = {
+                pub extern "C" fn __foveal_erased_module(
+                ) -> $crate::__private::abi_stable::library::RootModuleResult {
+                    $crate::__private::abi_stable::library::__call_root_module_loader(
+                        __foveal_root_module,
+                    )
+                }
+                // SAFETY: the constructor returns the root module of type
+                // `SkillModRef`, the type the header is built for — the
+                // contract of `from_constructor`, as abi_stable's own
+                // attribute writes it.
+                unsafe {
+                    $crate::__private::abi_stable::library::LibHeader::from_constructor::<
+                        $crate::SkillModRef,
+                    >(
+                        __foveal_erased_module,
+                        $crate::__private::abi_stable::library::CheckTypeLayout::Yes,
+                    )
+                }
+            };
         };
     };
 }
@@ -157,7 +215,10 @@ macro_rules! __foveal_call_init {
 macro_rules! __foveal_source {
     () => {
         ::core::include_str!(::core::concat!(
-            ::core::env!("OUT_DIR"),
+            ::core::env!(
+                "OUT_DIR",
+                "foveal skill: OUT_DIR is not set, so this crate has no build script and export_skill! has no literate source to embed. Fix: add `build.rs` containing `fn main() { foveal_sdk_build::embed_source(); }` and `foveal-sdk-build` under [build-dependencies] in Cargo.toml (or give export_skill! a `source: \"...\"`)."
+            ),
             "/foveal-skill-source.txt"
         ))
     };
@@ -258,11 +319,24 @@ macro_rules! __foveal_wrap_hook {
         }
         __foveal_hook as $crate::CallToolFn
     }};
+    (run_tool, $f:path) => {{
+        extern "C" fn __foveal_hook(
+            request: &$crate::ToolCallRequest<'_>,
+        ) -> $crate::__private::abi_stable::std_types::RResult<
+            $crate::__private::abi_stable::std_types::RString,
+            $crate::SkillError,
+        > {
+            $crate::export::guard(|| {
+                $f(request).map($crate::__private::abi_stable::std_types::RString::from)
+            })
+        }
+        __foveal_hook as $crate::RunToolFn
+    }};
     ($other:ident, $f:path) => {
         ::core::compile_error!(::core::concat!(
             "unknown foveal hook `",
             ::core::stringify!($other),
-            "`; the hooks are `components`, `redact`, `invoke`, `prefix`, `budget`, `tools` and `call_tool`"
+            "`; the hooks are `components`, `redact`, `invoke`, `prefix`, `budget`, `tools`, `run_tool` and `call_tool`"
         ))
     };
 }

@@ -27,12 +27,17 @@
 //! crate-type = ["cdylib"]
 //!
 //! [dependencies]
-//! foveal-sdk = { path = "../../sdk" }
-//! abi_stable = "0.11"   # the export attribute refers to it by name
+//! foveal-sdk = "0.2.1"
 //!
 //! [build-dependencies]
-//! foveal-sdk-build = { path = "../../sdk-build" }
+//! foveal-sdk-build = "0.2"
+//!
+//! [dev-dependencies]
+//! foveal-sdk = { version = "0.2.1", features = ["testing"] }
 //! ```
+//!
+//! (No `abi_stable` dependency of your own: the SDK re-exports the one it
+//! is built with, [`abi_stable`], and the macro refers to it.)
 //!
 //! `build.rs`: `fn main() { foveal_sdk_build::embed_source(); }`
 //!
@@ -62,7 +67,18 @@
 //! }
 //! ```
 //!
-//! `docs/skill-abi.md` in the repository says how this ABI may evolve.
+//! A test of the hook, with the `testing` feature ([`testing`]):
+//!
+//! ```ignore
+//! use foveal_sdk::testing::{Harness, TestMemex};
+//!
+//! let memex = TestMemex::from_org("* Work\n* Diary :@personal:\n");
+//! let components = Harness::new(memex).components(components).unwrap();
+//! assert!(components[0].content.contains("1 files"));
+//! ```
+//!
+//! `docs/skill-abi.md` in the repository says how this ABI may evolve
+//! and when the host calls each hook; `docs/skill-tools.md` covers tools.
 
 #![deny(missing_docs)]
 
@@ -71,11 +87,19 @@ pub mod export;
 pub mod host;
 pub mod memex;
 pub mod prompt;
+#[cfg(feature = "testing")]
+pub mod testing;
+
+/// The abi_stable crate the SDK is built with. The ABI types are
+/// abi_stable's (`RString`, `RVec`, `RStr`, …): use them from here rather
+/// than adding a dependency of your own, so that the versions and features
+/// always match.
+pub use abi_stable;
 
 pub use abi::{
     BudgetFn, CallToolFn, Component, ComponentsFn, ComponentsRequest, HostApi, HostApiRef, InitFn,
-    InvokeFn, LogLevel, Manifest, Omitted, PrefixFn, RedactFn, Role, SignalKind, SkillError,
-    SkillMod, SkillModRef, Source, ToolDecl, ToolsFn,
+    InvokeFn, LogLevel, Manifest, Omitted, PrefixFn, RedactFn, Role, RunToolFn, SignalKind,
+    SkillError, SkillMod, SkillModRef, Source, ToolCallRequest, ToolDecl, ToolsFn,
 };
 
 /// The version of this SDK. A skill records the version it was built
@@ -112,7 +136,19 @@ pub mod __private {
         budget: None,
         tools: None,
         call_tool: None,
+        run_tool: None,
     };
+
+    /// `abi_stable::library::ROOT_MODULE_LOADER_NAME`, which the export
+    /// macro spells as a literal (an attribute takes no constant).
+    #[cfg(test)]
+    #[test]
+    fn the_exported_symbol_is_the_one_abi_stable_looks_up() {
+        assert_eq!(
+            abi_stable::library::ROOT_MODULE_LOADER_NAME,
+            "_1as_0lib_1header_0root_bmodule_bloader"
+        );
+    }
 
     extern "C" fn no_init(
         _host: crate::HostApiRef,

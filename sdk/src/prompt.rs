@@ -94,6 +94,78 @@ pub mod ids {
         SYSTEM_PROMPT
     }
 
+    /// The skill the host asks for the context section (2000) by name.
+    pub const CONTEXT_SKILL: &str = "awareness";
+
+    /// The ranges of component ids a skill may declare, in order, each
+    /// with the static component it follows (see `docs/skill-abi.md`):
+    /// every id from 1 to [`MAX`] except the ones the host fills
+    /// ([`HOST_FILLED`]) and 2000, which is the `awareness` skill's.
+    pub const FREE_RANGES: [(u32, u32); 7] = [
+        (1, 1999),
+        (2001, 2499),
+        (2501, 4999),
+        (5001, 5999),
+        (6001, 6999),
+        (7001, MAX),
+        // Only for the skill named `awareness`.
+        (SEMANTIC_MEMORIES, SEMANTIC_MEMORIES),
+    ];
+
+    const fn same(a: &str, b: &str) -> bool {
+        let (a, b) = (a.as_bytes(), b.as_bytes());
+        if a.len() != b.len() {
+            return false;
+        }
+        let mut i = 0;
+        while i < a.len() {
+            if a[i] != b[i] {
+                return false;
+            }
+            i += 1;
+        }
+        true
+    }
+
+    /// Checks the component ids skill `name` declares, with the rules the
+    /// host applies at load; the error says which rule and the free
+    /// ranges. A `const fn`: [`export_skill!`](crate::export_skill) calls
+    /// it at compile time, so a skill with a bad id does not build.
+    pub const fn check_declared(name: &str, declared: &[u32]) -> Result<(), &'static str> {
+        let mut i = 0;
+        while i < declared.len() {
+            let id = declared[i];
+            if id > MAX {
+                return Err(
+                    "foveal: a declared component id is above 7999, the largest prompt component id. Ids free for skills: 1-1999, 2001-2499, 2501-4999, 5001-5999, 6001-6999, 7001-7999 (table in docs/skill-abi.md)",
+                );
+            }
+            let mut h = 0;
+            while h < HOST_FILLED.len() {
+                if HOST_FILLED[h] == id {
+                    return Err(
+                        "foveal: a declared component id is one the host fills itself (0 system prompt, 2500 logs, 5000 conversation history, 6000 pending event, 7000 tool result). Ids free for skills: 1-1999, 2001-2499, 2501-4999, 5001-5999, 6001-6999, 7001-7999 (table in docs/skill-abi.md)",
+                    );
+                }
+                h += 1;
+            }
+            if id == SEMANTIC_MEMORIES && !same(name, CONTEXT_SKILL) {
+                return Err(
+                    "foveal: component id 2000 (the context section) is reserved for the `awareness` skill. Ids free for skills: 1-1999, 2001-2499, 2501-4999, 5001-5999, 6001-6999, 7001-7999 (table in docs/skill-abi.md)",
+                );
+            }
+            let mut j = 0;
+            while j < i {
+                if declared[j] == id {
+                    return Err("foveal: a component id is declared twice in component_ids");
+                }
+                j += 1;
+            }
+            i += 1;
+        }
+        Ok(())
+    }
+
     /// Whether `id` is one of the nine static ids.
     pub const fn is_static(id: u32) -> bool {
         let mut i = 0;

@@ -27,7 +27,9 @@
 //! ```
 
 pub mod file;
-pub mod parse;
+/// The Org scanner, in its own crate (`foveal-org`) so that the SDK's
+/// `testing` feature reads Org exactly as the host does.
+pub use foveal_org as parse;
 pub mod privacy;
 pub mod setup;
 pub mod snapshot;

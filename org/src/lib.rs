@@ -1,4 +1,9 @@
-//! The Org scanner: one pass over a file's text, headlines with byte ranges.
+//! # foveal-org: the Org scanner of the foveal memex
+//!
+//! One pass over a file's text, headlines with byte ranges. The foveal host
+//! reads its memex with it, and `foveal-sdk`'s `testing` feature builds a
+//! skill's memex view from Org text with it, so a skill's tests see the
+//! structure the host sees.
 //!
 //! Why not `orgize`: measured on the 100k-headline benchmark file (84 MB),
 //! orgize 0.10.0-alpha.10 took 1.6 s and 551 MiB to give the fields we need,
@@ -15,7 +20,7 @@
 //! - the first word is a TODO keyword only if it is one of the file's
 //!   keywords (`#+TODO:`, `#+SEQ_TODO:`, `#+TYP_TODO:`, merged, with those
 //!   of its `#+SETUPFILE:`s in place of each such line — read by
-//!   [`crate::memex::setup`]; default `TODO | DONE`; without `|` the last
+//!   the host's `memex::setup`; default `TODO | DONE`; without `|` the last
 //!   word is the done state; fast-access keys like `DONE(d!)` are
 //!   stripped);
 //! - then an optional `[#A]` priority cookie and `COMMENT`;
@@ -71,7 +76,7 @@ impl TodoKeywords {
     /// The keywords declared by `#+TODO:` lines (and `SEQ_TODO`,
     /// `TYP_TODO`) anywhere in `text`, merged; the default when there is
     /// none. (`#+SETUPFILE:` lines are not followed: see
-    /// [`crate::memex::setup`].)
+    /// the host's `memex::setup`.)
     pub fn from_text(text: &str) -> Self {
         collect_settings(text, &mut |_, _| None).keywords()
     }
@@ -81,7 +86,7 @@ impl TodoKeywords {
 /// their lines come: its TODO keywords (`#+TODO:`, `#+SEQ_TODO:`,
 /// `#+TYP_TODO:`), its file tags (`#+FILETAGS:`) and its tag list
 /// (`#+TAGS:`) — with, in place of each `#+SETUPFILE:` line, the settings
-/// of the setup file (as Org inserts them; see [`crate::memex::setup`]).
+/// of the setup file (as Org inserts them; see the host's `memex::setup`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Settings {
     /// Not-done words of the keyword lines, in order, repeats kept.
