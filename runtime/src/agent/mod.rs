@@ -1343,7 +1343,7 @@ fn skill_tools_checked(skills: &crate::registry::Snapshot, taken: &[Tool]) -> (V
     (out, failed)
 }
 
-fn check_decl(
+pub(crate) fn check_decl(
     decl: &foveal_sdk::ToolDecl,
     taken: &[String],
 ) -> Result<(serde_json::Value, ToolCategory), String> {
@@ -1374,7 +1374,7 @@ fn check_decl(
 
 /// Runs a skill's tool through the registry: a failing or panicking skill
 /// is a tool error for the model, never a crash.
-fn call_skill_tool(
+pub(crate) fn call_skill_tool(
     skills: &crate::registry::Snapshot,
     skill: &str,
     name: &str,

@@ -9,7 +9,11 @@ pub mod context;
 pub mod embed;
 pub mod memex;
 pub mod prompt;
+pub mod sdk_copy;
+pub mod skill_check;
+pub mod skill_new;
 pub mod skills;
+pub mod tool_call;
 pub mod trust;
 pub mod usage;
 pub mod window;
@@ -298,6 +302,12 @@ pub enum Command {
         #[command(subcommand)]
         command: WindowCommand,
     },
+    /// Run one skill tool as the agent would when the model calls it, and
+    /// print its result: `foveal tool call word_count '{"text": "a b"}'`.
+    Tool {
+        #[command(subcommand)]
+        command: ToolCommand,
+    },
     /// Print the literate source a skill embeds (its README and src/).
     ///
     /// Exits 1 when no loaded skill has that name (the known ones are
@@ -480,6 +490,108 @@ pub enum SkillCommand {
         /// The skill libraries (.so files) to trust.
         #[arg(required = true, value_name = "FILE")]
         files: Vec<PathBuf>,
+    },
+    /// Write a new skill crate in NAME/ (or --path DIR), ready to build:
+    /// Cargo.toml (a cdylib with a workspace of its own), build.rs,
+    /// src/lib.rs with working examples of the chosen hooks, src/tests.rs
+    /// on `foveal_sdk::testing`, README.md (the literate source `foveal
+    /// skill-source` shows) and .gitignore. `cargo build --release` in it
+    /// builds with no edit.
+    ///
+    /// The SDK dependency is a path to the sdk/ of the foveal checkout
+    /// this binary was built from when that is still there, else a copy
+    /// of the SDK written into the crate (foveal-sdk/); the README says
+    /// which. The `components` example gets a prompt component id no
+    /// installed skill declares. Refuses a folder that is not empty and a
+    /// name that is not lowercase letters, digits, '-' and '_' starting
+    /// with a letter (exit 2). docs/writing-a-skill.md goes on from here.
+    New {
+        /// The skill's name (e.g. `reading-list`).
+        name: String,
+        /// The crate's folder (default: ./NAME); must be new or empty.
+        #[arg(long, value_name = "DIR")]
+        path: Option<PathBuf>,
+        /// The hooks to write examples of, comma-separated: components
+        /// (a prompt section), tools (a tool for the model, lent the
+        /// memex), redact (the last-door filter) [default: components,tools].
+        #[arg(long, value_name = "HOOKS")]
+        hooks: Option<String>,
+        #[command(flatten)]
+        plugins: PluginArgs,
+    },
+    /// Check a skill library without installing it: load it in a scratch
+    /// registry as the host would once it is installed, and report each
+    /// check the loader makes (file and folder trust, SDK version, ABI
+    /// layout, manifest, component ids against the installed skills,
+    /// dependencies, init, hooks); then call each hook once on the example
+    /// memex (or --memex), under the panic guard and the hook deadline,
+    /// with its time and the bytes it returned. Read and terminal tools
+    /// are called with arguments made from their schema; write and
+    /// dangerous ones are not called.
+    ///
+    /// Exits 0 only when the host would load the library and its hooks
+    /// answer; 1 otherwise, with the loader's own reason.
+    Check {
+        /// The library (`target/release/lib<name>.so`).
+        file: PathBuf,
+        /// Call the hooks on this memex (an Org file or a folder;
+        /// repeatable) instead of the example one.
+        #[arg(long = "memex", value_name = "PATH")]
+        memex: Vec<PathBuf>,
+        /// Print one JSON object: file, skill, checks and calls (each
+        /// {name, status (ok, warn, fail or skip), detail, ms, bytes}),
+        /// replaces and ok.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        plugins: PluginArgs,
+    },
+    /// Check a skill library (as `foveal skill check`), then install it in
+    /// the drop-in folder (--plugins, config `plugins.dir`): copied under
+    /// a hidden name and renamed into place, so a running host sees a
+    /// whole file and loads it at once. Refuses a library that fails the
+    /// check, and one whose skill is installed already unless --replace.
+    Install {
+        /// The library to install.
+        file: PathBuf,
+        /// Replace an installed build of the same skill (or a file of the
+        /// same name).
+        #[arg(long)]
+        replace: bool,
+        #[command(flatten)]
+        plugins: PluginArgs,
+    },
+}
+
+/// `foveal tool …`.
+#[derive(Debug, Subcommand)]
+pub enum ToolCommand {
+    /// Run the tool NAME that a loaded skill offers, with ARGS (a JSON
+    /// object), the way the agent runs it when the model calls it: the
+    /// skill's declarations checked as the agent checks them, the call
+    /// lent the memex (`--memex`, config `memex.paths`) through the
+    /// registry's panic guard and deadline, and the result through the
+    /// privacy gate, on stdout. A `dangerous` tool asks for confirmation on
+    /// a terminal and is refused without one, as in `foveal ask`.
+    ///
+    /// Exits 1 when no skill offers NAME (the tools offered are listed) or
+    /// the tool fails (its error on stderr), 2 when ARGS is not a JSON
+    /// object.
+    Call {
+        /// The tool's name, as the skill declares it.
+        name: String,
+        /// Its arguments, a JSON object (quote it for the shell).
+        #[arg(default_value = "{}")]
+        args: String,
+        /// The object in foveal focus during the call.
+        #[arg(long, value_name = "ID")]
+        focus: Option<String>,
+        #[command(flatten)]
+        memex: MemexArgs,
+        #[command(flatten)]
+        plugins: PluginArgs,
+        #[command(flatten)]
+        privacy: PrivacyArgs,
     },
 }
 
@@ -768,6 +880,52 @@ pub fn run(cli: Cli) -> anyhow::Result<Exit> {
         Command::Skill {
             command: SkillCommand::Trust { files },
         } => with_config(&file_only(&cli.config), |config| trust::run(config, &files)),
+        Command::Skill {
+            command:
+                SkillCommand::New {
+                    name,
+                    path,
+                    hooks,
+                    plugins,
+                },
+        } => with_config(&plugins.overrides(cli.config.as_ref()), |config| {
+            skill_new::run(config, &skill_new::NewOptions { name, path, hooks })
+        }),
+        Command::Skill {
+            command:
+                SkillCommand::Check {
+                    file,
+                    memex,
+                    json,
+                    plugins,
+                },
+        } => with_config(&plugins.overrides(cli.config.as_ref()), |config| {
+            skill_check::check(config, &file, &memex, json)
+        }),
+        Command::Skill {
+            command:
+                SkillCommand::Install {
+                    file,
+                    replace,
+                    plugins,
+                },
+        } => with_config(&plugins.overrides(cli.config.as_ref()), |config| {
+            skill_check::install(config, &file, replace)
+        }),
+        Command::Tool {
+            command:
+                ToolCommand::Call {
+                    name,
+                    args,
+                    focus,
+                    memex,
+                    plugins,
+                    privacy,
+                },
+        } => with_config(
+            &context_overrides(cli.config.as_ref(), &memex, &plugins, &privacy),
+            |config| tool_call::run(config, &name, &args, focus),
+        ),
         Command::SkillSource { name, plugins } => {
             match load_config(&plugins.overrides(cli.config.as_ref())) {
                 Ok(config) => skills::source(&config, &name),

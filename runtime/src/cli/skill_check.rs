@@ -34,7 +34,8 @@ use crate::registry::{Idle, Registry, hooks};
 const EXAMPLE_MEMEX: &str = include_str!("../../../config/memex/example.org");
 
 /// A text with something for a `redact` hook to find.
-const REDACT_SAMPLE: &str = "Mail alice@example.com about INT-1234; the key is sk-test-0000 and the PIN 4711.\n";
+const REDACT_SAMPLE: &str =
+    "Mail alice@example.com about INT-1234; the key is sk-test-0000 and the PIN 4711.\n";
 
 /// What a check found, step by step.
 #[derive(Debug, Clone, Serialize)]
@@ -86,7 +87,7 @@ pub enum Status {
 }
 
 impl Step {
-    fn new(name: &str, status: Status, detail: impl Into<String>) -> Self {
+    pub(crate) fn new(name: &str, status: Status, detail: impl Into<String>) -> Self {
         Self {
             name: name.to_owned(),
             status,
@@ -96,7 +97,7 @@ impl Step {
         }
     }
 
-    fn timed(mut self, elapsed: Duration, bytes: Option<usize>) -> Self {
+    pub(crate) fn timed(mut self, elapsed: Duration, bytes: Option<usize>) -> Self {
         self.ms = Some(elapsed.as_secs_f64() * 1e3);
         self.bytes = bytes;
         self
@@ -280,7 +281,9 @@ pub fn check_library(config: &Config, file: &Path, memex: &[PathBuf]) -> anyhow:
         let detail = if step == "file" {
             // The copy's mode is the one `install` gives; what is wrong is
             // the file itself (the error names the copy).
-            error.reason().replace(&copy.display().to_string(), &file.display().to_string())
+            error
+                .reason()
+                .replace(&copy.display().to_string(), &file.display().to_string())
         } else {
             error.reason()
         };
@@ -305,9 +308,15 @@ pub fn check_library(config: &Config, file: &Path, memex: &[PathBuf]) -> anyhow:
         Idle::Shadowed { name, .. } if *name == info.name => Some(path.clone()),
         _ => None,
     });
-    report.checks = loaded_steps(&info, &meta, &snapshot, slot.missing_dependencies(), slot.skill().load_time());
+    report.checks = loaded_steps(
+        &info,
+        &meta,
+        &snapshot,
+        slot.missing_dependencies(),
+        slot.skill().load_time(),
+    );
     let memex_snapshot = example_snapshot(memex)?;
-    report.calls = call_hooks(config, &slot, &info, &memex_snapshot);
+    report.calls = call_hooks(config, &snapshot, &slot, &info, &memex_snapshot);
     report.ok = report
         .checks
         .iter()
@@ -363,7 +372,10 @@ fn loaded_steps(
             Step::new("component ids", Status::Ok, "none declared")
         }
     } else {
-        let installed = snapshot.skills().filter(|s| s.skill().info().name != info.name).count();
+        let installed = snapshot
+            .skills()
+            .filter(|s| s.skill().info().name != info.name)
+            .count();
         Step::new(
             "component ids",
             Status::Ok,
@@ -394,12 +406,18 @@ fn loaded_steps(
             ),
         )
     });
-    steps.push(
-        Step::new("init", Status::Ok, format!("loaded in {:.2} ms", load_time.as_secs_f64() * 1e3))
-    );
+    steps.push(Step::new(
+        "init",
+        Status::Ok,
+        format!("loaded in {:.2} ms", load_time.as_secs_f64() * 1e3),
+    ));
     steps.push(Step::new(
         "hooks",
-        if info.hooks.is_empty() { Status::Warn } else { Status::Ok },
+        if info.hooks.is_empty() {
+            Status::Warn
+        } else {
+            Status::Ok
+        },
         if info.hooks.is_empty() {
             "none: the skill loads but does nothing".to_owned()
         } else {
@@ -410,11 +428,16 @@ fn loaded_steps(
 }
 
 fn join(ids: &[u32]) -> String {
-    ids.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")
+    ids.iter()
+        .map(u32::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The memex hooks are called on: the paths given, else the example.
-fn example_snapshot(paths: &[PathBuf]) -> anyhow::Result<std::sync::Arc<crate::memex::MemexSnapshot>> {
+fn example_snapshot(
+    paths: &[PathBuf],
+) -> anyhow::Result<std::sync::Arc<crate::memex::MemexSnapshot>> {
     if !paths.is_empty() {
         let memex = crate::memex::Memex::open(paths).map_err(|e| anyhow::anyhow!("{e}"))?;
         return Ok(memex.snapshot());
@@ -430,6 +453,7 @@ fn example_snapshot(paths: &[PathBuf]) -> anyhow::Result<std::sync::Arc<crate::m
 /// Calls each hook of the skill once, through the registry.
 fn call_hooks(
     config: &Config,
+    skills: &crate::registry::Snapshot,
     slot: &crate::registry::Slot,
     info: &SkillInfo,
     memex: &crate::memex::MemexSnapshot,
@@ -501,7 +525,8 @@ fn call_hooks(
                 Ok(text) => Step::new("invoke", Status::Ok, "method `foveal.check` answered")
                     .timed(started.elapsed(), Some(text.len())),
                 Err(error) if is_panic_or_hang(&error) => {
-                    Step::new("invoke", Status::Fail, error.to_string()).timed(started.elapsed(), None)
+                    Step::new("invoke", Status::Fail, error.to_string())
+                        .timed(started.elapsed(), None)
                 }
                 Err(error) => Step::new(
                     "invoke",
@@ -514,9 +539,7 @@ fn call_hooks(
                 let (step, tools) = crate::cli::tool_call::check_tools(slot, started);
                 steps.push(step);
                 for tool in tools {
-                    steps.push(crate::cli::tool_call::try_tool(
-                        slot, info, &tool, &view, &skill_config,
-                    ));
+                    steps.push(crate::cli::tool_call::try_tool(skills, slot, &tool));
                 }
                 continue;
             }
@@ -575,7 +598,10 @@ fn print(report: &Report, json: bool) -> anyhow::Result<Exit> {
         if report.ok {
             writeln!(out, "ok: the host would load it and call its hooks")?;
         } else {
-            writeln!(out, "FAILED: the host would refuse it, or a hook fails (see above)")?;
+            writeln!(
+                out,
+                "FAILED: the host would refuse it, or a hook fails (see above)"
+            )?;
         }
     }
     out.flush()?;
@@ -637,8 +663,9 @@ pub fn install(config: &Config, file: &Path, replace: bool) -> anyhow::Result<Ex
         return Ok(Exit::NotFound);
     }
     if !dir.exists() {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| anyhow::anyhow!("cannot create the plugins folder {}: {e}", dir.display()))?;
+        std::fs::create_dir_all(dir).map_err(|e| {
+            anyhow::anyhow!("cannot create the plugins folder {}: {e}", dir.display())
+        })?;
         use std::os::unix::fs::PermissionsExt as _;
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755))?;
     }
@@ -691,9 +718,14 @@ fn installed_in(config: &Config, skill: &str) -> Vec<PathBuf> {
         .filter(|s| s.skill().info().name == skill)
         .map(|s| s.skill().path().to_path_buf())
         .collect();
-    paths.extend(snapshot.idle().iter().filter_map(|(path, idle)| match idle {
-        Idle::Shadowed { name, .. } if name == skill => Some(path.clone()),
-        _ => None,
-    }));
+    paths.extend(
+        snapshot
+            .idle()
+            .iter()
+            .filter_map(|(path, idle)| match idle {
+                Idle::Shadowed { name, .. } if name == skill => Some(path.clone()),
+                _ => None,
+            }),
+    );
     paths
 }

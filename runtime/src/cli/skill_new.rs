@@ -297,7 +297,9 @@ impl Template<'_> {
         let mut out = String::with_capacity(text.len());
         let mut keep = vec![true];
         for line in text.lines() {
-            let marker = line.trim_start().trim_start_matches(['/', '#', '<', '!', '-', ' ']);
+            let marker = line
+                .trim_start()
+                .trim_start_matches(['/', '#', '<', '!', '-', ' ']);
             if let Some(condition) = marker.strip_prefix("@if ") {
                 let condition = condition.trim().trim_end_matches(['-', '>', ' ']);
                 let holds = self.holds(condition);
@@ -366,7 +368,10 @@ impl Template<'_> {
                 let _ = write!(title, "{}{}", first.to_ascii_uppercase(), chars.as_str());
             }
         }
-        let component_id = self.component_id.map(|id| id.to_string()).unwrap_or_default();
+        let component_id = self
+            .component_id
+            .map(|id| id.to_string())
+            .unwrap_or_default();
         let replacements = [
             ("{{name}}", self.name.to_owned()),
             ("{{title}}", title),
@@ -442,7 +447,11 @@ mod tests {
             ["components", "redact"]
         );
         assert_eq!(parse_hooks(Some("run_tool")).unwrap(), ["tools"]);
-        assert!(parse_hooks(Some("budget")).unwrap_err().contains("unknown hook"));
+        assert!(
+            parse_hooks(Some("budget"))
+                .unwrap_err()
+                .contains("unknown hook")
+        );
         assert!(parse_hooks(Some(",")).is_err());
     }
 
