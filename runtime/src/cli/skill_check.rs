@@ -113,8 +113,8 @@ const STEPS: [&str; 8] = [
     "layout",
     "manifest",
     "component ids",
-    "dependencies",
     "init",
+    "dependencies",
 ];
 
 /// The step a refusal belongs to.
@@ -386,6 +386,11 @@ fn loaded_steps(
         )
     };
     steps.push(ids);
+    steps.push(Step::new(
+        "init",
+        Status::Ok,
+        format!("loaded in {:.2} ms", load_time.as_secs_f64() * 1e3),
+    ));
     steps.push(if missing.is_empty() {
         Step::new(
             "dependencies",
@@ -406,11 +411,6 @@ fn loaded_steps(
             ),
         )
     });
-    steps.push(Step::new(
-        "init",
-        Status::Ok,
-        format!("loaded in {:.2} ms", load_time.as_secs_f64() * 1e3),
-    ));
     steps.push(Step::new(
         "hooks",
         if info.hooks.is_empty() {

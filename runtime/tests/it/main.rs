@@ -29,5 +29,6 @@ mod memex_view;
 mod privacy;
 mod prompt;
 mod registry;
+mod skill_kit;
 mod trust;
 mod window;
