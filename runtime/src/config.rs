@@ -177,9 +177,20 @@ pub struct Config {
     /// `[execution]`: the hard limits of every execution pattern (layer 1,
     /// [`crate::execution`]).
     pub execution: crate::execution::ExecutionConfig,
+    /// `[skills.<name>]`: each skill's own configuration table, as the
+    /// JSON text its hooks receive in `config_json` (a skill without a
+    /// table gets `{}`).
+    pub skills: std::collections::BTreeMap<String, String>,
 }
 
 impl Config {
+    /// The configuration of skill `name` as its hooks receive it
+    /// (`config_json`): its `[skills.<name>]` table as JSON, `{}` when it
+    /// has none.
+    pub fn skill_config(&self, name: &str) -> &str {
+        self.skills.get(name).map_or("{}", String::as_str)
+    }
+
     /// Where shadow copies of skill libraries go.
     pub fn shadow_dir(&self) -> PathBuf {
         self.data_dir.join("shadow")
@@ -288,6 +299,9 @@ struct FileConfig {
     execution: FileExecution,
     #[serde(default)]
     window: FileWindow,
+    /// `[skills.<name>]`: free-form, each skill reads its own.
+    #[serde(default)]
+    skills: std::collections::BTreeMap<String, toml::Table>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -663,6 +677,14 @@ impl Config {
             embedding,
             prompt,
             execution,
+            skills: file
+                .skills
+                .iter()
+                .map(|(name, table)| {
+                    let json = serde_json::to_string(table).unwrap_or_else(|_| "{}".to_owned());
+                    (name.clone(), json)
+                })
+                .collect(),
         })
     }
 }
@@ -1348,6 +1370,17 @@ mod tests {
     fn relative_paths_in_the_file_are_relative_to_the_file() {
         let c = parse("[plugins]\ndir = \"'my plugins'\"\n").unwrap();
         assert_eq!(c.plugins.dir, PathBuf::from("conf/my plugins"));
+    }
+
+    #[test]
+    fn a_skills_table_reaches_that_skill_as_json_and_others_get_an_empty_object() {
+        let c = parse("[skills.greeter]\ngreeting = \"Hi\"\nrepeat = 2\n\n[skills.greeter.style]\nloud = true\n").unwrap();
+        let json: serde_json::Value = serde_json::from_str(c.skill_config("greeter")).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({"greeting": "Hi", "repeat": 2, "style": {"loud": true}})
+        );
+        assert_eq!(c.skill_config("other"), "{}");
     }
 
     #[test]

@@ -652,6 +652,10 @@ fn read_info(path: &Path, module: &SkillModRef) -> Result<SkillInfo, LoadError> 
     if module.call_tool().flatten().is_some() {
         hooks.push("call_tool");
     }
+    // SDK 0.2.1: absent in a library built with 0.2.0.
+    if module.run_tool().flatten().is_some() {
+        hooks.push("run_tool");
+    }
     let component_ids = manifest.component_ids.as_slice().to_vec();
     if let Err(reason) = crate::prompt::components::check_declared(&component_ids) {
         return Err(LoadError::InvalidManifest {

@@ -55,7 +55,9 @@ pub struct Hook<F> {
 /// The hooks a skill may implement.
 pub mod hooks {
     use super::Hook;
-    use foveal_sdk::{BudgetFn, CallToolFn, ComponentsFn, InvokeFn, PrefixFn, RedactFn, ToolsFn};
+    use foveal_sdk::{
+        BudgetFn, CallToolFn, ComponentsFn, InvokeFn, PrefixFn, RedactFn, RunToolFn, ToolsFn,
+    };
 
     /// `components(request) -> Vec<Component>`.
     pub const COMPONENTS: Hook<ComponentsFn> = Hook {
@@ -87,10 +89,16 @@ pub mod hooks {
         name: "tools",
         get: |m| m.tools().flatten(),
     };
-    /// `call_tool(name, args_json) -> text`.
+    /// `call_tool(name, args_json) -> text`: the form before `run_tool`.
     pub const CALL_TOOL: Hook<CallToolFn> = Hook {
         name: "call_tool",
         get: |m| m.call_tool().flatten(),
+    };
+    /// `run_tool(&ToolCallRequest) -> text`: the tool lent the memex view,
+    /// the focus and the skill's configuration (SDK 0.2.1).
+    pub const RUN_TOOL: Hook<RunToolFn> = Hook {
+        name: "run_tool",
+        get: |m| m.run_tool().flatten(),
     };
 }
 
@@ -216,6 +224,9 @@ pub fn abandoned_calls(name: &str) -> u32 {
 pub struct Skill {
     loaded: Loaded,
     health: Health,
+    /// Component ids its `components` hook returned without declaring
+    /// them (the host drops those components), with the key of the first.
+    undeclared: Mutex<BTreeMap<u32, String>>,
     quarantine_after: u32,
     /// How long a hook may run before the call is abandoned.
     hook_timeout: Duration,
@@ -226,6 +237,7 @@ impl Skill {
         Self {
             loaded,
             health: Health::default(),
+            undeclared: Mutex::default(),
             quarantine_after: limits.quarantine_after,
             hook_timeout: limits.hook_timeout,
         }
@@ -277,6 +289,36 @@ impl Skill {
     /// Whether this build is quarantined.
     pub fn is_quarantined(&self) -> bool {
         self.health.quarantined.load(Ordering::Relaxed)
+    }
+
+    /// Notes that the `components` hook returned a component at `id`
+    /// (key `key`) that the manifest does not declare: the host drops it.
+    /// Said once per build and id on the host's log (stderr at the
+    /// default level for `run` and `ask`), then shown by `skill-list` and
+    /// `check`.
+    pub fn note_undeclared(&self, id: u32, key: &str) {
+        let mut seen = self.undeclared.lock().unwrap_or_else(|e| e.into_inner());
+        if seen.contains_key(&id) {
+            return;
+        }
+        seen.insert(id, key.to_owned());
+        tracing::warn!(
+            skill = %self.loaded.info.name,
+            path = %self.loaded.path.display(),
+            id,
+            key,
+            "{}",
+            undeclared_warning(id, key, &self.loaded.info.component_ids)
+        );
+    }
+
+    /// Warnings about this build: the component ids its hook returned
+    /// without declaring them.
+    pub fn warnings(&self) -> Vec<String> {
+        let seen = self.undeclared.lock().unwrap_or_else(|e| e.into_inner());
+        seen.iter()
+            .map(|(id, key)| undeclared_warning(*id, key, &self.loaded.info.component_ids))
+            .collect()
     }
 
     /// Panics caught in this build's hooks so far.
@@ -493,6 +535,12 @@ impl Slot {
     }
 }
 
+fn undeclared_warning(id: u32, key: &str, declared: &[u32]) -> String {
+    format!(
+        "components returned component {id} (`{key}`), which its manifest does not declare (component_ids: {declared:?}); the host drops it — add {id} to component_ids in export_skill! (free ids: docs/skill-abi.md)"
+    )
+}
+
 /// A skill's error message is cut after this many bytes.
 pub const MAX_SKILL_MESSAGE: usize = 500;
 
@@ -579,6 +627,10 @@ pub struct Row {
     /// `loaded`, `quarantined`, `missing dependency: …`, `shadowed by …`,
     /// `untrusted: …` or `refused: …`.
     pub status: String,
+    /// What is wrong with a skill that serves anyway (a component at an id
+    /// it did not declare, dropped).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
     /// The library file.
     pub path: PathBuf,
 }
@@ -678,6 +730,7 @@ impl Snapshot {
                 dependencies: info.dependencies.clone(),
                 hooks: info.hooks.clone(),
                 status,
+                warnings: skill.warnings(),
                 path: skill.loaded.path.clone(),
             });
         }
@@ -693,6 +746,7 @@ impl Snapshot {
                     dependencies: Vec::new(),
                     hooks: Vec::new(),
                     status: error.status(),
+                    warnings: Vec::new(),
                     path: path.clone(),
                 }),
                 Idle::Shadowed {
@@ -708,6 +762,7 @@ impl Snapshot {
                         dependencies: info.dependencies.clone(),
                         hooks: info.hooks.clone(),
                         status: format!("shadowed by {}", by.display()),
+                        warnings: Vec::new(),
                         path: path.clone(),
                     });
                 }

@@ -34,21 +34,39 @@ pub fn embed_source() {
     let out_dir = PathBuf::from(env_var("OUT_DIR"));
     let files = source_files(&manifest_dir)
         .unwrap_or_else(|e| panic!("listing the source of {}: {e}", manifest_dir.display()));
-    println!("cargo:rerun-if-changed={}", manifest_dir.display());
-    println!(
-        "cargo:rerun-if-changed={}",
-        manifest_dir.join("src").display()
-    );
-    for file in &files {
-        println!(
-            "cargo:rerun-if-changed={}",
-            manifest_dir.join(file).display()
-        );
+    for line in rerun_lines(&manifest_dir, &files) {
+        println!("{line}");
     }
     let text = render(&manifest_dir, &files)
         .unwrap_or_else(|e| panic!("reading the source of {}: {e}", manifest_dir.display()));
     let target = out_dir.join(SOURCE_FILE_NAME);
     std::fs::write(&target, text).unwrap_or_else(|e| panic!("writing {}: {e}", target.display()));
+}
+
+/// What the build script tells cargo to watch: `src/` (cargo walks a
+/// folder for changes), `Cargo.toml` and each literate file at the crate
+/// root — never the crate folder itself, which holds `target/` when the
+/// crate is not in a workspace, so that every build would change it and
+/// run the build again.
+pub fn rerun_lines(crate_dir: &Path, files: &[PathBuf]) -> Vec<String> {
+    let mut lines = vec![
+        format!("cargo:rerun-if-changed={}", crate_dir.join("src").display()),
+        format!(
+            "cargo:rerun-if-changed={}",
+            crate_dir.join("Cargo.toml").display()
+        ),
+    ];
+    for file in files {
+        // Files under `src/` are covered by the folder.
+        if file.starts_with("src") || file.as_os_str() == "Cargo.toml" {
+            continue;
+        }
+        lines.push(format!(
+            "cargo:rerun-if-changed={}",
+            crate_dir.join(file).display()
+        ));
+    }
+    lines
 }
 
 fn env_var(name: &str) -> String {
@@ -164,6 +182,33 @@ mod tests {
         let text = render(root, &files).unwrap();
         assert!(text.starts_with("==> README.md <==\n# readme\n"));
         assert!(text.contains("\n==> src/lib.rs <==\n// lib\n"));
+    }
+
+    #[test]
+    fn only_src_the_manifest_and_the_literate_files_are_watched() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::create_dir_all(root.join("src")).unwrap();
+        std::fs::create_dir_all(root.join("target/release")).unwrap();
+        std::fs::write(root.join("src/lib.rs"), "// lib").unwrap();
+        std::fs::write(root.join("README.md"), "# r").unwrap();
+        std::fs::write(root.join("notes.org"), "* n").unwrap();
+        std::fs::write(root.join("Cargo.toml"), "[package]").unwrap();
+        let files = source_files(root).unwrap();
+        let lines = rerun_lines(root, &files);
+        let watched: Vec<String> = lines
+            .iter()
+            .map(|l| {
+                let path = l.strip_prefix("cargo:rerun-if-changed=").unwrap();
+                std::path::Path::new(path)
+                    .strip_prefix(root)
+                    .unwrap()
+                    .to_string_lossy()
+                    .into_owned()
+            })
+            .collect();
+        assert_eq!(watched, ["src", "Cargo.toml", "README.md", "notes.org"]);
+        assert!(!lines.iter().any(|l| l.ends_with(&*root.to_string_lossy())));
     }
 
     #[test]

@@ -204,6 +204,7 @@ mod tests {
             dependencies: Vec::new(),
             hooks: Vec::new(),
             status: status.to_owned(),
+            warnings: Vec::new(),
             path: path.into(),
         }
     }

@@ -1144,9 +1144,17 @@ impl Agent {
                     Err(error) => Err(error.to_string()),
                 }
             }
-            ToolSource::Skill(skill) => {
-                call_skill_tool(&self.registry.snapshot(), skill, &tool.name, &args)
-            }
+            ToolSource::Skill(skill) => call_skill_tool(
+                &self.registry.snapshot(),
+                SkillToolCall {
+                    skill,
+                    name: &tool.name,
+                    args: &args,
+                    view: crate::memex::view::SnapshotView::new(snapshot, &self.privacy),
+                    focus: self.focus.clone(),
+                    config: self.config.skill_config(skill).to_owned(),
+                },
+            ),
         }
     }
 
@@ -1343,6 +1351,22 @@ fn skill_tools_checked(skills: &crate::registry::Snapshot, taken: &[Tool]) -> (V
     (out, failed)
 }
 
+/// Why the host does not offer the declared tool `decl` (given the
+/// host's tools and the skills' tools it offers): what `skill-list
+/// --tools` says of it.
+pub fn tool_problem(decl: &foveal_sdk::ToolDecl, host: &[Tool], offered: &[Tool]) -> String {
+    let taken: Vec<String> = host
+        .iter()
+        .chain(offered)
+        .filter(|t| t.name != decl.name.as_str())
+        .map(|t| t.name.clone())
+        .collect();
+    match check_decl(decl, &taken) {
+        Err(why) => why,
+        Ok(_) => "another tool has this name".to_owned(),
+    }
+}
+
 pub(crate) fn check_decl(
     decl: &foveal_sdk::ToolDecl,
     taken: &[String],
@@ -1372,21 +1396,65 @@ pub(crate) fn check_decl(
     Ok((parameters, category))
 }
 
-/// Runs a skill's tool through the registry: a failing or panicking skill
-/// is a tool error for the model, never a crash.
+/// One call of a skill's tool, with what the tool is lent.
+pub(crate) struct SkillToolCall<'a> {
+    /// The skill that declared the tool.
+    pub skill: &'a str,
+    /// The tool.
+    pub name: &'a str,
+    /// Its arguments.
+    pub args: &'a serde_json::Value,
+    /// The memex as the skill may see it.
+    pub view: crate::memex::view::SnapshotView,
+    /// The object in focus.
+    pub focus: Option<String>,
+    /// The skill's configuration (`[skills.<name>]`), as JSON.
+    pub config: String,
+}
+
+/// Runs a skill's tool through the registry: its `run_tool` hook, lent
+/// the memex view, the focus and its configuration, or — for a library
+/// built before `run_tool` existed — its `call_tool(name, args)`. A
+/// failing or panicking skill is a tool error for the model, never a
+/// crash.
 pub(crate) fn call_skill_tool(
     skills: &crate::registry::Snapshot,
-    skill: &str,
-    name: &str,
-    args: &serde_json::Value,
+    call: SkillToolCall<'_>,
 ) -> Result<String, String> {
+    use crate::registry::hooks;
     use abi_stable::std_types::RStr;
+    let SkillToolCall {
+        skill,
+        name,
+        args,
+        view,
+        focus,
+        config,
+    } = call;
     let args = args.to_string();
     let tool = name.to_owned();
-    skills
-        .call(skill, crate::registry::hooks::CALL_TOOL, move |f| {
+    let has_run_tool = skills
+        .get(skill)
+        .is_some_and(|slot| slot.skill().info().hooks.contains(&hooks::RUN_TOOL.name));
+    let result = if has_run_tool {
+        skills.call(skill, hooks::RUN_TOOL, move |f| {
+            let files = view.file_views();
+            let memex = view.view_of(&files);
+            let request = foveal_sdk::ToolCallRequest {
+                name: RStr::from_str(&tool),
+                args_json: RStr::from_str(&args),
+                focus: focus.as_deref().map(RStr::from_str).into(),
+                config_json: RStr::from_str(&config),
+                memex: &memex,
+            };
+            f(&request)
+        })
+    } else {
+        skills.call(skill, hooks::CALL_TOOL, move |f| {
             f(RStr::from_str(&tool), RStr::from_str(&args))
         })
+    };
+    result
         .map(|text| text.into_string())
         .map_err(|error| format!("the skill {skill} failed to run {name}: {error}"))
 }

@@ -521,6 +521,7 @@ pub fn check(config: &Config) -> anyhow::Result<Exit> {
     } else {
         notes.push("config: built-in defaults (no file found)".to_owned());
     }
+    let mut opened = None;
     match Memex::open(&config.memex_paths) {
         Ok(memex) => {
             let snapshot = memex.snapshot();
@@ -532,6 +533,7 @@ pub fn check(config: &Config) -> anyhow::Result<Exit> {
             for (path, error) in snapshot.failed() {
                 problems.push(format!("memex: {}: {error}", path.display()));
             }
+            opened = Some(snapshot);
         }
         Err(error) => problems.push(format!("memex: {error}")),
     }
@@ -552,7 +554,20 @@ pub fn check(config: &Config) -> anyhow::Result<Exit> {
     }
     match crate::cli::skills::open_registry(config) {
         Ok(registry) => {
+            // Each `components` hook once, on the memex as lent: a
+            // component at an id the skill did not declare is a problem
+            // (the host drops it).
+            crate::prompt::components::probe_undeclared(
+                &registry.snapshot(),
+                &crate::memex::view::SnapshotView::new(
+                    &opened.unwrap_or_default(),
+                    &crate::memex::privacy::PrivacyTags::new(&config.privacy_tags),
+                ),
+            );
             for row in registry.snapshot().rows() {
+                for warning in &row.warnings {
+                    problems.push(format!("skill {}: {warning}", row.name));
+                }
                 if row.status == "loaded" {
                     notes.push(format!("skill {}: loaded", row.name));
                 } else {

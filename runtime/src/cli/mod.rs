@@ -94,6 +94,12 @@ pub enum Command {
         /// Ctrl-C.
         #[arg(long)]
         watch: bool,
+        /// Also list the tools the model is offered: the host's, then
+        /// those the skills declare (their `tools` hook), and each
+        /// declaration the host leaves out, with why. With --json, one
+        /// object: {"skills": [...], "tools": [...]}. Not with --watch.
+        #[arg(long, conflicts_with = "watch")]
+        tools: bool,
     },
     /// Start the host: load the skills and the memex, then answer messages
     /// typed on stdin (a REPL; /help lists its commands) and sent with
@@ -833,8 +839,9 @@ pub fn run(cli: Cli) -> anyhow::Result<Exit> {
             plugins,
             json,
             watch,
+            tools,
         } => match load_config(&plugins.overrides(cli.config.as_ref())) {
-            Ok(config) => skills::list(&config, json, watch),
+            Ok(config) => skills::list(&config, json, watch, tools),
             Err(exit) => Ok(exit),
         },
         Command::Run {

@@ -167,7 +167,15 @@ pub fn run(config: &Config, options: &PromptOptions) -> anyhow::Result<Exit> {
     // first, as the ring gives them newest first.
     let mut logs = crate::logs::global().recent(config.context.log_limit);
     logs.reverse();
+    // The tool belt a cycle would offer: the host's tools and those the
+    // skills declare (the context type's filter applies in the assembler;
+    // the execution pattern may still narrow the categories in a cycle).
+    let mut tools = crate::agent::tools::builtins();
+    let skill_tools = crate::agent::skill_tools(&skills, &tools);
+    tools.extend(skill_tools);
+    let tool_specs: Vec<_> = tools.iter().map(|t| t.spec()).collect();
     let input = PromptInput {
+        tools: &tool_specs,
         signal: options.signal.kind(),
         context_type: options.context_type.as_deref(),
         focus: options.focus.as_deref(),

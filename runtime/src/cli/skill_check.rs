@@ -460,7 +460,7 @@ fn call_hooks(
 ) -> Vec<Step> {
     let privacy = PrivacyTags::new(&config.privacy_tags);
     let view = SnapshotView::new(memex, &privacy);
-    let skill_config = crate::cli::tool_call::skill_config(config, &info.name);
+    let skill_config = config.skill_config(&info.name).to_owned();
     let mut steps = Vec::new();
     for hook in &info.hooks {
         let started = Instant::now();
@@ -539,7 +539,13 @@ fn call_hooks(
                 let (step, tools) = crate::cli::tool_call::check_tools(slot, started);
                 steps.push(step);
                 for tool in tools {
-                    steps.push(crate::cli::tool_call::try_tool(skills, slot, &tool));
+                    steps.push(crate::cli::tool_call::try_tool(
+                        skills,
+                        slot,
+                        &tool,
+                        &view,
+                        &skill_config,
+                    ));
                 }
                 continue;
             }

@@ -67,8 +67,8 @@ fn new_registry(config: &Config) -> anyhow::Result<Registry> {
     Ok(registry)
 }
 
-/// `foveal skill-list [--json] [--watch]`.
-pub fn list(config: &Config, json: bool, watch: bool) -> anyhow::Result<Exit> {
+/// `foveal skill-list [--json] [--watch] [--tools]`.
+pub fn list(config: &Config, json: bool, watch: bool, tools: bool) -> anyhow::Result<Exit> {
     if watch && !config.plugins.dir.exists() {
         std::fs::create_dir_all(&config.plugins.dir).map_err(|e| {
             anyhow::anyhow!(
@@ -83,7 +83,33 @@ pub fn list(config: &Config, json: bool, watch: bool) -> anyhow::Result<Exit> {
     }
     if !watch {
         let registry = open_registry(config)?;
-        print_list(&registry.snapshot(), &registry, json, false)?;
+        // Each `components` hook once, on an empty memex: a component at
+        // an id the skill did not declare shows as a warning.
+        crate::prompt::components::probe_undeclared(
+            &registry.snapshot(),
+            &crate::memex::view::SnapshotView::new(
+                &crate::memex::MemexSnapshot::default(),
+                &crate::memex::privacy::PrivacyTags::new(&config.privacy_tags),
+            ),
+        );
+        let snapshot = registry.snapshot();
+        if tools && json {
+            // One JSON document: the skills' rows and the tools.
+            let rows = display_rows(&snapshot);
+            let serving_privacy = snapshot.get(crate::egress::SKILL).map(|s| s.skill().path());
+            let value = serde_json::json!({
+                "skills": json_rows(&snapshot, rows, serving_privacy),
+                "tools": tool_rows(&snapshot),
+            });
+            let mut out = std::io::stdout().lock();
+            serde_json::to_writer_pretty(&mut out, &value)?;
+            writeln!(out)?;
+        } else {
+            print_list(&snapshot, &registry, json, false)?;
+            if tools {
+                print_tools(&tool_rows(&snapshot))?;
+            }
+        }
         if config.agent.socket_path(&config.data_dir).exists() {
             // This list is of this process's own loads: a running host's
             // panics and quarantines are its own.
@@ -148,12 +174,25 @@ fn json_rows(snapshot: &Snapshot, rows: Vec<Row>, serving_privacy: Option<&Path>
                 hooks: Vec::new(),
                 status: "not loaded: the host applies its built-in filter (privacy tags + secret patterns)"
                     .to_owned(),
+                warnings: Vec::new(),
                 path: PathBuf::new(),
             },
             privacy_fallback: Some(true),
         });
     }
     out
+}
+
+/// The snapshot's rows with their paths as shown.
+fn display_rows(snapshot: &Snapshot) -> Vec<Row> {
+    snapshot
+        .rows()
+        .into_iter()
+        .map(|mut row| {
+            row.path = display_path(&row.path);
+            row
+        })
+        .collect()
 }
 
 /// Prints one snapshot: a table, pretty JSON, or (when watching) a
@@ -164,14 +203,7 @@ fn print_list(
     json: bool,
     watching: bool,
 ) -> anyhow::Result<()> {
-    let rows: Vec<Row> = snapshot
-        .rows()
-        .into_iter()
-        .map(|mut row| {
-            row.path = display_path(&row.path);
-            row
-        })
-        .collect();
+    let rows = display_rows(snapshot);
     let serving_privacy = snapshot.get(crate::egress::SKILL).map(|s| s.skill().path());
     let mut out = std::io::stdout().lock();
     match (json, watching) {
@@ -220,7 +252,10 @@ pub fn table(rows: &[Row], registry: &Registry) -> String {
                 or_dash(row.dependencies.join(",")),
                 or_dash(row.hooks.join(",")),
                 row.path.display().to_string(),
-                row.status.clone(),
+                std::iter::once(row.status.clone())
+                    .chain(row.warnings.iter().map(|w| format!("warning: {w}")))
+                    .collect::<Vec<_>>()
+                    .join("; "),
             ]
         })
         .collect();
@@ -259,6 +294,86 @@ pub fn table(rows: &[Row], registry: &Registry) -> String {
         ));
     }
     text
+}
+
+/// One tool a skill declares, as `skill-list --tools` shows it.
+#[derive(Debug, serde::Serialize)]
+struct ToolRow {
+    skill: String,
+    name: String,
+    category: String,
+    description: String,
+    /// Whether the host offers it (`false`: see `problem`).
+    offered: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    problem: Option<String>,
+}
+
+/// The tools the host offers the model (its own, then the skills'), and
+/// the declarations it leaves out, with why: `skill-list --tools`.
+fn tool_rows(snapshot: &Snapshot) -> Vec<ToolRow> {
+    use crate::agent::tools::{ToolSource, builtins};
+    let host = builtins();
+    let offered = crate::agent::skill_tools(snapshot, &host);
+    let mut rows: Vec<ToolRow> = host
+        .iter()
+        .chain(&offered)
+        .map(|t| ToolRow {
+            skill: match &t.source {
+                ToolSource::Builtin(_) => "(host)".to_owned(),
+                ToolSource::Skill(skill) => skill.clone(),
+            },
+            name: t.name.clone(),
+            category: t.category.to_string(),
+            description: t.description.clone(),
+            offered: true,
+            problem: None,
+        })
+        .collect();
+    // Declarations the host left out: asked again, to say why.
+    for slot in snapshot.skills() {
+        let skill = &slot.skill().info().name;
+        if let Ok(declared) = slot.call(crate::registry::hooks::TOOLS, |f| f()) {
+            for decl in declared.iter() {
+                let name = decl.name.as_str();
+                if offered
+                    .iter()
+                    .any(|t| t.name == name && t.source == ToolSource::Skill(skill.clone()))
+                {
+                    continue;
+                }
+                rows.push(ToolRow {
+                    skill: skill.clone(),
+                    name: name.to_owned(),
+                    category: decl.category.to_string(),
+                    description: decl.description.to_string(),
+                    offered: false,
+                    problem: Some(crate::agent::tool_problem(decl, &host, &offered)),
+                });
+            }
+        }
+    }
+    rows
+}
+
+/// The tools under the skills' table.
+fn print_tools(rows: &[ToolRow]) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "\nTOOLS")?;
+    let width = rows.iter().map(|r| r.name.len()).max().unwrap_or(0);
+    let skill_width = rows.iter().map(|r| r.skill.len()).max().unwrap_or(0);
+    for row in rows {
+        let tail = match &row.problem {
+            None => row.description.clone(),
+            Some(why) => format!("NOT OFFERED: {why}"),
+        };
+        writeln!(
+            out,
+            "{:<skill_width$}  {:<width$}  {:<9}  {tail}",
+            row.skill, row.name, row.category
+        )?;
+    }
+    Ok(())
 }
 
 /// `foveal skill-source NAME`.

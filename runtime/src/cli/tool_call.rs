@@ -11,6 +11,7 @@
 use std::io::{IsTerminal as _, Write as _};
 use std::time::Instant;
 
+use crate::agent::SkillToolCall;
 use crate::agent::tools::{Tool, ToolSource};
 use crate::cli::Exit;
 use crate::cli::skill_check::{Status, Step};
@@ -18,11 +19,6 @@ use crate::config::Config;
 use crate::execution::ToolCategory;
 use crate::memex::view::SnapshotView;
 use crate::registry::{Slot, hooks};
-
-/// The configuration a skill is given, as JSON (`{}` when it has none).
-pub fn skill_config(_config: &Config, _skill: &str) -> String {
-    "{}".to_owned()
-}
 
 /// `foveal tool call NAME ARGS [--focus ID]`.
 pub fn run(config: &Config, name: &str, args: &str, focus: Option<String>) -> anyhow::Result<Exit> {
@@ -91,16 +87,26 @@ pub fn run(config: &Config, name: &str, args: &str, focus: Option<String>) -> an
         Err(exit) => return Ok(exit),
     };
     let snapshot = memex.snapshot();
+    let privacy = crate::memex::privacy::PrivacyTags::new(&config.privacy_tags);
+    let view = SnapshotView::new(&snapshot, &privacy);
     if let Some(focus) = &focus {
-        let privacy = crate::memex::privacy::PrivacyTags::new(&config.privacy_tags);
-        let view = SnapshotView::new(&snapshot, &privacy);
         let owned = view.view();
         if let Err(exit) = crate::cli::check_focus(&owned.as_view(), focus) {
             return Ok(exit);
         }
     }
     let gate = crate::egress::Gate::from_config(config)?;
-    let result = crate::agent::call_skill_tool(&skills, skill, name, &args);
+    let result = crate::agent::call_skill_tool(
+        &skills,
+        SkillToolCall {
+            skill,
+            name,
+            args: &args,
+            view,
+            focus,
+            config: config.skill_config(skill).to_owned(),
+        },
+    );
     let shown = |text: &str| match gate.clean(text, &snapshot, &skills) {
         Ok(cleaned) => cleaned.text.into_owned(),
         Err(error) => format!("[withheld: the privacy gate could not check this text: {error}]"),
@@ -187,7 +193,13 @@ pub(crate) fn check_tools(slot: &Slot, started: Instant) -> (Step, Vec<Tool>) {
 /// Calls one tool with example arguments, through the agent's own path
 /// (read and terminal tools only: a check never runs a write or a
 /// dangerous tool). `skills` is the snapshot the skill serves in.
-pub(crate) fn try_tool(skills: &crate::registry::Snapshot, slot: &Slot, tool: &Tool) -> Step {
+pub(crate) fn try_tool(
+    skills: &crate::registry::Snapshot,
+    slot: &Slot,
+    tool: &Tool,
+    view: &SnapshotView,
+    config: &str,
+) -> Step {
     let name = format!("tool {}", tool.name);
     if matches!(tool.category, ToolCategory::Write | ToolCategory::Dangerous) {
         return Step::new(
@@ -204,7 +216,17 @@ pub(crate) fn try_tool(skills: &crate::registry::Snapshot, slot: &Slot, tool: &T
     let skill = &slot.skill().info().name;
     let panics = slot.skill().total_panics();
     let started = Instant::now();
-    let result = crate::agent::call_skill_tool(skills, skill, &tool.name, &args);
+    let result = crate::agent::call_skill_tool(
+        skills,
+        SkillToolCall {
+            skill,
+            name: &tool.name,
+            args: &args,
+            view: view.clone(),
+            focus: None,
+            config: config.to_owned(),
+        },
+    );
     let elapsed = started.elapsed();
     let crashed = slot.skill().total_panics() > panics || slot.skill().is_quarantined();
     match result {

@@ -50,6 +50,11 @@
 //!   previous good version; every query of the snapshot runs, `get` finds
 //!   every object's id, and `recent_tasks` lists done tasks, each once.
 //!
+//! - the SDK's test harness (`foveal_sdk::testing::TestMemex`) lends a
+//!   skill exactly what the host lends ([`crate::memex::view::prepare`]):
+//!   the same files, the same visible text, the same index, for every
+//!   file the host loads, with and without privacy tags.
+//!
 //! The `regression_*` tests at the end pin bugs the fuzzing found in the
 //! code under test; they fail until those are fixed, and so may the
 //! properties that found them.
@@ -1666,8 +1671,47 @@ fn any_file() -> impl Strategy<Value = Bytes> {
 // ---------------------------------------------------------------------------
 // The properties
 
+/// What the host lends of `text` as file `a.org`, and what the SDK's test
+/// harness lends: `(visible text, index as Debug)` each, `None` for a file
+/// not lent. `None` overall when the host does not load the file.
+#[allow(clippy::type_complexity)]
+fn host_and_harness_views(
+    text: &str,
+    tags: &[&str],
+) -> Option<(Option<(String, String)>, Option<(String, String)>)> {
+    let file = MemexFile::parse(Path::new("/m/a.org"), "a.org", text.to_owned()).ok()?;
+    let prepared = crate::memex::view::prepare(&file, &PrivacyTags::new(tags));
+    let host = prepared.is_lent().then(|| {
+        (
+            prepared.text(&file).to_owned(),
+            format!("{:?}", prepared.index),
+        )
+    });
+    let memex = foveal_sdk::testing::TestMemex::new()
+        .with_privacy_tags(tags)
+        .with_file("a.org", text);
+    let view = memex.view();
+    let lent = view.as_view();
+    let harness = lent
+        .files
+        .first()
+        .map(|f| (f.text.as_str().to_owned(), format!("{:?}", f.index)));
+    Some((host, harness))
+}
+
 proptest! {
     #![proptest_config(config(1000, 1))]
+
+    #[test]
+    fn the_sdk_test_harness_lends_exactly_what_the_host_lends(
+        bytes in any_file(),
+        tags in select(vec![vec![], vec!["@personal"], vec!["@personal", "work"], vec![":Project:"]]),
+    ) {
+        let text = lossy(&bytes.0);
+        if let Some((host, harness)) = host_and_harness_views(&text, &tags) {
+            prop_assert_eq!(host, harness);
+        }
+    }
 
     #[test]
     fn random_bytes_never_panic_and_keep_the_invariants(bytes in noise()) {

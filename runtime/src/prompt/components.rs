@@ -161,6 +161,57 @@ pub fn check_declared(declared: &[u32]) -> Result<(), String> {
     Ok(())
 }
 
+/// Calls the `components` hook of every serving skill that has one, once,
+/// on `view`, and notes on each skill the component ids it returned
+/// without declaring them ([`crate::registry::Skill::note_undeclared`]):
+/// what `skill-list` and `check` show. A failing hook is left to the
+/// registry's own accounting.
+pub fn probe_undeclared(skills: &crate::registry::Snapshot, view: &SnapshotView) {
+    for slot in skills.skills() {
+        let info = slot.skill().info();
+        if !info.hooks.contains(&hooks::COMPONENTS.name) {
+            continue;
+        }
+        let call = ComponentsCall {
+            view: view.clone(),
+            signal: SignalKind::USER,
+            focus: None,
+            budget: None,
+            config: "{}".to_owned(),
+            explain: false,
+        };
+        if let Ok(components) = slot.call(hooks::COMPONENTS, move |f| call.call(f)) {
+            for component in components.iter() {
+                if !info.component_ids.contains(&component.id) {
+                    slot.skill()
+                        .note_undeclared(component.id, component.key.as_str());
+                }
+            }
+        }
+    }
+}
+
+/// `base` (a JSON object) with the keys of `extra` (a JSON object) it
+/// does not have: what a skill's `config_json` is when the host has keys
+/// of its own for the call (`session`) and the user a `[skills.<name>]`
+/// table. Either one not an object: the other.
+pub fn merge_config(base: &str, extra: &str) -> String {
+    use serde_json::Value;
+    match (
+        serde_json::from_str::<Value>(base),
+        serde_json::from_str::<Value>(extra),
+    ) {
+        (Ok(Value::Object(mut base)), Ok(Value::Object(extra))) => {
+            for (key, value) in extra {
+                base.entry(key).or_insert(value);
+            }
+            Value::Object(base).to_string()
+        }
+        (Ok(Value::Object(_)), _) => base.to_owned(),
+        _ => extra.to_owned(),
+    }
+}
+
 /// The skill the host reserves `id` for, if any: the context section
 /// (2000) is asked of the `awareness` skill by name.
 pub fn reserved_for(id: u32) -> Option<&'static str> {
@@ -345,7 +396,7 @@ impl SkillComponents {
             let skill: Arc<str> = Arc::from(info.name.as_str());
             let mut call = call.clone();
             if let Some((_, config)) = self.configs.iter().find(|(name, _)| *name == info.name) {
-                call.config.clone_from(config);
+                call.config = merge_config(&call.config, config);
             }
             let components = match slot.call(hooks::COMPONENTS, move |f| call.call(f)) {
                 Ok(components) => components,
@@ -358,12 +409,10 @@ impl SkillComponents {
             };
             for component in components {
                 if !info.component_ids.contains(&component.id) {
-                    tracing::warn!(
-                        target: "foveal::prompt",
-                        skill = %info.name,
-                        id = component.id,
-                        "component dropped: the skill did not declare this id in its manifest"
-                    );
+                    // Once per build and id, on the registry's log (stderr
+                    // for `run`), and in `skill-list` and `check`.
+                    slot.skill()
+                        .note_undeclared(component.id, component.key.as_str());
                     continue;
                 }
                 if out

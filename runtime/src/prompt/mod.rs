@@ -401,6 +401,8 @@ pub struct PromptSettings {
     pub privacy_tags: Vec<String>,
     /// `[computed_context]`: the computed-context skill's configuration.
     pub computed: crate::computed::ComputedSettings,
+    /// `[skills.<name>]`: each skill's own table, as JSON.
+    pub skills: std::collections::BTreeMap<String, String>,
 }
 
 impl Default for PromptSettings {
@@ -413,8 +415,29 @@ impl Default for PromptSettings {
             log_limit: 20,
             privacy_tags: vec!["@personal".to_owned()],
             computed: crate::computed::ComputedSettings::default(),
+            skills: std::collections::BTreeMap::new(),
         }
     }
+}
+
+/// What each skill's `components` hook receives as `config_json`: its
+/// `[skills.<name>]` table, and for the computed-context skill the host's
+/// own settings with the table's other keys added (the host's win).
+fn skill_configs(
+    tables: &std::collections::BTreeMap<String, String>,
+    computed: String,
+) -> Vec<(String, String)> {
+    let mut configs: Vec<(String, String)> = tables
+        .iter()
+        .filter(|(name, _)| name.as_str() != crate::computed::SKILL)
+        .map(|(name, json)| (name.clone(), json.clone()))
+        .collect();
+    let computed = match tables.get(crate::computed::SKILL) {
+        Some(table) => components::merge_config(&computed, table),
+        None => computed,
+    };
+    configs.push((crate::computed::SKILL.to_owned(), computed));
+    configs
 }
 
 impl PromptSettings {
@@ -428,6 +451,7 @@ impl PromptSettings {
             log_limit: config.context.log_limit,
             privacy_tags: config.privacy_tags.clone(),
             computed: config.computed.clone(),
+            skills: config.skills.clone(),
         }
     }
 }
@@ -636,16 +660,14 @@ impl Assembler {
         let computed_config = settings
             .computed
             .skill_config(crate::computed::Mode::Text, None);
+        let configs = skill_configs(&settings.skills, computed_config);
         Self {
             privacy: PrivacyTags::new(&settings.privacy_tags),
             mandates: components::mandates_text(&settings.prompt.identity.mandates),
             settings,
             context: ContextCache::default(),
             trimmed_context: ContextCache::default(),
-            components: components::SkillComponents::with_configs(vec![(
-                crate::computed::SKILL.to_owned(),
-                computed_config,
-            )]),
+            components: components::SkillComponents::with_configs(configs),
             memo: Mutex::new(budget::Memo::default()),
             last_logs: Mutex::new(None),
             gate,

@@ -453,6 +453,57 @@ async fn skill_tools_run_across_the_abi_and_dangerous_ones_are_refused_without_a
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_skill_tool_is_lent_the_memex_view_and_its_config_and_a_tool_built_with_sdk_0_2_0_still_runs()
+ {
+    let dir = workspace();
+    let plugins = dir.path().join("plugins");
+    std::fs::create_dir_all(&plugins).unwrap();
+    install(
+        &library("tools"),
+        &plugins,
+        &file_name("foveal_fixture_tools"),
+    );
+    install(
+        &library("tools-previous-sdk"),
+        &plugins,
+        &file_name("foveal_fixture_tools_previous_sdk"),
+    );
+    std::fs::write(
+        dir.path().join("foveal.toml"),
+        "[skills.tools]\ngreeting = \"Seen\"\n",
+    )
+    .unwrap();
+    let server = Server::start(vec![
+        tool_reply("focus_title", "{}"),
+        tool_reply("shout", r#"{"text": "hi"}"#),
+        text_reply("Done."),
+    ])
+    .await;
+    let output = run_to_end(command(
+        dir.path(),
+        &server,
+        &["--config", "foveal.toml", "ask", "look"],
+    ))
+    .await;
+    assert!(output.status.success(), "{}", stderr(&output));
+    let requests = server.requests();
+    // The view holds Launch and its task, not the private Health project.
+    assert!(
+        requests[1].body.contains(
+            r#""role":"tool","tool_call_id":"call_1","content":"Seen: (nothing in focus) (2 visible objects)""#
+        ),
+        "{}",
+        requests[1].body
+    );
+    assert!(
+        requests[2].body.contains(r#"SHOUTED {\"TEXT\":\"HI\"}"#),
+        "{}",
+        requests[2].body
+    );
+    assert!(!requests.iter().any(|r| r.body.contains("CANARY-91c2")));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn check_lists_every_problem_and_exits_1() {
     let dir = workspace();
     let server = Server::start(vec![]).await;

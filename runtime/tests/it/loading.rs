@@ -122,6 +122,24 @@ fn a_library_built_against_an_older_sdk_is_refused_naming_both_versions() {
 }
 
 #[test]
+fn a_library_built_with_sdk_0_2_0_loads_without_the_hooks_added_since() {
+    let sandbox = Sandbox::new();
+    let loader = Loader::new(sandbox.shadow(), 100).unwrap();
+    let path = install(
+        &library("tools-previous-sdk"),
+        &sandbox.plugins(),
+        &file_name("tools-previous-sdk"),
+    );
+    let loaded = loader
+        .load(&path)
+        .expect("a 0.2.0 library loads in a 0.2.1 host");
+    assert_eq!(loaded.info.sdk_version, "0.2.0");
+    assert_ne!(foveal_sdk::SDK_VERSION, "0.2.0");
+    // `run_tool` is after the prefix: absent, not an error.
+    assert_eq!(loaded.info.hooks, ["tools", "call_tool"]);
+}
+
+#[test]
 fn a_library_with_another_root_module_layout_is_refused_naming_the_difference() {
     let sandbox = Sandbox::new();
     let error = refusal(&sandbox, "other-layout");
