@@ -136,6 +136,20 @@ pub fn run(config: &Config, options: &AgentOptions, no_repl: bool) -> anyhow::Re
             Err(exit) => return Ok(exit),
         };
         let _plugins = if config.plugins.watch {
+            // A folder that does not exist cannot be watched: made now, a
+            // skill installed later (`foveal skill install`) is loaded.
+            if !config.plugins.dir.exists() {
+                match std::fs::create_dir_all(&config.plugins.dir) {
+                    Ok(()) => eprintln!(
+                        "created the plugins folder {} (the drop-in folder for skills)",
+                        config.plugins.dir.display()
+                    ),
+                    Err(error) => tracing::warn!(
+                        "cannot create the plugins folder {}: {error}",
+                        config.plugins.dir.display()
+                    ),
+                }
+            }
             match crate::watcher::PluginWatcher::start(
                 Arc::clone(agent.registry()),
                 std::time::Duration::from_millis(config.plugins.debounce_ms),

@@ -675,6 +675,9 @@ pub fn install(config: &Config, file: &Path, replace: bool) -> anyhow::Result<Ex
         use std::os::unix::fs::PermissionsExt as _;
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755))?;
     }
+    // The running host's registry generation before the rename: the build
+    // it reports after a newer one is this one.
+    let before = host_generation(config);
     copy_into(file, dir, &name)
         .map_err(|e| anyhow::anyhow!("cannot install into {}: {e}", dir.display()))?;
     // Another file that provided the skill would now be a duplicate.
@@ -693,20 +696,106 @@ pub fn install(config: &Config, file: &Path, replace: bool) -> anyhow::Result<Ex
     for path in &removed {
         println!("removed {} (it provided the same skill)", path.display());
     }
-    let socket = config.agent.socket_path(&config.data_dir);
-    if socket.exists() {
-        println!(
-            "a host is running: its watcher on {} sees the rename and loads the new build within plugins.debounce_ms ({} ms); calls in progress finish on the old build. `foveal status` lists what it serves",
-            dir.display(),
-            config.plugins.debounce_ms
-        );
-    } else {
-        println!(
-            "no host is running: `foveal run` loads it at start; a running host watches {} and loads a new build at once",
+    match before {
+        Some(generation) => {
+            println!(
+                "a host is running: its watcher on {} sees the rename and loads the new build (calls in progress finish on the old one)",
+                dir.display()
+            );
+            match wait_for_host(config, generation, &skill, &target) {
+                HostAnswer::Serving(version) => println!(
+                    "the running host now serves skill `{skill}` {version} (see `foveal status`)"
+                ),
+                HostAnswer::Refused(status) => {
+                    println!("the running host did not take it: {status}");
+                    return Ok(Exit::NotFound);
+                }
+                HostAnswer::Silent => println!(
+                    "the running host has not reported the new build within {} s; `foveal status` shows when it does",
+                    HOST_WAIT.as_secs()
+                ),
+            }
+        }
+        None => println!(
+            "no host is running: `foveal run` loads it at start, and a running host watches {} and loads each new build at once",
             dir.display()
-        );
+        ),
     }
     Ok(Exit::Ok)
+}
+
+/// How long `install` waits for a running host to report the new build.
+const HOST_WAIT: Duration = Duration::from_secs(10);
+
+/// What a running host made of an installed build.
+enum HostAnswer {
+    /// It serves the skill, at this version.
+    Serving(String),
+    /// It refused the file: its status line.
+    Refused(String),
+    /// It said nothing in time.
+    Silent,
+}
+
+/// The running host's status, or none when no host answers.
+fn host_status(config: &Config) -> Option<serde_json::Value> {
+    use crate::agent::control::{self, Reply, Request};
+    let socket = config.agent.socket_path(&config.data_dir);
+    if !socket.exists() {
+        return None;
+    }
+    let mut found = None;
+    let runtime = crate::cli::agent::runtime().ok()?;
+    runtime
+        .block_on(control::request(&socket, &Request::Status, |reply| {
+            if let Reply::Status { status } = reply {
+                found = Some(status);
+            }
+            false
+        }))
+        .ok()?;
+    found
+}
+
+fn host_generation(config: &Config) -> Option<u64> {
+    host_status(config)?.get("registry_generation")?.as_u64()
+}
+
+/// Polls the running host until a registry generation after `before`
+/// shows the skill serving from the file, or the file refused.
+fn wait_for_host(config: &Config, before: u64, skill: &str, file: &Path) -> HostAnswer {
+    let stem = file
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let deadline = Instant::now() + HOST_WAIT;
+    while Instant::now() < deadline {
+        if let Some(status) = host_status(config)
+            && status["registry_generation"]
+                .as_u64()
+                .is_some_and(|g| g > before)
+            && let Some(rows) = status["skills"].as_array()
+        {
+            // A refused build leaves the old one serving: look for the
+            // refusal first.
+            let state =
+                |row: &serde_json::Value| row["status"].as_str().unwrap_or_default().to_owned();
+            if let Some(row) = rows.iter().find(|row| {
+                row["name"] == stem.as_str()
+                    && (state(row).starts_with("refused") || state(row).starts_with("untrusted"))
+            }) {
+                return HostAnswer::Refused(state(row));
+            }
+            if let Some(row) = rows
+                .iter()
+                .find(|row| row["name"] == skill && state(row) == "loaded")
+            {
+                return HostAnswer::Serving(row["version"].as_str().unwrap_or("").to_owned());
+            }
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    HostAnswer::Silent
 }
 
 /// The libraries in the drop-in folder whose skill is `skill`, by loading

@@ -31,4 +31,5 @@ mod prompt;
 mod registry;
 mod skill_kit;
 mod trust;
+mod tutorial;
 mod window;

@@ -196,7 +196,16 @@ pub fn components_for_files(
 /// `FOVEAL_*`/`CONTEXT_*` variables, no config file, state under `cwd`.
 pub fn foveal_command(cwd: &Path, args: &[&str]) -> std::process::Command {
     let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_foveal"));
-    command.args(args).current_dir(cwd);
+    command.args(args);
+    clean_env(&mut command, cwd);
+    command
+}
+
+/// Runs `command` in `cwd` with the environment [`foveal_command`] gives
+/// the binary: no `FOVEAL_*`/`CONTEXT_*` variables, no config file, state
+/// under `cwd`.
+pub fn clean_env(command: &mut std::process::Command, cwd: &Path) {
+    command.current_dir(cwd);
     for (name, _) in std::env::vars() {
         if name.starts_with("FOVEAL_") || name.starts_with("CONTEXT_") {
             command.env_remove(name);
@@ -205,7 +214,6 @@ pub fn foveal_command(cwd: &Path, args: &[&str]) -> std::process::Command {
     command
         .env("FOVEAL_DATA_DIR", cwd.join("data"))
         .env("XDG_CONFIG_HOME", cwd.join("xdg"));
-    command
 }
 
 /// Runs [`foveal_command`] to completion.
