@@ -522,6 +522,11 @@ pub enum SkillCommand {
         /// memex), redact (the last-door filter) [default: components,tools].
         #[arg(long, value_name = "HOOKS")]
         hooks: Option<String>,
+        /// Write a copy of the SDK into the crate (foveal-sdk/) even when
+        /// this binary's checkout is there: a crate that builds on any
+        /// machine, without the checkout.
+        #[arg(long)]
+        vendor_sdk: bool,
         #[command(flatten)]
         plugins: PluginArgs,
     },
@@ -893,10 +898,19 @@ pub fn run(cli: Cli) -> anyhow::Result<Exit> {
                     name,
                     path,
                     hooks,
+                    vendor_sdk,
                     plugins,
                 },
         } => with_config(&plugins.overrides(cli.config.as_ref()), |config| {
-            skill_new::run(config, &skill_new::NewOptions { name, path, hooks })
+            skill_new::run(
+                config,
+                &skill_new::NewOptions {
+                    name,
+                    path,
+                    hooks,
+                    vendor_sdk,
+                },
+            )
         }),
         Command::Skill {
             command:

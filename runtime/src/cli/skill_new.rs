@@ -48,6 +48,9 @@ pub struct NewOptions {
     pub path: Option<PathBuf>,
     /// The hooks, from `--hooks`.
     pub hooks: Option<String>,
+    /// Write a copy of the SDK into the crate even when the checkout is
+    /// there (`--vendor-sdk`).
+    pub vendor_sdk: bool,
 }
 
 /// `foveal skill new NAME [--path DIR] [--hooks …]`.
@@ -71,7 +74,11 @@ pub fn run(config: &Config, options: &NewOptions) -> anyhow::Result<Exit> {
         eprintln!("error: {message}");
         return Ok(Exit::Usage);
     }
-    let sdk = sdk_source();
+    let sdk = if options.vendor_sdk {
+        SdkSource::Copy
+    } else {
+        sdk_source()
+    };
     let component_id = if hooks.contains(&"components") {
         Some(free_component_id(config))
     } else {
@@ -111,9 +118,14 @@ pub fn run(config: &Config, options: &NewOptions) -> anyhow::Result<Exit> {
             root.join("sdk").display()
         ),
         SdkSource::Copy => println!(
-            "foveal-sdk: a copy of foveal-sdk {} written to {}/foveal-sdk (the checkout this foveal was built from is gone)",
+            "foveal-sdk: a copy of foveal-sdk {} written to {}/foveal-sdk ({})",
             foveal_sdk::SDK_VERSION,
-            shown
+            shown,
+            if options.vendor_sdk {
+                "--vendor-sdk"
+            } else {
+                "the checkout this foveal was built from is not on this machine"
+            }
         ),
     }
     if let Some(id) = component_id {

@@ -456,3 +456,83 @@ fn tool_call_runs_a_skill_tool_as_the_agent_does() {
     assert_eq!(output.status.code(), Some(1));
     assert!(stderr(&output).contains("one of the host's own tools"));
 }
+
+#[test]
+fn skill_new_with_a_copy_of_the_sdk_builds_tests_and_checks_without_the_checkout() {
+    let sandbox = Sandbox::new();
+    let output = run_foveal(
+        sandbox.root.path(),
+        &[
+            "skill",
+            "new",
+            "vendored",
+            "--vendor-sdk",
+            "--hooks",
+            "components,tools,redact",
+        ],
+    );
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        stdout(&output).contains("a copy of foveal-sdk"),
+        "{}",
+        stdout(&output)
+    );
+    let dir = sandbox.root.path().join("vendored");
+    let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
+    assert!(
+        manifest.contains("foveal-sdk = { path = \"foveal-sdk/sdk\" }"),
+        "{manifest}"
+    );
+    let readme = std::fs::read_to_string(dir.join("README.md")).unwrap();
+    assert!(
+        readme.contains("depends on a copy of foveal-sdk"),
+        "{readme}"
+    );
+    // Nothing in the crate points back at this checkout.
+    let checkout = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let sdk_manifest = std::fs::read_to_string(dir.join("foveal-sdk/sdk/Cargo.toml")).unwrap();
+    assert!(!sdk_manifest.contains(checkout.to_str().unwrap()));
+    assert!(!manifest.contains(checkout.to_str().unwrap()));
+    // The workspace's lock pins the versions (all in the local registry
+    // cache), and a build folder shared between runs keeps abi_stable
+    // from being rebuilt each time.
+    std::fs::copy(checkout.join("Cargo.lock"), dir.join("Cargo.lock")).unwrap();
+    let target = crate::support::profile_dir()
+        .parent()
+        .unwrap()
+        .join("tutorial-skill");
+    for args in [&["test"][..], &["build"][..]] {
+        let mut cargo = std::process::Command::new(env!("CARGO"));
+        cargo
+            .args(args)
+            .current_dir(&dir)
+            .env("CARGO_TARGET_DIR", &target);
+        for (name, _) in std::env::vars() {
+            if name.starts_with("CARGO_") && name != "CARGO_HOME" {
+                cargo.env_remove(name);
+            }
+        }
+        cargo.env("CARGO_TARGET_DIR", &target);
+        let output = cargo.output().unwrap();
+        assert!(
+            output.status.success(),
+            "cargo {args:?}:\n{}{}",
+            stdout(&output),
+            stderr(&output)
+        );
+        if args == ["test"] {
+            assert!(
+                stdout(&output).contains("test result: ok. 4 passed"),
+                "{}",
+                stdout(&output)
+            );
+        }
+    }
+    let (code, report) = check(
+        &sandbox,
+        &target.join("debug").join(file_name("vendored_skill")),
+    );
+    assert_eq!(code, Some(0), "{report:#}");
+    assert_eq!(step(&report, "redact")["status"], "ok");
+    assert_eq!(step(&report, "tool vendored_find")["status"], "ok");
+}
