@@ -147,6 +147,9 @@ impl Scratch {
         use std::os::unix::fs::DirBuilderExt as _;
         static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if seq == 0 {
+            clean_stale_scratch(parent);
+        }
         let dir = parent.join(format!(".check-{}-{seq}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::DirBuilder::new()
@@ -154,6 +157,27 @@ impl Scratch {
             .mode(0o700)
             .create(&dir)?;
         Ok(Self(dir))
+    }
+}
+
+/// Removes the scratch folders of checks whose process is gone (killed
+/// before it could remove its own).
+fn clean_stale_scratch(parent: &Path) {
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name
+            .strip_prefix(".check-")
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|pid| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid != std::process::id() && !crate::loader::process_alive(pid) {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
     }
 }
 
@@ -250,7 +274,6 @@ pub fn check_library(config: &Config, file: &Path, memex: &[PathBuf]) -> anyhow:
     // over the first-party skills, and the installed ones load before the
     // library checked, as they would be when it arrives.
     let mut options = crate::cli::skills::registry_options(config);
-    std::fs::create_dir_all(&config.data_dir).ok();
     let scratch = Scratch::new(&options.shadow_dir)
         .or_else(|_| Scratch::new(&std::env::temp_dir()))
         .map_err(|e| anyhow::anyhow!("cannot create a scratch folder: {e}"))?;

@@ -82,11 +82,14 @@ pub fn run(config: &Config, name: &str, args: &str, focus: Option<String>) -> an
             return Ok(Exit::NotFound);
         }
     }
-    let memex = match crate::cli::memex::open(config) {
-        Ok(memex) => memex,
-        Err(exit) => return Ok(exit),
+    // A tool that does not read the memex runs without one.
+    let snapshot = match crate::memex::Memex::open(&config.memex_paths) {
+        Ok(memex) => memex.snapshot(),
+        Err(error) => {
+            eprintln!("note: the tool is lent an empty memex: {error} (give one with --memex)");
+            std::sync::Arc::new(crate::memex::MemexSnapshot::default())
+        }
     };
-    let snapshot = memex.snapshot();
     let privacy = crate::memex::privacy::PrivacyTags::new(&config.privacy_tags);
     let view = SnapshotView::new(&snapshot, &privacy);
     if let Some(focus) = &focus {
