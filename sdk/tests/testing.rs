@@ -79,7 +79,10 @@ fn the_test_memex_cuts_private_subtrees_as_the_host_does() {
     let memex = TestMemex::from_org(MEMEX);
     let text = memex.visible_text("memex.org").unwrap();
     assert!(!text.contains("CANARY") && !text.contains("Deeper") && !text.contains("Health"));
-    assert!(text.contains(":EMBEDDING: \n"), "vectors are not lent as text: {text}");
+    assert!(
+        text.contains(":EMBEDDING: \n"),
+        "vectors are not lent as text: {text}"
+    );
     let out = Harness::new(memex).components(titles).unwrap();
     assert_eq!(out[0].content.as_str(), "Launch, Write docs, Home");
     // Without privacy tags, everything is lent.
