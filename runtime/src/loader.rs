@@ -563,9 +563,30 @@ impl Loader {
         // requires.
         let header: &'static LibHeader =
             unsafe { lib_header_from_raw_library(raw) }.map_err(|e| classify(path, e))?;
-        let module = header
-            .init_root_module::<SkillModRef>()
-            .map_err(|e| classify(path, e))?;
+        let module = match header.init_root_module::<SkillModRef>() {
+            Ok(module) => module,
+            // A library built with an earlier SDK has fewer root-module
+            // fields than this host's, which abi_stable's check refuses.
+            // Checked against that release's layout, it is read through
+            // the current type: see `foveal_sdk::compat`.
+            Err(error @ LibraryError::AbiInstability(_)) => {
+                if header
+                    .ensure_layout::<foveal_sdk::compat::v0_2_0::SkillModRef>()
+                    .is_err()
+                {
+                    return Err(classify(path, error));
+                }
+                // SAFETY: the library's root module has SDK 0.2.0's layout
+                // (just checked), whose fields are the current module's
+                // first nine, in order and of the same types; the current
+                // accessors of the fields added since (`run_tool`) read the
+                // field count the library recorded in its prefix metadata
+                // and answer `None`.
+                unsafe { header.init_root_module_with_unchecked_layout::<SkillModRef>() }
+                    .map_err(|e| classify(path, e))?
+            }
+            Err(error) => return Err(classify(path, error)),
+        };
 
         let info = read_info(path, &module)?;
         Ok(Opened {

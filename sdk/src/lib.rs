@@ -83,6 +83,7 @@
 #![deny(missing_docs)]
 
 pub mod abi;
+pub mod compat;
 pub mod export;
 pub mod host;
 pub mod memex;

@@ -452,3 +452,114 @@ fn check_describes_the_local_model_and_its_chat_template() {
         "{text}"
     );
 }
+
+#[test]
+fn skill_list_and_check_warn_about_a_component_at_an_undeclared_id() {
+    let sandbox = Sandbox::new();
+    install(
+        &library("components-a"),
+        &sandbox.plugins(),
+        &file_name("components-a"),
+    );
+    let list = foveal(&sandbox, &["skill-list", "--no-builtin"]);
+    let text = stdout(&list);
+    assert!(list.status.success(), "{text}");
+    assert!(
+        text.contains("loaded; warning: components returned component 4502 (`undeclared`), which its manifest does not declare (component_ids: [4500, 4501]); the host drops it"),
+        "{text}"
+    );
+    let json = foveal(&sandbox, &["skill-list", "--no-builtin", "--json"]);
+    let rows: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    let row = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "components-a")
+        .unwrap();
+    assert_eq!(row["status"], "loaded");
+    assert!(row["warnings"][0].as_str().unwrap().contains("4502"));
+    std::fs::create_dir_all(sandbox.root.path().join("memex")).unwrap();
+    let check = foveal(
+        &sandbox,
+        &[
+            "check",
+            "--no-builtin",
+            "--memex",
+            "memex",
+            "--provider",
+            "openai",
+        ],
+    );
+    let text = stdout(&check);
+    assert_eq!(check.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("PROBLEM  skill components-a: components returned component 4502"),
+        "{text}"
+    );
+}
+
+#[test]
+fn skill_list_tools_shows_what_the_model_is_offered_and_what_is_left_out() {
+    let sandbox = Sandbox::new();
+    install(&library("tools"), &sandbox.plugins(), &file_name("tools"));
+    let output = foveal(&sandbox, &["skill-list", "--no-builtin", "--tools"]);
+    let text = stdout(&output);
+    assert!(output.status.success(), "{text}");
+    let tools = text.split("\nTOOLS\n").nth(1).expect("a TOOLS section");
+    let line = |name: &str| {
+        tools
+            .lines()
+            .find(|l| l.split_whitespace().nth(1) == Some(name))
+            .unwrap_or_else(|| panic!("no {name} in {tools}"))
+            .to_owned()
+    };
+    assert!(line("read_object").starts_with("(host)"));
+    assert!(line("word_count").starts_with("tools"));
+    assert!(line("shred_notes").contains("dangerous"));
+    assert!(
+        line("bad_schema").contains("NOT OFFERED: its parameters are not JSON"),
+        "{tools}"
+    );
+    let json = foveal(
+        &sandbox,
+        &["skill-list", "--no-builtin", "--tools", "--json"],
+    );
+    let value: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert!(
+        value["skills"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["name"] == "tools")
+    );
+    let focus = value["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "focus_title")
+        .unwrap();
+    assert_eq!(focus["skill"], "tools");
+    assert_eq!(focus["offered"], true);
+}
+
+#[test]
+fn prompt_shows_the_host_and_skill_tools_in_its_tool_belt() {
+    let sandbox = Sandbox::new();
+    install(&library("tools"), &sandbox.plugins(), &file_name("tools"));
+    std::fs::create_dir_all(sandbox.root.path().join("memex")).unwrap();
+    std::fs::write(sandbox.root.path().join("memex/a.org"), "* Work\n").unwrap();
+    let output = foveal(&sandbox, &["prompt", "--memex", "memex"]);
+    let text = stdout(&output);
+    assert!(
+        output.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(!text.contains("No tools"), "{text}");
+    assert!(text.contains("- read_object: "), "{text}");
+    assert!(
+        text.contains("- word_count: Count the words of a text."),
+        "{text}"
+    );
+    assert!(!text.contains("bad_schema"), "{text}");
+}

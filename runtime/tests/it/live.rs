@@ -479,12 +479,9 @@ async fn a_skill_tool_is_lent_the_memex_view_and_its_config_and_a_tool_built_wit
         text_reply("Done."),
     ])
     .await;
-    let output = run_to_end(command(
-        dir.path(),
-        &server,
-        &["--config", "foveal.toml", "ask", "look"],
-    ))
-    .await;
+    let mut ask = command(dir.path(), &server, &["ask", "look"]);
+    ask.env("FOVEAL_CONFIG", dir.path().join("foveal.toml"));
+    let output = run_to_end(ask).await;
     assert!(output.status.success(), "{}", stderr(&output));
     let requests = server.requests();
     // The view holds Launch and its task, not the private Health project.
