@@ -333,9 +333,12 @@ impl Template<'_> {
         out
     }
 
-    /// Whether a block's condition holds: a hook name, `not HOOK`, or the
-    /// SDK source (`sdk-checkout`, `sdk-copy`).
+    /// Whether a block's condition holds: a hook name, `not HOOK`, the
+    /// SDK source (`sdk-checkout`, `sdk-copy`), or `A or B`.
     fn holds(&self, condition: &str) -> bool {
+        if condition.contains(" or ") {
+            return condition.split(" or ").any(|c| self.holds(c.trim()));
+        }
         if let Some(hook) = condition.strip_prefix("not ") {
             return !self.holds(hook.trim());
         }

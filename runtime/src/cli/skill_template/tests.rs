@@ -2,6 +2,7 @@
 //! (`foveal_sdk::testing`): a memex built from Org text with the host's
 //! privacy rules, and the hooks called as the host calls them.
 
+// @if components or tools
 use foveal_sdk::testing::{Harness, TestMemex};
 
 /// A memex of one file; the `@personal` subtree is private, so no hook
@@ -15,6 +16,7 @@ const ORG: &str = "\
 * Diary :@personal:
 ** TODO A private task :work:
 ";
+// @end
 
 // @if components
 #[test]
