@@ -286,7 +286,8 @@ pub enum Command {
         #[command(subcommand)]
         command: BenchCommand,
     },
-    /// Manage which skill libraries may run (`foveal skill trust FILE…`).
+    /// Write, check, install and trust skill libraries: `foveal skill new`,
+    /// `check`, `install`, `trust` (docs/writing-a-skill.md).
     Skill {
         #[command(subcommand)]
         command: SkillCommand,

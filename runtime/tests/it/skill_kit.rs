@@ -536,3 +536,23 @@ fn skill_new_with_a_copy_of_the_sdk_builds_tests_and_checks_without_the_checkout
     assert_eq!(step(&report, "redact")["status"], "ok");
     assert_eq!(step(&report, "tool vendored_find")["status"], "ok");
 }
+
+#[test]
+fn a_refused_library_reads_as_documented() {
+    let sandbox = Sandbox::new();
+    std::fs::copy(library("old-sdk"), sandbox.root.path().join("libold.so")).unwrap();
+    let output = run_foveal(sandbox.root.path(), &["skill", "check", "libold.so"]);
+    assert_eq!(output.status.code(), Some(1));
+    insta::assert_snapshot!(stdout(&output), @r"
+    checking libold.so
+      ok    file
+      ok    library
+      FAIL  sdk            built against an incompatible foveal-sdk: the host expects 0.2.1, the library has 0.0.9; rebuild the skill against foveal-sdk 0.2.1
+      -     layout         not reached
+      -     manifest       not reached
+      -     component ids  not reached
+      -     init           not reached
+      -     dependencies   not reached
+    FAILED: the host would refuse it, or a hook fails (see above)
+    ");
+}
