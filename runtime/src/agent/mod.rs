@@ -1367,7 +1367,7 @@ pub fn tool_problem(decl: &foveal_sdk::ToolDecl, host: &[Tool], offered: &[Tool]
     }
 }
 
-pub(crate) fn check_decl(
+fn check_decl(
     decl: &foveal_sdk::ToolDecl,
     taken: &[String],
 ) -> Result<(serde_json::Value, ToolCategory), String> {

@@ -559,7 +559,7 @@ fn call_hooks(
                 .timed(started.elapsed(), None),
             },
             "tools" => {
-                let (step, tools) = crate::cli::tool_call::check_tools(slot, started);
+                let (step, tools) = crate::cli::tool_call::check_tools(skills, slot, started);
                 steps.push(step);
                 for tool in tools {
                     steps.push(crate::cli::tool_call::try_tool(

@@ -132,8 +132,13 @@ pub fn run(config: &Config, name: &str, args: &str, focus: Option<String>) -> an
 }
 
 /// Calls the skill's `tools` hook and checks each declaration as the agent
-/// does; returns the step and the tools offered.
-pub(crate) fn check_tools(slot: &Slot, started: Instant) -> (Step, Vec<Tool>) {
+/// does — against the host's tools and those of the other skills of
+/// `skills`, in priority order; returns the step and the tools offered.
+pub(crate) fn check_tools(
+    skills: &crate::registry::Snapshot,
+    slot: &Slot,
+    started: Instant,
+) -> (Step, Vec<Tool>) {
     let skill = slot.skill().info().name.clone();
     let declared = match slot.call(hooks::TOOLS, |f| f()) {
         Ok(declared) => declared,
@@ -149,28 +154,24 @@ pub(crate) fn check_tools(slot: &Slot, started: Instant) -> (Step, Vec<Tool>) {
         .iter()
         .map(|d| d.name.len() + d.description.len() + d.parameters_json.len() + d.category.len())
         .sum();
-    let taken: Vec<String> = crate::agent::tools::builtins()
-        .into_iter()
-        .map(|t| t.name)
+    let host = crate::agent::tools::builtins();
+    let offered = crate::agent::skill_tools(skills, &host);
+    let tools: Vec<Tool> = offered
+        .iter()
+        .filter(|t| t.source == ToolSource::Skill(skill.clone()))
+        .cloned()
         .collect();
-    let mut names = taken;
-    let mut tools = Vec::new();
-    let mut problems = Vec::new();
-    for decl in declared.iter() {
-        match crate::agent::check_decl(decl, &names) {
-            Ok((parameters, category)) => {
-                names.push(decl.name.to_string());
-                tools.push(Tool {
-                    name: decl.name.to_string(),
-                    description: decl.description.to_string(),
-                    parameters,
-                    category,
-                    source: ToolSource::Skill(skill.clone()),
-                });
-            }
-            Err(why) => problems.push(format!("{} left out: {why}", decl.name)),
-        }
-    }
+    let problems: Vec<String> = declared
+        .iter()
+        .filter(|d| !tools.iter().any(|t| t.name == d.name.as_str()))
+        .map(|d| {
+            format!(
+                "{} left out: {}",
+                d.name,
+                crate::agent::tool_problem(d, &host, &offered)
+            )
+        })
+        .collect();
     let listed: Vec<String> = tools
         .iter()
         .map(|t| format!("{} ({})", t.name, t.category.name()))
