@@ -698,6 +698,15 @@ pub fn install(config: &Config, file: &Path, replace: bool) -> anyhow::Result<Ex
         use std::os::unix::fs::PermissionsExt as _;
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755))?;
     }
+    // The host loads nothing from a folder others could write to: say so
+    // now rather than install a library no host will run.
+    if let Ok(Err(fault)) = crate::trust::check_path(dir) {
+        eprintln!(
+            "error: not installed: the host refuses every library in {}: {fault}",
+            dir.display()
+        );
+        return Ok(Exit::NotFound);
+    }
     // The running host's registry generation before the rename: the build
     // it reports after a newer one is this one.
     let before = host_generation(config);

@@ -378,6 +378,29 @@ fn skill_install_renames_into_place_and_replaces_only_when_asked() {
     assert_eq!(counter["version"], "2.0.0", "{rows:#}");
     assert_eq!(counter["status"], "loaded");
 
+    // Nor into a folder others could write to: the host would refuse it.
+    use std::os::unix::fs::PermissionsExt as _;
+    let open = sandbox.root.path().join("open");
+    std::fs::create_dir(&open).unwrap();
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let output = run_foveal(
+        sandbox.root.path(),
+        &[
+            "skill",
+            "install",
+            "--plugins",
+            "open",
+            v1.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(output.status.code(), Some(1), "{}", stdout(&output));
+    assert!(
+        stderr(&output).contains("writable by others"),
+        "{}",
+        stderr(&output)
+    );
+    assert_eq!(std::fs::read_dir(&open).unwrap().count(), 0);
+
     // A library the check refuses is not installed.
     let output = run_foveal(
         sandbox.root.path(),
