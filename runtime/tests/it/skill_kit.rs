@@ -475,6 +475,24 @@ fn tool_call_runs_a_skill_tool_as_the_agent_does() {
         "{}",
         stderr(&output)
     );
+    // A focus must be a visible object; a private one is answered like a
+    // missing one.
+    std::fs::write(
+        sandbox.root.path().join("notes.org"),
+        "* Notes\n:PROPERTIES:\n:ID: notes\n:END:\n* Diary :@personal:\n:PROPERTIES:\n:ID: diary\n:END:\n",
+    )
+    .unwrap();
+    let output = call(&["word_count", r#"{"text": "a"}"#, "--focus", "notes"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    for hidden in ["diary", "nowhere"] {
+        let output = call(&["word_count", r#"{"text": "a"}"#, "--focus", hidden]);
+        assert_eq!(output.status.code(), Some(1));
+        assert!(
+            stderr(&output).contains("no visible object has the id"),
+            "{}",
+            stderr(&output)
+        );
+    }
     let output = call(&["query_memex", "{}"]);
     assert_eq!(output.status.code(), Some(1));
     assert!(stderr(&output).contains("one of the host's own tools"));
