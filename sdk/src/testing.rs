@@ -719,6 +719,9 @@ pub struct Skill {
 /// ```ignore
 /// let skill = foveal_sdk::exported_skill!().unwrap();
 /// ```
+// `crate::` on purpose: the root module is the one `export_skill!`
+// defined in the crate that calls this macro, not in the SDK.
+#[allow(clippy::crate_in_macro_def)]
 #[macro_export]
 macro_rules! exported_skill {
     () => {
