@@ -257,6 +257,18 @@ pub async fn read_request(
 
 use tokio::io::AsyncReadExt as _;
 
+/// Reads and drops what a refused client still sends, so that closing the
+/// socket does not reset the connection before the client has read the
+/// answer: at most 64 MiB, for at most 5 s.
+pub async fn drain(stream: &mut BufReader<UnixStream>) {
+    let mut rest = (&mut *stream).take(64 << 20);
+    let _ = tokio::time::timeout(
+        std::time::Duration::from_secs(5),
+        tokio::io::copy(&mut rest, &mut tokio::io::sink()),
+    )
+    .await;
+}
+
 /// Writes one reply line.
 pub async fn write_reply(stream: &mut BufReader<UnixStream>, reply: &Reply) -> io::Result<()> {
     let mut line = serde_json::to_vec(reply).expect("a reply serialises");

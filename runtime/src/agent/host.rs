@@ -12,7 +12,7 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::io::BufReader;
+use tokio::io::{AsyncWriteExt as _, BufReader};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::control::{self, ControlSocket, Reply, Request};
@@ -365,7 +365,13 @@ async fn serve(
     let request = match control::read_request(&mut stream).await? {
         Ok(request) => request,
         Err(message) => {
-            return control::write_reply(&mut stream, &Reply::Error { message }).await;
+            control::write_reply(&mut stream, &Reply::Error { message }).await?;
+            // Closing a Unix socket with unread input resets the
+            // connection, and the client would lose the answer: say the
+            // answer is complete, then read what is left (bounded).
+            stream.get_mut().shutdown().await?;
+            control::drain(&mut stream).await;
+            return Ok(());
         }
     };
     match request {
