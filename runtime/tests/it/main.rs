@@ -30,4 +30,5 @@ mod privacy;
 mod prompt;
 mod registry;
 mod trust;
+mod tui;
 mod window;
