@@ -204,15 +204,16 @@ fn draw_status(frame: &mut Frame<'_>, app: &App, area: Rect) {
         .host_version
         .as_deref()
         .map_or_else(|| "foveal host ?".to_owned(), |v| format!("foveal {v}"));
+    // First, where it cannot be cut off.
     let link = match &app.link {
         Some(Link::Connected) | None => String::new(),
-        Some(Link::Connecting) => " │ connecting…".to_owned(),
-        Some(Link::Lost(why)) => format!(" │ DISCONNECTED: {why}"),
+        Some(Link::Connecting) => "connecting… │ ".to_owned(),
+        Some(Link::Lost(why)) => format!("DISCONNECTED: {why} │ "),
     };
     let text = match &app.mismatch {
         Some(mismatch) => mismatch.clone(),
         None => format!(
-            "{host} │ {} │ model {} │ session {} │ last cycle {}{link}",
+            "{link}{host} │ {} │ model {} │ session {} │ last cycle {}",
             if app.provider.is_empty() {
                 "-"
             } else {

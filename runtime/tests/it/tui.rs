@@ -154,6 +154,16 @@ fn tui_script(dir: &Path, server: &Server, args: &[&str]) -> PathBuf {
     path
 }
 
+/// Stops the host the UI started in the background when the test ends,
+/// passed or not (`foveal stop`; nothing when none runs).
+struct StopOnDrop(Command);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.output();
+    }
+}
+
 /// `Context N%` with N a number: the gauge's value.
 fn gauge(screen: &str) -> Option<u32> {
     let at = screen.find("Context ")?;
@@ -171,7 +181,12 @@ async fn the_tui_streams_a_reply_shows_the_gauge_follows_a_hot_swap_and_explains
     std::fs::create_dir_all(&plugins).unwrap();
     install(&library("counter-v1"), &plugins, &file_name("counter"));
     let server = Server::start(vec![text_reply("Hello from the scripted model.")]).await;
-    let mut host = start_host(dir.path(), &server, &["--no-repl", "--session", "work"]);
+    let plugins_arg = plugins.to_string_lossy().into_owned();
+    let mut host = start_host(
+        dir.path(),
+        &server,
+        &["--no-repl", "--session", "work", "--plugins", &plugins_arg],
+    );
     let Some(tmux) = Tmux::start("stream", dir.path()) else {
         stop_host(dir.path(), &server, &mut host).await;
         return;
@@ -266,6 +281,7 @@ async fn without_a_host_the_tui_starts_one_and_reconnects_when_it_comes_back() {
     let Some(tmux) = Tmux::start("start", dir.path()) else {
         return;
     };
+    let _stop = StopOnDrop(command(dir.path(), &server, &["stop"]));
     // The flags a host needs (provider, memex) are those `run` takes.
     tui_script(
         dir.path(),
