@@ -372,14 +372,12 @@ impl App {
                     Action::None
                 };
             }
-            KeyCode::Up => {
-                if !self.history.is_empty() {
-                    let pos = self
-                        .history_pos
-                        .map_or(self.history.len() - 1, |p| p.saturating_sub(1));
-                    self.history_pos = Some(pos);
-                    self.input.clone_from(&self.history[pos]);
-                }
+            KeyCode::Up if !self.history.is_empty() => {
+                let pos = self
+                    .history_pos
+                    .map_or(self.history.len() - 1, |p| p.saturating_sub(1));
+                self.history_pos = Some(pos);
+                self.input.clone_from(&self.history[pos]);
             }
             KeyCode::Down => match self.history_pos {
                 Some(p) if p + 1 < self.history.len() => {

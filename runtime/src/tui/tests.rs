@@ -258,3 +258,20 @@ fn a_lost_host_is_shown() {
         "{shown}"
     );
 }
+
+#[test]
+fn the_conversation_sticks_to_the_bottom_and_page_up_scrolls_back() {
+    let mut app = connected();
+    for i in 0..100 {
+        app.items.push(Item::User(format!("line {i}")));
+    }
+    let shown = screen(&app, 100, 20);
+    assert!(shown.contains("> line 99"), "{shown}");
+    assert!(!shown.contains("> line 80 "), "{shown}");
+    app.key(key(KeyCode::PageUp));
+    let shown = screen(&app, 100, 20);
+    assert!(shown.contains("> line 89"), "{shown}");
+    assert!(!shown.contains("> line 99"), "{shown}");
+    app.key(key(KeyCode::PageDown));
+    assert!(screen(&app, 100, 20).contains("> line 99"));
+}

@@ -47,70 +47,77 @@ pub fn gauge_label(gauge: Option<u8>) -> String {
     }
 }
 
-/// The conversation's lines, each cut to `width` columns.
-pub fn conversation_lines(app: &App, width: u16) -> Vec<Line<'static>> {
-    let mut rows: Vec<(String, Style)> = Vec::new();
-    for item in &app.items {
-        match item {
-            Item::User(line) => {
-                rows.push((
-                    format!("> {line}"),
-                    Style::new().add_modifier(Modifier::BOLD),
-                ));
+/// One item's rows, before wrapping.
+fn item_rows(item: &Item, tools_expanded: bool) -> Vec<(String, Style)> {
+    match item {
+        Item::User(line) => vec![(
+            format!("> {line}"),
+            Style::new().add_modifier(Modifier::BOLD),
+        )],
+        Item::Reply(reply) => reply
+            .split('\n')
+            .map(|l| (l.to_owned(), Style::new()))
+            .collect(),
+        Item::Tool { name, ok, result } => {
+            let mark = if tools_expanded { "▾" } else { "▸" };
+            let state = if *ok { "ok" } else { "failed" };
+            let mut rows = vec![(
+                format!("{mark} tool {name}: {state}"),
+                Style::new().fg(if *ok { Color::Cyan } else { Color::Red }),
+            )];
+            if tools_expanded {
+                rows.extend(
+                    result
+                        .lines()
+                        .map(|l| (format!("  {l}"), Style::new().fg(Color::DarkGray))),
+                );
             }
-            Item::Reply(reply) => {
-                rows.extend(reply.split('\n').map(|l| (l.to_owned(), Style::new())));
-            }
-            Item::Tool { name, ok, result } => {
-                let mark = if app.tools_expanded { "▾" } else { "▸" };
-                let state = if *ok { "ok" } else { "failed" };
-                rows.push((
-                    format!("{mark} tool {name}: {state}"),
-                    Style::new().fg(if *ok { Color::Cyan } else { Color::Red }),
-                ));
-                if app.tools_expanded {
-                    rows.extend(
-                        result
-                            .lines()
-                            .map(|l| (format!("  {l}"), Style::new().fg(Color::DarkGray))),
-                    );
-                }
-            }
-            Item::Note(note) => rows.push((
-                note.clone(),
-                Style::new()
-                    .fg(Color::Yellow)
-                    .add_modifier(Modifier::ITALIC),
-            )),
+            rows
         }
+        Item::Note(note) => vec![(
+            note.clone(),
+            Style::new()
+                .fg(Color::Yellow)
+                .add_modifier(Modifier::ITALIC),
+        )],
     }
+}
+
+/// The last `needed` lines of the conversation (fewer when it is
+/// shorter), each cut to `width` columns. Only the items that reach into
+/// them are wrapped: a long conversation costs no more per frame than a
+/// short one.
+pub fn conversation_tail(app: &App, width: u16, needed: usize) -> Vec<Line<'static>> {
     let width = usize::from(width.max(1));
-    let mut lines = Vec::new();
-    for (row, style) in rows {
-        let chars: Vec<char> = row.chars().collect();
-        if chars.is_empty() {
-            lines.push(Line::raw(""));
+    let mut tail: Vec<Line<'static>> = Vec::new();
+    for item in app.items.iter().rev() {
+        let mut lines = Vec::new();
+        for (row, style) in item_rows(item, app.tools_expanded) {
+            let chars: Vec<char> = row.chars().collect();
+            if chars.is_empty() {
+                lines.push(Line::raw(""));
+            }
+            for chunk in chars.chunks(width) {
+                lines.push(Line::styled(chunk.iter().collect::<String>(), style));
+            }
         }
-        for chunk in chars.chunks(width) {
-            lines.push(Line::styled(chunk.iter().collect::<String>(), style));
+        lines.append(&mut tail);
+        tail = lines;
+        if tail.len() >= needed {
+            break;
         }
     }
-    lines
+    let extra = tail.len().saturating_sub(needed);
+    tail.split_off(extra)
 }
 
 fn draw_conversation(frame: &mut Frame<'_>, app: &App, area: Rect) {
     let block = Block::new().borders(Borders::ALL).title(" Conversation ");
     let inner = block.inner(area);
-    let lines = conversation_lines(app, inner.width);
-    // Stick to the bottom, less what was scrolled back.
-    let total = lines.len();
-    let bottom = total.saturating_sub(usize::from(inner.height));
-    let first = bottom.saturating_sub(usize::from(app.scroll_back));
-    let shown: Vec<Line<'static>> = lines
-        .into_iter()
-        .skip(first)
-        .take(usize::from(inner.height))
-        .collect();
+    let height = usize::from(inner.height);
+    // The bottom, less what was scrolled back.
+    let lines = conversation_tail(app, inner.width, height + usize::from(app.scroll_back));
+    let shown: Vec<Line<'static>> = lines.into_iter().take(height).collect();
     frame.render_widget(Paragraph::new(shown).block(block), area);
 }
 
