@@ -451,6 +451,44 @@ mod tests {
         assert!(!path.exists(), "the socket is removed when dropped");
     }
 
+    #[test]
+    fn the_version_1_requests_and_events_read_as_documented() {
+        let parse = |line: &str| serde_json::from_str::<Request>(line).unwrap();
+        assert_eq!(
+            parse(r#"{"cmd":"hello","protocol":1,"client":"0.2.0"}"#),
+            Request::Hello {
+                protocol: 1,
+                client: "0.2.0".to_owned()
+            }
+        );
+        assert_eq!(parse(r#"{"cmd":"subscribe"}"#), Request::Subscribe);
+        assert_eq!(parse(r#"{"cmd":"cancel"}"#), Request::Cancel);
+        assert_eq!(
+            parse(r#"{"cmd":"context"}"#),
+            Request::Context { focus: None }
+        );
+        // Version 0's requests are unchanged.
+        assert_eq!(parse(r#"{"cmd":"status"}"#), Request::Status);
+        let finished = Reply::CycleFinished {
+            stop: StopReason::Cancelled,
+            cycles: 1,
+            ms: 12.5,
+            usage_percent: Some(7),
+        };
+        let line = serde_json::to_string(&finished).unwrap();
+        assert_eq!(
+            line,
+            r#"{"event":"cycle_finished","stop":"cancelled","cycles":1,"ms":12.5,"usage_percent":7}"#
+        );
+        assert_eq!(serde_json::from_str::<Reply>(&line).unwrap(), finished);
+        let focus = serde_json::to_string(&Reply::Focus {
+            focus: None,
+            title: None,
+        })
+        .unwrap();
+        assert_eq!(focus, r#"{"event":"focus"}"#);
+    }
+
     #[tokio::test]
     async fn a_stale_socket_is_replaced() {
         let dir = tempfile::tempdir().unwrap();

@@ -316,3 +316,85 @@ async fn without_a_host_the_tui_starts_one_and_reconnects_when_it_comes_back() {
     run_to_end(command(dir.path(), &server, &["stop"])).await;
     assert!(wait_exit(&mut host).success());
 }
+
+/// One JSON line from the host, within 20 s.
+fn next_event(reader: &mut impl std::io::BufRead) -> serde_json::Value {
+    let mut line = String::new();
+    reader
+        .read_line(&mut line)
+        .expect("an event within the timeout");
+    serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subscriber_is_pushed_memex_edits_and_skill_swaps_as_they_happen() {
+    use std::io::{BufReader, Write as _};
+    let dir = workspace();
+    let plugins = dir.path().join("plugins");
+    std::fs::create_dir_all(&plugins).unwrap();
+    let server = Server::start(vec![]).await;
+    let plugins_arg = plugins.to_string_lossy().into_owned();
+    let mut host = start_host(
+        dir.path(),
+        &server,
+        &["--no-repl", "--plugins", &plugins_arg],
+    );
+    let stream =
+        std::os::unix::net::UnixStream::connect(dir.path().join("run/control.sock")).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let mut writer = stream.try_clone().unwrap();
+    let mut reader = BufReader::new(stream);
+    writer
+        .write_all(
+            b"{\"cmd\":\"hello\",\"protocol\":1,\"client\":\"test\"}\n{\"cmd\":\"subscribe\"}\n",
+        )
+        .unwrap();
+    let hello = next_event(&mut reader);
+    assert_eq!(hello["event"], "hello", "{hello}");
+    assert_eq!(hello["protocol"], 1);
+    assert_eq!(hello["host"], env!("CARGO_PKG_VERSION"));
+    let memex_before = hello["status"]["memex_generation"].as_u64().unwrap();
+    assert_eq!(next_event(&mut reader)["event"], "subscribed");
+
+    // An edit made outside the host: pushed as the memex publishes it.
+    let file = dir.path().join("memex/work.org");
+    let text = std::fs::read_to_string(&file).unwrap();
+    std::fs::write(&file, format!("{text}* Another headline\n")).unwrap();
+    let event = next_event(&mut reader);
+    assert_eq!(event["event"], "memex", "{event}");
+    assert!(
+        event["generation"].as_u64().unwrap() > memex_before,
+        "{event}"
+    );
+
+    // A skill dropped in: pushed with the new list.
+    install(&library("counter-v1"), &plugins, &file_name("counter"));
+    let event = loop {
+        let event = next_event(&mut reader);
+        if event["event"] == "skills" {
+            break event;
+        }
+    };
+    let counter = event["skills"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "counter")
+        .cloned()
+        .unwrap_or_else(|| panic!("{event}"));
+    assert_eq!(counter["version"], "1.0.0");
+
+    // Old clients are unchanged: one request, one answer.
+    let status = run_to_end(command(dir.path(), &server, &["status", "--json"])).await;
+    assert!(status.status.success(), "{}", stderr(&status));
+    // A subscriber does not hold the host up when it stops.
+    let started = std::time::Instant::now();
+    stop_host(dir.path(), &server, &mut host).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "{:?}",
+        started.elapsed()
+    );
+}
