@@ -85,7 +85,7 @@ pub(crate) fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
-fn session_lines(dir: &Path, name: &str) -> Vec<serde_json::Value> {
+pub(crate) fn session_lines(dir: &Path, name: &str) -> Vec<serde_json::Value> {
     let text = std::fs::read_to_string(dir.join(format!("data/sessions/{name}.jsonl")))
         .unwrap_or_default();
     text.lines()

@@ -10,8 +10,8 @@ use std::process::Command;
 use std::time::Duration;
 
 use crate::live::{
-    command, run_to_end, slow_reply, start_host, stderr, stop_host, text_reply, wait_exit,
-    workspace,
+    command, run_to_end, session_lines, slow_reply, start_host, stderr, stop_host, text_reply,
+    wait_exit, workspace,
 };
 use crate::server::Server;
 use crate::support::{file_name, install, library, wait_for};
@@ -272,6 +272,17 @@ async fn esc_cancels_the_cycle_in_flight_and_the_session_stays_usable() {
     let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
     assert_eq!(status["cycles"], 2, "{status}");
     stop_host(dir.path(), &server, &mut host).await;
+    // The session is a conversation still: the cut reply is the
+    // assistant's answer to the first message.
+    let lines = session_lines(dir.path(), "work");
+    let roles: Vec<&str> = lines.iter().map(|l| l["role"].as_str().unwrap()).collect();
+    assert_eq!(
+        roles,
+        ["user", "assistant", "user", "assistant"],
+        "{lines:#?}"
+    );
+    let cut = lines[1]["content"].as_str().unwrap_or_default();
+    assert!(cut.starts_with("w0 w1 ") && !cut.contains("w399"), "{cut}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
