@@ -132,7 +132,9 @@ pub enum Command {
     /// running. With no host running it starts `foveal run --no-repl` in
     /// the background with these flags (and says so). Keys: Enter sends,
     /// Esc cancels the cycle in flight, Up/Down history; commands /focus
-    /// ID, /skills, /context, /window, /help.
+    /// ID, /skills, /context, /window, /help. With --session, a host
+    /// serving another session is named on screen (there is one control
+    /// socket: config `agent.socket`, FOVEAL_SOCKET).
     Tui {
         #[command(flatten)]
         agent: AgentArgs,
