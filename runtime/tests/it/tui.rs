@@ -213,6 +213,13 @@ async fn the_tui_streams_a_reply_shows_the_gauge_follows_a_hot_swap_and_explains
     let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
     assert_eq!(status["usage_percent"], value, "the gauge is the host's");
 
+    // /focus: the sidebar shows the object's title and id.
+    tmux.type_text("/focus launch");
+    tmux.keys(&["Enter"]);
+    tmux.wait_text("focus: launch");
+    let screen = tmux.wait("the focus in the sidebar", |s| s.contains("│Launch "));
+    assert!(screen.contains("│launch "), "{screen}");
+
     // A hot swap is pushed to the sidebar.
     install(&library("counter-v2"), &plugins, &file_name("counter"));
     let screen = tmux.wait_text("counter 2.0.0 loaded");
@@ -293,6 +300,8 @@ async fn without_a_host_the_tui_starts_one_and_reconnects_when_it_comes_back() {
         return;
     };
     let _stop = StopOnDrop(command(dir.path(), &server, &["stop"]));
+    // A name of this test's own, to find its UI's process.
+    let session = format!("bg{}", std::process::id());
     // The flags a host needs (provider, memex) are those `run` takes.
     tui_script(
         dir.path(),
@@ -303,14 +312,14 @@ async fn without_a_host_the_tui_starts_one_and_reconnects_when_it_comes_back() {
             "--memex",
             "memex",
             "--session",
-            "bg",
+            &session,
         ],
     );
     tmux.wait_text("shell$");
     tmux.type_text("./tui.sh");
     tmux.keys(&["Enter"]);
     tmux.wait_text("no host was running: started `foveal run --no-repl` in the background");
-    tmux.wait_text("session bg");
+    tmux.wait_text(&format!("session {session}"));
     let status = run_to_end(command(dir.path(), &server, &["status", "--json"])).await;
     assert!(status.status.success(), "{}", stderr(&status));
 
@@ -318,12 +327,46 @@ async fn without_a_host_the_tui_starts_one_and_reconnects_when_it_comes_back() {
     let stop = run_to_end(command(dir.path(), &server, &["stop"])).await;
     assert!(stop.status.success());
     tmux.wait_text("DISCONNECTED");
-    let mut host = start_host(dir.path(), &server, &["--no-repl", "--session", "bg"]);
+    let mut host = start_host(dir.path(), &server, &["--no-repl", "--session", &session]);
     tmux.wait("reconnected", |s| {
-        !s.contains("DISCONNECTED") && s.contains("session bg")
+        !s.contains("DISCONNECTED") && s.contains(&format!("session {session}"))
     });
-    tmux.keys(&["C-c"]);
+
+    // A resize is redrawn to the new size.
+    let resized = tmux
+        .command()
+        .args(["resize-window", "-t", "0", "-x", "100", "-y", "30"])
+        .status()
+        .unwrap();
+    assert!(resized.success());
+    tmux.wait("the frame redrawn at 100×30", |s| {
+        let lines: Vec<&str> = s.lines().collect();
+        lines.len() == 30
+            && lines[29].starts_with("foveal ")
+            && lines[0].chars().count() == 100
+            && lines[0].ends_with('┐')
+    });
+
+    // SIGTERM: the UI ends and the terminal is restored.
+    let found = Command::new("pgrep")
+        .args(["-f", &format!("foveal tui .*--session {session}$")])
+        .output()
+        .unwrap();
+    let pids = String::from_utf8_lossy(&found.stdout).into_owned();
+    let pids: Vec<&str> = pids.split_whitespace().collect();
+    assert_eq!(pids.len(), 1, "{pids:?}");
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", pids[0]])
+            .status()
+            .unwrap()
+            .success()
+    );
     tmux.wait_text("shell$");
+    tmux.type_text("stty -a");
+    tmux.keys(&["Enter"]);
+    let screen = tmux.wait("stty's answer", |s| s.contains("icanon"));
+    assert!(!screen.contains("-icanon"), "raw mode left on:\n{screen}");
     run_to_end(command(dir.path(), &server, &["stop"])).await;
     assert!(wait_exit(&mut host).success());
 }
