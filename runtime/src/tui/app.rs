@@ -258,14 +258,9 @@ impl App {
             Reply::Tool { name, ok, result } => {
                 self.items.push(Item::Tool { name, ok, result });
             }
-            Reply::Done { stop, error, .. } => {
-                self.busy = false;
-                if let Some(error) = error {
-                    self.note(format!("error: {error}"));
-                } else if stop == crate::agent::StopReason::Cancelled {
-                    self.note("cancelled");
-                }
-            }
+            // A cancelled turn says so in its text (`[cancelled]`); a
+            // failed one in its text too (`[error: …]`).
+            Reply::Done { .. } => self.busy = false,
             Reply::Error { message } | Reply::WindowError { message } => {
                 self.busy = false;
                 self.note(format!("error: {message}"));
