@@ -52,6 +52,7 @@ pub mod provider;
 pub mod registry;
 pub mod tokens;
 pub mod trust;
+pub mod tui;
 pub mod watcher;
 pub mod window;
 

@@ -904,6 +904,8 @@ pub struct Registry {
     /// The last published generation, for [`Registry::wait_for_change`].
     published: Mutex<u64>,
     changed: Condvar,
+    /// The same generation for async waiters: [`Registry::changes`].
+    pushed: tokio::sync::watch::Sender<u64>,
 }
 
 impl Registry {
@@ -922,6 +924,7 @@ impl Registry {
             writer: Mutex::new(()),
             published: Mutex::new(0),
             changed: Condvar::new(),
+            pushed: tokio::sync::watch::Sender::new(0),
         })
     }
 
@@ -1277,8 +1280,16 @@ impl Registry {
         self.current.store(Arc::new(next));
         *self.published.lock().unwrap_or_else(|e| e.into_inner()) = generation;
         self.changed.notify_all();
+        self.pushed.send_replace(generation);
         tracing::debug!(generation, "registry generation published");
         Change::Published(generation)
+    }
+
+    /// The generation of each snapshot published from now on, pushed as it
+    /// is published (a hot swap, a quarantine): what the control socket's
+    /// subscribers are told, without polling.
+    pub fn changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.pushed.subscribe()
     }
 
     /// Blocks until a generation newer than `after` is published, or

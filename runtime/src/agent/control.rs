@@ -7,6 +7,14 @@
 //! protocol is JSON lines: the client writes one [`Request`], the host
 //! answers with [`Reply`] lines — for `send`, the reply's text as it is
 //! written, the tools that ran, then `done`.
+//!
+//! Protocol version [`PROTOCOL`] adds, for long-lived clients such as
+//! `foveal tui`: `hello` (both sides' versions and the host's state),
+//! `subscribe` (the host then pushes [`Reply`] events on that connection
+//! as things change: skills, memex, cycles, focus), `cancel` (ends the
+//! turn in flight) and `context` (the assembled context, explained).
+//! The one-shot requests of version 0 (`send`, `status`, `stop`,
+//! `window`) are unchanged.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -16,6 +24,10 @@ use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 
 use super::{SignalSource, StopReason};
+
+/// The control protocol's version: the host answers `hello` with its own,
+/// and a client that speaks another says so.
+pub const PROTOCOL: u32 = 1;
 
 /// What a client asks.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -44,6 +56,30 @@ pub enum Request {
         /// The session meant; refused when it is not the host's.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         session: Option<String>,
+    },
+    /// The handshake: the client's protocol and version; the host answers
+    /// [`Reply::Hello`].
+    Hello {
+        /// The protocol the client speaks ([`PROTOCOL`]).
+        protocol: u32,
+        /// The client's version.
+        #[serde(default)]
+        client: String,
+    },
+    /// Keep the connection open and push events ([`Reply::Skills`],
+    /// [`Reply::Memex`], [`Reply::CycleStarted`], [`Reply::CycleFinished`],
+    /// [`Reply::Focus`]) as they happen. Answered first with
+    /// [`Reply::Subscribed`].
+    Subscribe,
+    /// End the turn in flight: the streaming reply stops, the tool running
+    /// finishes, no further cycle starts. Answered [`Reply::Cancelled`].
+    Cancel,
+    /// The context section the next cycle would see, with the reasons for
+    /// each object (`foveal context --explain`), through the last door.
+    Context {
+        /// The object in focus; the host's focus when absent.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        focus: Option<String>,
     },
 }
 
@@ -122,6 +158,71 @@ pub enum Reply {
         /// Why.
         message: String,
     },
+    /// The answer to `hello`: the host's protocol and version, and its
+    /// state now (the object `status` gives).
+    Hello {
+        /// The protocol the host speaks ([`PROTOCOL`]).
+        protocol: u32,
+        /// The host's version.
+        host: String,
+        /// The provider's model, when the configuration names one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        model: Option<String>,
+        /// The status object.
+        status: serde_json::Value,
+    },
+    /// `subscribe` accepted: events follow on this connection.
+    Subscribed,
+    /// Pushed: the skill registry published a new generation, or a
+    /// skill's status changed (quarantined).
+    Skills {
+        /// The registry generation.
+        generation: u64,
+        /// Each skill: name, version, status.
+        skills: serde_json::Value,
+    },
+    /// Pushed: the memex published a new generation.
+    Memex {
+        /// The memex generation.
+        generation: u64,
+    },
+    /// Pushed: a turn started.
+    CycleStarted {
+        /// Its signal (`user_input`, `heartbeat`, …).
+        signal: String,
+    },
+    /// Pushed: a turn ended.
+    CycleFinished {
+        /// Why.
+        stop: StopReason,
+        /// The cycles it took.
+        cycles: usize,
+        /// Milliseconds the turn took.
+        ms: f64,
+        /// The context gauge: the share of the budget the last prompt
+        /// used, 0–100 (token economics contract 5); absent without it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        usage_percent: Option<u8>,
+    },
+    /// Pushed: the foveal focus changed.
+    Focus {
+        /// The object id; absent when cleared.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        focus: Option<String>,
+        /// Its title, when it has one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        title: Option<String>,
+    },
+    /// The answer to `cancel`.
+    Cancelled {
+        /// Whether a turn was in flight (and is now ending).
+        in_flight: bool,
+    },
+    /// The answer to `context`: the explained section.
+    Context {
+        /// The text (`foveal context --explain`).
+        text: String,
+    },
 }
 
 impl<'de> Deserialize<'de> for StopReason {
@@ -132,6 +233,7 @@ impl<'de> Deserialize<'de> for StopReason {
             "terminal" => Self::Terminal,
             "max_iterations" => Self::MaxIterations,
             "ignored" => Self::Ignored,
+            "cancelled" => Self::Cancelled,
             _ => Self::Error,
         })
     }
@@ -359,6 +461,44 @@ mod tests {
         assert!(matches!(err, ControlError::InUse { .. }), "{err}");
         drop(socket);
         assert!(!path.exists(), "the socket is removed when dropped");
+    }
+
+    #[test]
+    fn the_version_1_requests_and_events_read_as_documented() {
+        let parse = |line: &str| serde_json::from_str::<Request>(line).unwrap();
+        assert_eq!(
+            parse(r#"{"cmd":"hello","protocol":1,"client":"0.2.0"}"#),
+            Request::Hello {
+                protocol: 1,
+                client: "0.2.0".to_owned()
+            }
+        );
+        assert_eq!(parse(r#"{"cmd":"subscribe"}"#), Request::Subscribe);
+        assert_eq!(parse(r#"{"cmd":"cancel"}"#), Request::Cancel);
+        assert_eq!(
+            parse(r#"{"cmd":"context"}"#),
+            Request::Context { focus: None }
+        );
+        // Version 0's requests are unchanged.
+        assert_eq!(parse(r#"{"cmd":"status"}"#), Request::Status);
+        let finished = Reply::CycleFinished {
+            stop: StopReason::Cancelled,
+            cycles: 1,
+            ms: 12.5,
+            usage_percent: Some(7),
+        };
+        let line = serde_json::to_string(&finished).unwrap();
+        assert_eq!(
+            line,
+            r#"{"event":"cycle_finished","stop":"cancelled","cycles":1,"ms":12.5,"usage_percent":7}"#
+        );
+        assert_eq!(serde_json::from_str::<Reply>(&line).unwrap(), finished);
+        let focus = serde_json::to_string(&Reply::Focus {
+            focus: None,
+            title: None,
+        })
+        .unwrap();
+        assert_eq!(focus, r#"{"event":"focus"}"#);
     }
 
     #[tokio::test]

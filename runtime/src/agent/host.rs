@@ -12,8 +12,8 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::io::{AsyncWriteExt as _, BufReader};
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _, BufReader};
+use tokio::sync::{broadcast, mpsc, oneshot, watch};
 
 use super::control::{self, ControlSocket, Reply, Request};
 use super::{Agent, Output, Signal, SignalSource, StopReason};
@@ -45,6 +45,50 @@ struct Queued {
 /// A line typed while a dangerous tool waits for a yes or no goes to it.
 type PendingConfirm = Arc<Mutex<Option<oneshot::Sender<String>>>>;
 
+/// What the control socket's clients are served from.
+struct Shared {
+    queue: mpsc::UnboundedSender<Queued>,
+    stop: watch::Sender<bool>,
+    status: Arc<Mutex<super::Status>>,
+    window: Arc<crate::window::Window>,
+    /// The events pushed to subscribers.
+    events: broadcast::Sender<Reply>,
+    cancel: Arc<super::Cancel>,
+    context: ContextParts,
+    /// The provider's model, for `hello`.
+    model: Option<String>,
+}
+
+/// What the `context` request assembles from.
+struct ContextParts {
+    config: crate::config::Config,
+    registry: Arc<crate::registry::Registry>,
+    memex: Arc<crate::memex::Memex>,
+    gate: Arc<crate::egress::Gate>,
+    privacy: crate::memex::privacy::PrivacyTags,
+}
+
+/// Events kept for a subscriber that reads slowly; one that falls further
+/// behind is sent the whole status instead.
+const EVENT_BACKLOG: usize = 256;
+
+/// The `skills` event for `snapshot`.
+fn skills_event(snapshot: &crate::registry::Snapshot) -> Reply {
+    let skills: Vec<super::SkillStatus> = snapshot
+        .rows()
+        .into_iter()
+        .map(|r| super::SkillStatus {
+            name: r.name,
+            version: r.version,
+            status: r.status,
+        })
+        .collect();
+    Reply::Skills {
+        generation: snapshot.generation(),
+        skills: serde_json::to_value(skills).unwrap_or_default(),
+    }
+}
+
 /// Runs the host until it is stopped. Returns when the turn in flight
 /// has finished and the session is synced.
 pub async fn run(
@@ -57,6 +101,28 @@ pub async fn run(
     let status = agent.status();
     let window = Arc::clone(agent.window());
     let pending: PendingConfirm = Arc::default();
+    let (events, _) = broadcast::channel::<Reply>(EVENT_BACKLOG);
+
+    // Pushed events: each registry and memex publish, as it happens.
+    {
+        let registry = Arc::clone(agent.registry());
+        let mut changes = registry.changes();
+        let pushed = events.clone();
+        tokio::spawn(async move {
+            while changes.changed().await.is_ok() {
+                changes.borrow_and_update();
+                let _ = pushed.send(skills_event(&registry.snapshot()));
+            }
+        });
+        let mut changes = agent.memex().changes();
+        let pushed = events.clone();
+        tokio::spawn(async move {
+            while changes.changed().await.is_ok() {
+                let generation = *changes.borrow_and_update();
+                let _ = pushed.send(Reply::Memex { generation });
+            }
+        });
+    }
 
     // Shutdown: Ctrl-C and SIGTERM.
     {
@@ -94,27 +160,34 @@ pub async fn run(
     // for their last replies to be written before it exits.
     let clients = Arc::new(tokio::sync::Semaphore::new(MAX_CLIENTS));
     if let Some(socket) = socket {
-        let queue = queue.clone();
-        let stop_tx = stop_tx.clone();
-        let status = Arc::clone(&status);
+        let shared = Arc::new(Shared {
+            queue: queue.clone(),
+            stop: stop_tx.clone(),
+            status: Arc::clone(&status),
+            window: Arc::clone(&window),
+            events: events.clone(),
+            cancel: agent.canceller(),
+            context: ContextParts {
+                config: agent.config().clone(),
+                registry: Arc::clone(agent.registry()),
+                memex: Arc::clone(agent.memex()),
+                gate: Arc::clone(agent.gate()),
+                privacy: agent.privacy().clone(),
+            },
+            model: agent.config().provider.model.clone(),
+        });
         let clients = Arc::clone(&clients);
-        let window = Arc::clone(&window);
         tokio::spawn(async move {
             loop {
                 match socket.accept().await {
                     Ok(stream) => {
-                        let queue = queue.clone();
-                        let stop_tx = stop_tx.clone();
-                        let status = Arc::clone(&status);
-                        let window = Arc::clone(&window);
+                        let shared = Arc::clone(&shared);
                         let Ok(permit) = Arc::clone(&clients).try_acquire_owned() else {
                             tracing::warn!("control socket: too many clients at once; one refused");
                             continue;
                         };
                         tokio::spawn(async move {
-                            if let Err(error) =
-                                serve(stream, &queue, &stop_tx, &status, &window).await
-                            {
+                            if let Err(error) = serve(stream, &shared).await {
                                 tracing::debug!("control client: {error}");
                             }
                             drop(permit);
@@ -172,6 +245,10 @@ pub async fn run(
                 let Some(signal) = queued.signal else { break };
                 status.lock().unwrap_or_else(|e| e.into_inner()).queued = signals.len();
                 let repl = queued.reply.is_none() && signal.source == SignalSource::UserInput;
+                let began = std::time::Instant::now();
+                let focus_before = agent.focus().map(str::to_owned);
+                let rows_before = agent.registry().snapshot().rows();
+                let _ = events.send(Reply::CycleStarted { signal: signal.source.name().to_owned() });
                 let report = match queued.reply {
                     Some(reply) => {
                         let mut out = ClientOutput { tx: reply.clone() };
@@ -198,6 +275,24 @@ pub async fn run(
                 };
                 if report.stop == StopReason::Error {
                     tracing::warn!("turn failed: {}", report.error.as_deref().unwrap_or(""));
+                }
+                let usage_percent = status.lock().unwrap_or_else(|e| e.into_inner()).usage_percent;
+                let _ = events.send(Reply::CycleFinished {
+                    stop: report.stop,
+                    cycles: report.cycles.len(),
+                    ms: began.elapsed().as_secs_f64() * 1000.0,
+                    usage_percent,
+                });
+                if agent.focus() != focus_before.as_deref() {
+                    let _ = events.send(Reply::Focus {
+                        focus: agent.focus().map(str::to_owned),
+                        title: agent.focus_title(),
+                    });
+                }
+                // A skill quarantined in the turn: its row changed, not
+                // the generation.
+                if agent.registry().snapshot().rows() != rows_before {
+                    let _ = events.send(skills_event(&agent.registry().snapshot()));
                 }
                 if options.prompt {
                     print_prompt();
@@ -353,36 +448,137 @@ fn read_stdin(
     });
 }
 
-/// Serves one control client.
-async fn serve(
-    stream: tokio::net::UnixStream,
-    queue: &mpsc::UnboundedSender<Queued>,
-    stop: &watch::Sender<bool>,
-    status: &Arc<Mutex<super::Status>>,
-    window: &Arc<crate::window::Window>,
-) -> std::io::Result<()> {
+/// Serves one control client: one request, or `hello` and then one.
+async fn serve(stream: tokio::net::UnixStream, shared: &Shared) -> std::io::Result<()> {
     let mut stream = BufReader::new(stream);
-    let request = match control::read_request(&mut stream).await? {
-        Ok(request) => request,
-        Err(message) => {
-            control::write_reply(&mut stream, &Reply::Error { message }).await?;
-            // Closing a Unix socket with unread input resets the
-            // connection, and the client would lose the answer: say the
-            // answer is complete, then read what is left (bounded).
-            stream.get_mut().shutdown().await?;
-            control::drain(&mut stream).await;
-            return Ok(());
+    loop {
+        let request = match control::read_request(&mut stream).await? {
+            Ok(request) => request,
+            Err(message) => {
+                control::write_reply(&mut stream, &Reply::Error { message }).await?;
+                // Closing a Unix socket with unread input resets the
+                // connection, and the client would lose the answer: say
+                // the answer is complete, then read what is left (bounded).
+                stream.get_mut().shutdown().await?;
+                control::drain(&mut stream).await;
+                return Ok(());
+            }
+        };
+        if let Request::Hello { protocol, client } = &request {
+            tracing::debug!(protocol, client, "control client said hello");
+            let status = shared
+                .status
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone();
+            let reply = Reply::Hello {
+                protocol: control::PROTOCOL,
+                host: env!("CARGO_PKG_VERSION").to_owned(),
+                model: shared.model.clone(),
+                status: serde_json::to_value(&status).unwrap_or_default(),
+            };
+            control::write_reply(&mut stream, &reply).await?;
+            continue;
         }
-    };
+        return serve_one(&mut stream, request, shared).await;
+    }
+}
+
+/// Pushes events to a subscriber until it hangs up or the host stops.
+async fn subscribed(
+    stream: &mut BufReader<tokio::net::UnixStream>,
+    shared: &Shared,
+) -> std::io::Result<()> {
+    let mut events = shared.events.subscribe();
+    let mut stop = shared.stop.subscribe();
+    control::write_reply(stream, &Reply::Subscribed).await?;
+    let mut byte = [0u8; 64];
+    loop {
+        tokio::select! {
+            event = events.recv() => match event {
+                Ok(event) => control::write_reply(stream, &event).await?,
+                Err(broadcast::error::RecvError::Lagged(_)) => {
+                    // Too far behind: the whole state instead.
+                    let status = shared.status.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                    let status = serde_json::to_value(&status).unwrap_or_default();
+                    control::write_reply(stream, &Reply::Status { status }).await?;
+                }
+                Err(broadcast::error::RecvError::Closed) => return Ok(()),
+            },
+            () = async {
+                let _ = stop.wait_for(|stopping| *stopping).await;
+            } => return Ok(()),
+            read = stream.read(&mut byte) => {
+                // The client hung up (what else it writes is ignored).
+                if read? == 0 {
+                    return Ok(());
+                }
+            }
+        }
+    }
+}
+
+/// Answers one request.
+async fn serve_one(
+    stream: &mut BufReader<tokio::net::UnixStream>,
+    request: Request,
+    shared: &Shared,
+) -> std::io::Result<()> {
+    let Shared {
+        queue,
+        stop,
+        status,
+        window,
+        ..
+    } = shared;
+    let stream = &mut *stream;
     match request {
+        Request::Hello { .. } => {
+            let message = "hello was already answered on this connection".to_owned();
+            control::write_reply(stream, &Reply::Error { message }).await
+        }
+        Request::Subscribe => subscribed(stream, shared).await,
+        Request::Cancel => {
+            let in_flight = shared.cancel.cancel();
+            control::write_reply(stream, &Reply::Cancelled { in_flight }).await
+        }
+        Request::Context { focus } => {
+            let focus = focus.or_else(|| {
+                status
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .focus
+                    .clone()
+            });
+            let parts = &shared.context;
+            let (config, registry, memex, gate, privacy) = (
+                parts.config.clone(),
+                parts.registry.snapshot(),
+                parts.memex.snapshot(),
+                Arc::clone(&parts.gate),
+                parts.privacy.clone(),
+            );
+            let answer = tokio::task::spawn_blocking(move || {
+                crate::cli::context::explained(&config, &registry, &memex, &privacy, &gate, focus)
+            })
+            .await;
+            let reply = match answer {
+                Ok(Ok(text)) => Reply::Context { text },
+                Ok(Err(message)) => Reply::Error { message },
+                Err(error) => Reply::Error {
+                    message: format!("the context could not be assembled: {error}"),
+                },
+            };
+            control::write_reply(stream, &reply).await
+        }
         Request::Status => {
             let status = status.lock().unwrap_or_else(|e| e.into_inner()).clone();
             let status = serde_json::to_value(&status).unwrap_or_default();
-            control::write_reply(&mut stream, &Reply::Status { status }).await
+            control::write_reply(stream, &Reply::Status { status }).await
         }
         Request::Stop => {
             let _ = stop.send(true);
-            control::write_reply(&mut stream, &Reply::Stopping).await
+            control::write_reply(stream, &Reply::Stopping).await
         }
         Request::Window { op, session } => {
             let reply = if session.as_deref().is_some_and(|s| s != window.session()) {
@@ -406,7 +602,7 @@ async fn serve(
                     },
                 }
             };
-            control::write_reply(&mut stream, &reply).await
+            control::write_reply(stream, &reply).await
         }
         Request::Send {
             text,
@@ -427,11 +623,11 @@ async fn serve(
                 .is_err()
             {
                 let message = "the host is stopping".to_owned();
-                return control::write_reply(&mut stream, &Reply::Error { message }).await;
+                return control::write_reply(stream, &Reply::Error { message }).await;
             }
             while let Some(reply) = rx.recv().await {
                 let done = matches!(reply, Reply::Done { .. });
-                control::write_reply(&mut stream, &reply).await?;
+                control::write_reply(stream, &reply).await?;
                 if done {
                     break;
                 }

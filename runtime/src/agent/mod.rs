@@ -281,6 +281,8 @@ pub enum StopReason {
     Error,
     /// The signal needs no cycle (a change the host only logs).
     Ignored,
+    /// A client cancelled it (`cancel` on the control socket).
+    Cancelled,
 }
 
 /// What the host shows of itself (`foveal status`).
@@ -304,6 +306,8 @@ pub struct Status {
     pub cycles: u64,
     /// The foveal focus.
     pub focus: Option<String>,
+    /// The title of the object in focus.
+    pub focus_title: Option<String>,
     /// The session.
     pub session: String,
     /// The provider.
@@ -381,6 +385,7 @@ pub struct Agent {
     window: Arc<crate::window::Window>,
     /// Where the activity log's lines are read from: the host's ring.
     log_ring: &'static crate::logs::LogRing,
+    cancel: Arc<Cancel>,
 }
 
 impl fmt::Debug for Agent {
@@ -390,6 +395,60 @@ impl fmt::Debug for Agent {
             .field("provider", &self.provider.describe())
             .field("focus", &self.focus)
             .finish_non_exhaustive()
+    }
+}
+
+/// Ends the turn in flight from outside it (the control socket's
+/// `cancel`): the reply being streamed stops (what came of it is kept in
+/// the session), a tool running finishes and its result is recorded, and
+/// no further cycle starts — so the session stays a valid conversation.
+#[derive(Debug)]
+pub struct Cancel {
+    /// A turn is running.
+    running: std::sync::atomic::AtomicBool,
+    /// Set when the running turn is asked to end.
+    asked: tokio::sync::watch::Sender<bool>,
+}
+
+impl Default for Cancel {
+    fn default() -> Self {
+        Self {
+            running: std::sync::atomic::AtomicBool::new(false),
+            asked: tokio::sync::watch::Sender::new(false),
+        }
+    }
+}
+
+impl Cancel {
+    /// Asks the turn in flight to end; false when none runs.
+    pub fn cancel(&self) -> bool {
+        if !self.running.load(std::sync::atomic::Ordering::SeqCst) {
+            return false;
+        }
+        self.asked.send_replace(true);
+        true
+    }
+
+    fn begin(&self) {
+        self.asked.send_replace(false);
+        self.running
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    fn end(&self) {
+        self.running
+            .store(false, std::sync::atomic::Ordering::SeqCst);
+        self.asked.send_replace(false);
+    }
+
+    fn is_asked(&self) -> bool {
+        *self.asked.borrow()
+    }
+
+    /// Resolves once the turn is asked to end.
+    async fn asked(&self) {
+        let mut asked = self.asked.subscribe();
+        let _ = asked.wait_for(|asked| *asked).await;
     }
 }
 
@@ -489,9 +548,15 @@ impl Agent {
             request_memo: crate::egress::RequestMemo::default(),
             window,
             log_ring: crate::logs::global(),
+            cancel: Arc::default(),
         };
         agent.refresh_status(None);
         Ok(agent)
+    }
+
+    /// What cancels the turn in flight, shared with the control socket.
+    pub fn canceller(&self) -> Arc<Cancel> {
+        Arc::clone(&self.cancel)
     }
 
     /// The status, shared: the control socket reads it while a cycle runs.
@@ -534,6 +599,21 @@ impl Agent {
     /// as it was when its prompt was assembled).
     pub fn window(&self) -> &Arc<crate::window::Window> {
         &self.window
+    }
+
+    /// The configuration it runs with.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The title of the object in focus (`None` without a focus, or when
+    /// the object is gone or private now).
+    pub fn focus_title(&self) -> Option<String> {
+        let id = self.focus.as_deref()?;
+        let snapshot = self.memex.snapshot();
+        tools::visible_object(&snapshot, &self.privacy, id)
+            .ok()
+            .map(|o| o.title().to_owned())
     }
 
     /// The privacy tags.
@@ -606,8 +686,16 @@ impl Agent {
         }
     }
 
-    /// Answers `signal`: one turn.
+    /// Answers `signal`: one turn. A [`Cancel`] ends it early
+    /// ([`StopReason::Cancelled`]).
     pub async fn turn(&mut self, signal: Signal, out: &mut dyn Output) -> TurnReport {
+        self.cancel.begin();
+        let report = self.turn_inner(signal, out).await;
+        self.cancel.end();
+        report
+    }
+
+    async fn turn_inner(&mut self, signal: Signal, out: &mut dyn Output) -> TurnReport {
         if let Some(focus) = &signal.focus
             && let Err(error) = self.set_focus(Some(focus))
         {
@@ -684,6 +772,13 @@ impl Agent {
             if let Some(error) = error {
                 report.stop = StopReason::Error;
                 report.error = Some(error);
+                break;
+            }
+            if self.cancel.is_asked() {
+                report.stop = StopReason::Cancelled;
+                let note = "\n[cancelled]";
+                out.text(note);
+                report.reply.push_str(note);
                 break;
             }
             if outcome.terminal {
@@ -923,7 +1018,15 @@ impl Agent {
             .limit(max_reply_bytes(self.config.agent.max_reply_tokens));
         let mut text = String::new();
         let mut failure = None;
-        while let Some(event) = stream.next().await {
+        let cancel = Arc::clone(&self.cancel);
+        loop {
+            let event = tokio::select! {
+                event = stream.next() => event,
+                () = cancel.asked() => {
+                    return self.cancelled(summary, t2, &text, &snapshot, &skills);
+                }
+            };
+            let Some(event) = event else { break };
             match event {
                 Ok(Event::Text(piece)) => {
                     out.text(&piece);
@@ -1158,6 +1261,36 @@ impl Agent {
         }
     }
 
+    /// The cycle's reply was cancelled while it streamed: what came of it
+    /// is kept as the assistant's (so the history stays a conversation);
+    /// no tool runs (a reply cancelled before its first word leaves
+    /// nothing). Not an error (the execution pattern's error count
+    /// stays).
+    fn cancelled(
+        &mut self,
+        mut summary: CycleSummary,
+        since: Instant,
+        text: &str,
+        snapshot: &crate::memex::MemexSnapshot,
+        skills: &crate::registry::Snapshot,
+    ) -> CycleOutcome {
+        summary.phases.model_ms += ms(since.elapsed());
+        if !text.is_empty() {
+            let kept = self.kept_from_model(text, snapshot, skills);
+            let mut entry = Entry::new(EntryRole::Assistant, kept);
+            entry.cycle = Some(summary.id);
+            self.record(entry);
+        }
+        self.log_cycle(&summary);
+        self.refresh_status(Some(&summary));
+        CycleOutcome {
+            text: String::new(),
+            history_end: self.session.entries().len(),
+            summary,
+            terminal: false,
+        }
+    }
+
     fn failed(
         &mut self,
         mut summary: CycleSummary,
@@ -1269,6 +1402,7 @@ impl Agent {
         status.loaded_libraries = self.registry.loader().loads();
         status.loaded_library_bytes = self.registry.loader().loaded_bytes().0;
         status.focus.clone_from(&self.focus);
+        status.focus_title = self.focus_title();
         status.cycles = self.next_cycle - 1;
         if let Some(last) = last {
             status.last_cycle = Some(last.clone());

@@ -366,11 +366,8 @@ pub fn send(
                 exit = Exit::NotFound;
                 false
             }
-            Reply::Status { .. }
-            | Reply::Stopping
-            | Reply::Window { .. }
-            | Reply::WindowError { .. }
-            | Reply::OtherSession { .. } => true,
+            // Not answers to `send`.
+            _ => true,
         }
     }));
     if result.is_ok() && !answered {

@@ -211,6 +211,48 @@ pub fn run(config: &Config, options: &ContextOptions) -> anyhow::Result<Exit> {
     Ok(Exit::Ok)
 }
 
+/// The explained section (`foveal context --explain`) the host's next
+/// cycle would see with focus `focus`, through the last door: what the
+/// control socket's `context` request answers (`/context` in `foveal tui`).
+pub(crate) fn explained(
+    config: &Config,
+    registry: &crate::registry::Snapshot,
+    snapshot: &crate::memex::MemexSnapshot,
+    privacy: &PrivacyTags,
+    gate: &Gate,
+    focus: Option<String>,
+) -> Result<String, String> {
+    let options = ContextOptions {
+        focus,
+        threshold: None,
+        budget: None,
+        json: false,
+        explain: true,
+        computed: false,
+    };
+    let vectors = Vectors::count(snapshot, privacy, options.focus.as_deref());
+    let section =
+        ContextCache::default().section(registry, snapshot, privacy, &request(config, &options));
+    let cleaned = gate
+        .clean_as(
+            section.text(),
+            crate::egress::Form::Outline,
+            snapshot,
+            registry,
+        )
+        .map_err(|e| e.to_string())?;
+    let tokens = crate::tokens::global().count(&cleaned.text);
+    Ok(explain(
+        &section,
+        &cleaned.text,
+        tokens,
+        &cleaned.report,
+        &options,
+        config,
+        &vectors,
+    ))
+}
+
 fn source_name(section: &Section) -> String {
     match &section.origin {
         Origin::Skill { .. } => crate::context::SKILL.to_owned(),

@@ -134,6 +134,21 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// A terminal UI for the running host: the conversation (replies
+    /// streamed, tool calls folded), an input line with history, a sidebar
+    /// with the context gauge, the focus, the skills and the generations,
+    /// and a status bar (host version, provider, model, session, last
+    /// cycle). It is a client: Ctrl-C closes the UI and the host keeps
+    /// running. With no host running it starts `foveal run --no-repl` in
+    /// the background with these flags (and says so). Keys: Enter sends,
+    /// Esc cancels the cycle in flight, Up/Down history; commands /focus
+    /// ID, /skills, /context, /window, /help. With --session, a host
+    /// serving another session is named on screen (there is one control
+    /// socket: config `agent.socket`, FOVEAL_SOCKET).
+    Tui {
+        #[command(flatten)]
+        agent: AgentArgs,
+    },
     /// Send a message to the running host; its reply streams to stdout.
     Send {
         /// The message.
@@ -863,6 +878,11 @@ pub fn run(cli: Cli) -> anyhow::Result<Exit> {
         } => with_config(&args.overrides(cli.config.as_ref()), |config| {
             agent::ask(config, &args.options(), &text, json)
         }),
+        Command::Tui { agent: args } => {
+            with_config(&args.overrides(cli.config.as_ref()), |config| {
+                crate::tui::run(config, args.session.clone())
+            })
+        }
         // The clients need only the socket's path: the configuration file.
         Command::Send {
             text,

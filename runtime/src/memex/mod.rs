@@ -149,6 +149,8 @@ pub struct Memex {
     views: Mutex<Option<PrivacyTags>>,
     /// Where computed vectors come from ([`Memex::attach_vectors`]).
     vectors: Mutex<Option<Arc<dyn VectorSource>>>,
+    /// The generation, sent on every publish: [`Memex::changes`].
+    published: tokio::sync::watch::Sender<u64>,
 }
 
 /// Computed vectors for new file versions ([`crate::embed::Vectors`]):
@@ -187,6 +189,7 @@ impl Memex {
             writer: Mutex::new(()),
             views: Mutex::new(None),
             vectors: Mutex::new(None),
+            published: tokio::sync::watch::Sender::new(0),
         };
         let mut snapshot = MemexSnapshot::default();
         for path in memex.discover() {
@@ -196,6 +199,7 @@ impl Memex {
             };
         }
         memex.current.store(Arc::new(snapshot));
+        memex.after_publish();
         release_free_memory();
         Ok(memex)
     }
@@ -254,12 +258,23 @@ impl Memex {
         let next = current.with_files(files);
         let generation = next.generation();
         self.current.store(Arc::new(next));
-        source.published();
+        // Tells the source (and those waiting on `changes`).
+        self.after_publish();
         generation
     }
 
-    /// Tells the vector source that a new snapshot is current.
+    /// The generation of each snapshot published from now on, pushed as it
+    /// is published (the host's control socket tells its subscribers; no
+    /// polling).
+    pub fn changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.published.subscribe()
+    }
+
+    /// Tells the vector source, and those waiting on [`Memex::changes`],
+    /// that a new snapshot is current.
     pub(crate) fn after_publish(&self) {
+        self.published
+            .send_replace(self.current.load().generation());
         let source = self
             .vectors
             .lock()
@@ -541,6 +556,7 @@ impl Memex {
         let next = self.current.load().without_file(path);
         let generation = next.generation();
         self.current.store(Arc::new(next));
+        self.after_publish();
         generation
     }
 }

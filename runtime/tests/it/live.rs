@@ -85,7 +85,7 @@ pub(crate) fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
-fn session_lines(dir: &Path, name: &str) -> Vec<serde_json::Value> {
+pub(crate) fn session_lines(dir: &Path, name: &str) -> Vec<serde_json::Value> {
     let text = std::fs::read_to_string(dir.join(format!("data/sessions/{name}.jsonl")))
         .unwrap_or_default();
     text.lines()
@@ -246,7 +246,7 @@ async fn a_server_that_is_down_gives_an_error_not_a_crash() {
     assert!(!stderr(&output).contains("panicked"));
 }
 
-fn start_host(dir: &Path, server: &Server, extra: &[&str]) -> Child {
+pub(crate) fn start_host(dir: &Path, server: &Server, extra: &[&str]) -> Child {
     let mut args = vec!["run"];
     args.extend_from_slice(extra);
     let mut child = command(dir, server, &args)
@@ -750,7 +750,7 @@ async fn skill_status(dir: &Path, server: &Server, name: &str) -> String {
 
 /// Stops a running host with `foveal stop`, checks that it exits cleanly,
 /// and returns what it wrote on stderr.
-async fn stop_host(dir: &Path, server: &Server, host: &mut Child) -> String {
+pub(crate) async fn stop_host(dir: &Path, server: &Server, host: &mut Child) -> String {
     run_to_end(command(dir, server, &["stop"])).await;
     assert!(wait_exit(host).success());
     let mut err = String::new();
@@ -1035,7 +1035,7 @@ async fn a_model_servers_echo_reaches_neither_the_log_nor_the_session_file() {
 }
 
 /// A reply of 400 small pieces, slow enough to act while it streams.
-fn slow_reply() -> Scripted {
+pub(crate) fn slow_reply() -> Scripted {
     let mut chunks: Vec<serde_json::Value> = (0..400)
         .map(|i| json!({"choices": [{"index": 0, "delta": {"content": format!("w{i} ")}}]}))
         .collect();

@@ -31,5 +31,6 @@ mod prompt;
 mod registry;
 mod skill_kit;
 mod trust;
+mod tui;
 mod tutorial;
 mod window;
