@@ -87,7 +87,10 @@ fn start_host(config: &Config) -> anyhow::Result<String> {
     use std::os::unix::process::CommandExt as _;
     let exe = std::env::current_exe()?;
     let mut args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
-    let Some(at) = args.iter().position(|a| a == "tui") else {
+    // The subcommand, not a `--config tui` before it.
+    let Some(at) =
+        (0..args.len()).find(|&i| args[i] == "tui" && (i == 0 || args[i - 1] != "--config"))
+    else {
         anyhow::bail!("cannot find the `tui` subcommand in the command line");
     };
     args[at] = "run".into();
