@@ -266,6 +266,10 @@ pub enum ControlError {
 pub struct ControlSocket {
     listener: UnixListener,
     path: PathBuf,
+    /// Device and inode of the socket file this host placed: on drop the
+    /// path is removed only while it is still this file, never a socket a
+    /// newer host has put there since.
+    file_id: Option<(u64, u64)>,
 }
 
 impl ControlSocket {
@@ -313,9 +317,11 @@ impl ControlSocket {
             }
             Err(e) => return Err(io_error(e)),
         }
+        let file_id = file_id(path);
         Ok(Self {
             listener,
             path: path.to_owned(),
+            file_id,
         })
     }
 
@@ -330,9 +336,18 @@ impl ControlSocket {
     }
 }
 
+fn file_id(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt as _;
+    std::fs::symlink_metadata(path)
+        .ok()
+        .map(|m| (m.dev(), m.ino()))
+}
+
 impl Drop for ControlSocket {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
+        if self.file_id.is_some() && file_id(&self.path) == self.file_id {
+            let _ = std::fs::remove_file(&self.path);
+        }
     }
 }
 

@@ -327,6 +327,13 @@ async fn without_a_host_the_tui_starts_one_and_reconnects_when_it_comes_back() {
     let stop = run_to_end(command(dir.path(), &server, &["stop"])).await;
     assert!(stop.status.success());
     tmux.wait_text("DISCONNECTED");
+    // The stopped host removes its socket as it exits: start the next one
+    // after that, as a user would.
+    let socket = dir.path().join("run/control.sock");
+    assert!(
+        wait_for(Duration::from_secs(20), || !socket.exists()),
+        "the stopped host did not exit"
+    );
     let mut host = start_host(dir.path(), &server, &["--no-repl", "--session", &session]);
     tmux.wait("reconnected", |s| {
         !s.contains("DISCONNECTED") && s.contains(&format!("session {session}"))
