@@ -64,10 +64,14 @@ impl Watch {
     }
 
     /// Watches the folder of every setup file of `memex` that no watch
-    /// covers yet. A folder that cannot be watched (it does not exist
-    /// yet) is tried again after the next reload.
-    fn cover_setup_files(&mut self, memex: &Memex) {
+    /// covers yet, and returns the files that include a setup file whose
+    /// watch was only now added: an edit between their reload and the new
+    /// watch raised no event, so the caller reads them again. A folder
+    /// that cannot be watched (it does not exist yet) is tried again after
+    /// the next reload.
+    fn cover_setup_files(&mut self, memex: &Memex) -> Vec<PathBuf> {
         let snapshot = memex.snapshot();
+        let mut newly_covered = Vec::new();
         for file in snapshot.files() {
             for setup in &file.setup.files {
                 if self.covers(setup) {
@@ -77,6 +81,7 @@ impl Watch {
                 match self.watcher.watch(dir, RecursiveMode::NonRecursive) {
                     Ok(()) => {
                         self.flat.insert(dir.to_path_buf());
+                        newly_covered.push(file.path.clone());
                     }
                     Err(error) => tracing::debug!(
                         dir = %dir.display(),
@@ -85,6 +90,7 @@ impl Watch {
                 }
             }
         }
+        newly_covered
     }
 }
 
@@ -103,10 +109,13 @@ impl MemexWatcher {
             if generation != before
                 && let Some(watch) = later.lock().unwrap_or_else(|e| e.into_inner()).upgrade()
             {
-                watch
+                let stale = watch
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .cover_setup_files(&reloader);
+                for file in stale {
+                    reloader.reload_file(&file);
+                }
             }
         })
         .map_err(|e| WatchError {
@@ -175,7 +184,9 @@ impl MemexWatcher {
                 }
             }
         }
-        watch.cover_setup_files(&memex);
+        // At start the memex was just read, as were the roots before
+        // their watches: nothing to read again.
+        let _ = watch.cover_setup_files(&memex);
         let watch = Arc::new(Mutex::new(watch));
         *watch_of_reloads.lock().unwrap_or_else(|e| e.into_inner()) = Arc::downgrade(&watch);
         Ok(Self {
