@@ -951,6 +951,26 @@ impl Registry {
         self.current.load()
     }
 
+    /// `path` as this registry names the files of its folders. A folder
+    /// given relative (`--plugins plugins`) names its libraries relative
+    /// too, while the file watcher reports them absolute: unmapped, the
+    /// new build of a swap looked like a second library of the same skill
+    /// and was refused as a duplicate.
+    pub fn configured_path(&self, path: &Path) -> PathBuf {
+        for dir in self.dirs.iter().filter(|d| d.path.is_relative()) {
+            let spellings = [
+                std::path::absolute(&dir.path).ok(),
+                dir.path.canonicalize().ok(),
+            ];
+            for absolute in spellings.into_iter().flatten() {
+                if let Ok(rest) = path.strip_prefix(&absolute) {
+                    return dir.path.join(rest);
+                }
+            }
+        }
+        path.to_owned()
+    }
+
     /// Whether `path` is a library this registry would load: in one of its
     /// folders, with the platform's library extension, not hidden (a
     /// temporary file being written), and for first-party-only folders named

@@ -152,6 +152,7 @@ fn handle(registry: &Registry, event: &Event, later: &Marker) {
         return;
     }
     for path in &event.paths {
+        let path = &registry.configured_path(path);
         if !registry.is_candidate(path) {
             continue;
         }

@@ -459,3 +459,76 @@ async fn a_subscriber_is_pushed_memex_edits_and_skill_swaps_as_they_happen() {
         started.elapsed()
     );
 }
+
+/// The next `skills` push, skipping other events.
+fn next_skills(reader: &mut impl std::io::BufRead) -> serde_json::Value {
+    loop {
+        let event = next_event(reader);
+        if event["event"] == "skills" {
+            return event;
+        }
+    }
+}
+
+/// The version of `name` in a `skills` push, if listed.
+fn version_in(event: &serde_json::Value, name: &str) -> Option<String> {
+    event["skills"]
+        .as_array()?
+        .iter()
+        .find(|s| s["name"] == name)
+        .map(|s| s["version"].as_str().unwrap_or_default().to_owned())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_skill_replaced_in_a_relative_plugins_folder_is_swapped_not_refused() {
+    use std::io::{BufReader, Write as _};
+    let dir = workspace();
+    let plugins = dir.path().join("plugins");
+    std::fs::create_dir_all(&plugins).unwrap();
+    install(&library("counter-v1"), &plugins, &file_name("counter"));
+    let server = Server::start(vec![]).await;
+    // Relative, as the default `plugins` folder is: the registry names its
+    // libraries `plugins/…` while the watcher reports absolute paths.
+    let mut host = start_host(dir.path(), &server, &["--no-repl", "--plugins", "plugins"]);
+    let stream =
+        std::os::unix::net::UnixStream::connect(dir.path().join("run/control.sock")).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let mut writer = stream.try_clone().unwrap();
+    let mut reader = BufReader::new(stream);
+    writer
+        .write_all(b"{\"cmd\":\"hello\",\"protocol\":1}\n{\"cmd\":\"subscribe\"}\n")
+        .unwrap();
+    let hello = next_event(&mut reader);
+    let counter = hello["status"]["skills"]
+        .as_array()
+        .and_then(|skills| skills.iter().find(|s| s["name"] == "counter").cloned());
+    assert!(counter.is_some(), "counter is not loaded: {hello}");
+
+    install(&library("counter-v2"), &plugins, &file_name("counter"));
+    // Until the new build serves, or a refusal is pushed.
+    let event = loop {
+        let event = next_skills(&mut reader);
+        let refused = event["skills"]
+            .as_array()
+            .is_some_and(|skills| skills.iter().any(|s| s["status"] != "loaded"));
+        if refused || version_in(&event, "counter").as_deref() == Some("2.0.0") {
+            break event;
+        }
+    };
+    assert_eq!(
+        version_in(&event, "counter").as_deref(),
+        Some("2.0.0"),
+        "{event}"
+    );
+    assert!(
+        event["skills"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|s| s["status"] == "loaded"),
+        "the new build was refused: {event}"
+    );
+    stop_host(dir.path(), &server, &mut host).await;
+}
