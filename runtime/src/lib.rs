@@ -34,19 +34,21 @@
 //! - [`cli`] is the `foveal` command.
 
 pub mod agent;
+/// The memex, its own crate ([`foveal_memex`]); named here as before.
+pub use foveal_memex as memex;
+/// The quiet-time queue both watchers share, from [`foveal_memex`].
+pub use foveal_memex::debounce;
 pub mod cli;
 mod companion;
 pub mod computed;
 pub mod config;
 pub mod context;
-pub mod debounce;
 pub mod egress;
 pub mod embed;
 pub mod execution;
 pub mod host_api;
 pub mod loader;
 pub mod logs;
-pub mod memex;
 pub mod prompt;
 pub mod provider;
 pub mod registry;

@@ -1130,15 +1130,7 @@ fn shadow_pid(name: &str) -> Option<u32> {
     rest.rsplit_once('-')?.1.parse().ok()
 }
 
-pub(crate) fn process_alive(pid: u32) -> bool {
-    if cfg!(target_os = "linux") {
-        Path::new("/proc").join(pid.to_string()).exists()
-    } else {
-        // Without a cheap portable check, keep the file: it is small, and
-        // wrongly removing a live process's shadow is worse than keeping one.
-        true
-    }
-}
+pub(crate) use crate::memex::write::process_alive;
 
 #[cfg(test)]
 mod tests {

@@ -233,7 +233,7 @@ pub(crate) fn remove_if_stale(path: &Path) {
     else {
         return;
     };
-    if pid == std::process::id() || crate::loader::process_alive(pid) {
+    if pid == std::process::id() || process_alive(pid) {
         return;
     }
     match fs::remove_file(path) {
@@ -261,5 +261,17 @@ fn pause(ms: &AtomicU64) {
     let ms = ms.load(Ordering::Relaxed);
     if ms > 0 {
         std::thread::sleep(std::time::Duration::from_millis(ms));
+    }
+}
+
+/// Whether process `pid` is alive, for removing files a dead process left
+/// (a stale write lock here, a stale shadow copy in the host's loader).
+/// Without a cheap portable check (outside Linux) the answer is yes: it
+/// is worse to remove a live process's file than to keep a stale one.
+pub fn process_alive(pid: u32) -> bool {
+    if cfg!(target_os = "linux") {
+        Path::new("/proc").join(pid.to_string()).exists()
+    } else {
+        true
     }
 }

@@ -51,7 +51,7 @@
 //!   every object's id, and `recent_tasks` lists done tasks, each once.
 //!
 //! - the SDK's test harness (`foveal_sdk::testing::TestMemex`) lends a
-//!   skill exactly what the host lends ([`crate::memex::view::prepare`]):
+//!   skill exactly what the host lends ([`crate::view::prepare`]):
 //!   the same files, the same visible text, the same index, for every
 //!   file the host loads, with and without privacy tags.
 //!
@@ -79,10 +79,10 @@ use proptest::option;
 use proptest::prelude::*;
 use proptest::sample::{Index, select};
 
-use crate::memex::file::{IdSource, MemexFile, content_hash};
-use crate::memex::parse::{Headline, ParseError, Parsed, Span, TodoKeywords, parse};
-use crate::memex::privacy::PrivacyTags;
-use crate::memex::{Memex, MemexError, MemexSnapshot, Query};
+use crate::file::{IdSource, MemexFile, content_hash};
+use crate::parse::{Headline, ParseError, Parsed, Span, TodoKeywords, parse};
+use crate::privacy::PrivacyTags;
+use crate::{Memex, MemexError, MemexSnapshot, Query};
 
 // ---------------------------------------------------------------------------
 // Configuration
@@ -1680,7 +1680,7 @@ fn host_and_harness_views(
     tags: &[&str],
 ) -> Option<(Option<(String, String)>, Option<(String, String)>)> {
     let file = MemexFile::parse(Path::new("/m/a.org"), "a.org", text.to_owned()).ok()?;
-    let prepared = crate::memex::view::prepare(&file, &PrivacyTags::new(tags));
+    let prepared = crate::view::prepare(&file, &PrivacyTags::new(tags));
     let host = prepared.is_lent().then(|| {
         (
             prepared.text(&file).to_owned(),

@@ -847,7 +847,7 @@ fn an_outside_append_racing_a_write_is_never_lost() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("race.org");
     std::fs::write(&path, "* A\n:PROPERTIES:\n:ID: a\n:END:\nbody\n").unwrap();
-    let memex = crate::memex::Memex::open(std::slice::from_ref(&path)).unwrap();
+    let memex = crate::Memex::open(std::slice::from_ref(&path)).unwrap();
     let path = path.canonicalize().unwrap();
     // The append lands (1) while the copy is written, before the last
     // check; (2) after the last check, before the rename — into the old
@@ -894,7 +894,7 @@ fn a_file_open_in_emacs_with_unsaved_changes_is_not_written() {
     std::fs::write(&path, "* A\n:PROPERTIES:\n:ID: a\n:END:\n").unwrap();
     std::os::unix::fs::symlink("user@host.1234:1700000000", dir.path().join(".#notes.org"))
         .unwrap();
-    let memex = crate::memex::Memex::open(std::slice::from_ref(&path)).unwrap();
+    let memex = crate::Memex::open(std::slice::from_ref(&path)).unwrap();
     let error = memex
         .set_property(&memex.snapshot(), "a", "X", "1")
         .unwrap_err();

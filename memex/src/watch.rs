@@ -8,7 +8,7 @@
 //! default), so one save gives one re-parse. A file that fails to parse
 //! keeps its previous version (see [`Memex::reload_file`]).
 //!
-//! An event on a setup file (`#+SETUPFILE:`, [`crate::memex::setup`])
+//! An event on a setup file (`#+SETUPFILE:`, [`crate::setup`])
 //! marks every file that reads it: their settings may have changed. A
 //! setup file outside the memex's folders is watched through its folder,
 //! from the moment a file that reads it is loaded.
@@ -20,8 +20,8 @@ use std::time::Duration;
 
 use notify::{Event, EventKind, RecommendedWatcher, RecursiveMode, Watcher as _};
 
+use crate::Memex;
 use crate::debounce::Debouncer;
-use crate::memex::Memex;
 
 /// The quiet time after the last event on a file before it is re-read.
 pub const DEFAULT_QUIET: Duration = Duration::from_millis(25);

@@ -59,7 +59,7 @@
 //! # Example
 //!
 //! ```
-//! use foveal::memex::Memex;
+//! use foveal_memex::Memex;
 //!
 //! let dir = tempfile::tempdir().unwrap();
 //! let path = dir.path().join("work.org");
@@ -73,7 +73,7 @@
 //!
 //! // Edits against an old snapshot are refused once the file has changed.
 //! let stale = memex.set_property(&base, &docs, "EFFORT", "1:00");
-//! assert!(matches!(stale, Err(foveal::memex::write::WriteError::Conflict { .. })));
+//! assert!(matches!(stale, Err(foveal_memex::write::WriteError::Conflict { .. })));
 //!
 //! let base = memex.snapshot();
 //! memex.set_property(&base, &docs, "EFFORT", "1:00").unwrap();
@@ -90,10 +90,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::memex::file::{FileRef, MemexFile, fnv1a};
-use crate::memex::{Memex, MemexSnapshot};
+use crate::file::{FileRef, MemexFile, fnv1a};
+use crate::{Memex, MemexSnapshot};
 
 pub(crate) mod disk;
+pub use disk::process_alive;
 mod splice;
 
 use disk::*;

@@ -12,8 +12,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::memex::MemexError;
-use crate::memex::file::{FileRef, MemexFile, Object, ObjectType, id_hash};
+use crate::MemexError;
+use crate::file::{FileRef, MemexFile, Object, ObjectType, id_hash};
 
 /// What to look for (seed 000 `context-query`). Every field set must match.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -316,7 +316,7 @@ impl MemexSnapshot {
 
     /// This snapshot with `file` added or replacing the file at its path,
     /// and its failure (if any) forgotten.
-    pub(crate) fn with_file(&self, file: FileRef) -> Self {
+    pub fn with_file(&self, file: FileRef) -> Self {
         let path: Arc<Path> = Arc::from(file.path.as_path());
         let mut next = self.without_indexes_of(&path);
         for (id, _) in file.ids() {
@@ -341,7 +341,7 @@ impl MemexSnapshot {
 
     /// This snapshot with each of `files` added or replacing the file at
     /// its path, published as one generation.
-    pub(crate) fn with_files(&self, files: Vec<FileRef>) -> Self {
+    pub fn with_files(&self, files: Vec<FileRef>) -> Self {
         if files.is_empty() {
             return self.clone();
         }
@@ -354,7 +354,7 @@ impl MemexSnapshot {
     }
 
     /// This snapshot without the file at `path`.
-    pub(crate) fn without_file(&self, path: &Path) -> Self {
+    pub fn without_file(&self, path: &Path) -> Self {
         let mut next = self.without_indexes_of(path);
         next.files.remove(path);
         next.failed.remove(path);

@@ -1,4 +1,11 @@
-//! The memex: the agent's long-term memory, a set of Org-mode files.
+//! # foveal-memex: the knowledge base
+//!
+//! The memex is the agent's long-term memory, a set of Org-mode files.
+//! This crate owns everything about it: scanning (through [`parse`], the
+//! `foveal-org` scanner), the immutable indexed [`MemexSnapshot`], the
+//! privacy tags ([`privacy`]), the gated view lent to skills ([`view`]),
+//! `#+SETUPFILE:` resolution ([`setup`]), safe writes ([`write`]) and the
+//! file watcher ([`watch`]).
 //!
 //! Headlines become objects ([`file`](mod@file)); the whole memex at one moment is an
 //! immutable, indexed [`MemexSnapshot`] with a generation number, published
@@ -11,10 +18,19 @@
 //! file and line, is recorded beside it ([`MemexSnapshot::failed`]). Nothing
 //! here writes to a file it could not read.
 //!
+//! ## What it may not do
+//!
+//! It knows nothing of skills, prompts, models or the network: it depends
+//! on no other foveal crate but `foveal-org` and the SDK's plain data types
+//! (the view it lends is the SDK's `MemexView`). Privacy starts here — a
+//! [`view::SnapshotView`] never holds a private object — but the last door
+//! before the network is `foveal-gate`'s. Vectors come in from outside
+//! through [`VectorSource`]; computing them is the host's.
+//!
 //! # Example
 //!
 //! ```
-//! use foveal::memex::{Memex, Query};
+//! use foveal_memex::{Memex, Query};
 //!
 //! let dir = tempfile::tempdir().unwrap();
 //! std::fs::write(dir.path().join("work.org"), "* Launch :project:\n** TODO Write docs\n").unwrap();
@@ -26,6 +42,7 @@
 //! assert_eq!(todo[0].parent().unwrap().title(), "Launch");
 //! ```
 
+pub mod debounce;
 pub mod file;
 /// The Org scanner, in its own crate (`foveal-org`) so that the SDK's
 /// `testing` feature reads Org exactly as the host does.
@@ -153,7 +170,7 @@ pub struct Memex {
     published: tokio::sync::watch::Sender<u64>,
 }
 
-/// Computed vectors for new file versions ([`crate::embed::Vectors`]):
+/// Computed vectors for new file versions (the host's `embed::Vectors`):
 /// each version is filled before it is published, so an edit never takes
 /// away the vectors the cache already holds for its unchanged objects.
 pub trait VectorSource: Send + Sync + std::fmt::Debug {

@@ -20,7 +20,7 @@
 //! # Example
 //!
 //! ```
-//! use foveal::memex::{Memex, privacy::PrivacyTags, view::SnapshotView};
+//! use foveal_memex::{Memex, privacy::PrivacyTags, view::SnapshotView};
 //!
 //! let dir = tempfile::tempdir().unwrap();
 //! std::fs::write(
@@ -46,9 +46,9 @@ use foveal_sdk::memex::{
     FileIndex, FileView, IdEntry, MemexView, NONE, ObjectRecord, Range32, TagEntry,
 };
 
-use crate::memex::file::{IdSource, MemexFile};
-use crate::memex::privacy::PrivacyTags;
-use crate::memex::snapshot::MemexSnapshot;
+use crate::file::{IdSource, MemexFile};
+use crate::privacy::PrivacyTags;
+use crate::snapshot::MemexSnapshot;
 
 /// What a skill may be lent of one file version: its visible text and the
 /// index into it. Its `Debug` form gives sizes, never the text.
@@ -492,7 +492,7 @@ impl SnapshotView {
 }
 
 /// Everything a `components` hook call is lent, owned, so that the call can
-/// run on a thread of its own ([`crate::registry::Slot::call`]) and
+/// run on a thread of its own (the host registry's `Slot::call`) and
 /// outlive the caller if it is abandoned.
 #[derive(Debug, Clone)]
 pub struct ComponentsCall {
@@ -589,7 +589,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("a.org");
         std::fs::write(&path, TEXT).unwrap();
-        let memex = crate::memex::Memex::open(&[dir.path().to_path_buf()]).unwrap();
+        let memex = crate::Memex::open(&[dir.path().to_path_buf()]).unwrap();
         let privacy = PrivacyTags::new(["@personal"]);
         memex.prepare_views(privacy.clone());
         std::fs::write(&path, TEXT.replace("work body", "new body")).unwrap();
@@ -672,7 +672,7 @@ mod tests {
         )
         .unwrap();
         std::fs::write(dir.path().join("work.org"), "* Work\n").unwrap();
-        let memex = crate::memex::Memex::open(&[dir.path().to_path_buf()]).unwrap();
+        let memex = crate::Memex::open(&[dir.path().to_path_buf()]).unwrap();
         let snapshot = memex.snapshot();
         let view = SnapshotView::new(&snapshot, &PrivacyTags::new(["@personal"]));
         let owned = view.view();

@@ -222,7 +222,7 @@ pub(super) fn plan_in(
     let inserted = splice.at.start..splice.at.start + splice.text.len();
     // The setup files are those the base was read with: an edit cannot
     // add a `#+SETUPFILE:` line (appended settings are escaped).
-    let settings = crate::memex::setup::reuse(&new_text, &base.setup);
+    let settings = crate::setup::reuse(&new_text, &base.setup);
     let file = MemexFile::parse_with(
         &base.path,
         id_base,

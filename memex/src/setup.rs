@@ -27,13 +27,13 @@
 //! includes it: a privacy tag among them makes those files private, as it
 //! does in Org's agenda. Each memex file remembers the setup files it read
 //! ([`Setup::files`]), so that a change to one re-reads the files that
-//! include it ([`crate::memex::watch`]).
+//! include it ([`crate::watch`]).
 
 use std::path::{Component, Path, PathBuf};
 
-use crate::memex::MemexError;
-use crate::memex::file::Warning;
-use crate::memex::parse::{Settings, collect_settings};
+use crate::MemexError;
+use crate::file::Warning;
+use crate::parse::{Settings, collect_settings};
 
 /// How deep setup files may name setup files.
 pub const MAX_DEPTH: usize = 8;
@@ -158,7 +158,7 @@ impl Resolver {
             });
             return None;
         }
-        let text = match crate::memex::read_regular(&path, MAX_SETUP_BYTES) {
+        let text = match crate::read_regular(&path, MAX_SETUP_BYTES) {
             Ok(bytes) => match String::from_utf8(bytes) {
                 Ok(text) => text,
                 Err(_) => {
@@ -313,10 +313,10 @@ mod tests {
             "main2.org",
             "#+setupfile: common.org\n* IDEA Another\n* DROPPED Old\n* PROJ Late keyword\n#+SETUPFILE: sub/base.setup\n* WAIT After\n",
         );
-        let memex = crate::memex::Memex::open(std::slice::from_ref(&root)).unwrap();
+        let memex = crate::Memex::open(std::slice::from_ref(&root)).unwrap();
         let snapshot = memex.snapshot();
         let file = |name: &str| Arc::clone(snapshot.file(&root.join(name)).unwrap());
-        let states = |f: &crate::memex::MemexFile| -> Vec<(String, Option<String>, bool)> {
+        let states = |f: &crate::MemexFile| -> Vec<(String, Option<String>, bool)> {
             f.objects
                 .iter()
                 .map(|o| {

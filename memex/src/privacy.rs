@@ -11,15 +11,15 @@
 //! # Example
 //!
 //! ```
-//! use foveal::memex::privacy::PrivacyTags;
+//! use foveal_memex::privacy::PrivacyTags;
 //!
 //! let tags = PrivacyTags::new([":@Personal:"]);
 //! assert!(tags.matches("@personal"));
 //! assert!(!tags.matches("personal"));
 //! ```
 
-use crate::memex::file::MemexFile;
-use crate::memex::snapshot::ObjectRef;
+use crate::file::MemexFile;
+use crate::snapshot::ObjectRef;
 
 /// A normalised set of privacy tags.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

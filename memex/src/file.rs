@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use crate::memex::parse::{self, Headline, ParseError, Settings, Span, TodoKeywords};
-use crate::memex::setup::Setup;
+use crate::parse::{self, Headline, ParseError, Settings, Span, TodoKeywords};
+use crate::setup::Setup;
 
 /// How an object got its id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -101,7 +101,7 @@ pub struct MemexFile {
     pub file_tags: Vec<String>,
     /// The tags its `#+TAGS:` lines (its setup files' too) offer.
     pub declared_tags: Vec<String>,
-    /// What it took from its `#+SETUPFILE:`s ([`crate::memex::setup`]).
+    /// What it took from its `#+SETUPFILE:`s ([`crate::setup`]).
     pub setup: Arc<Setup>,
     /// When the version read was last modified on disk (the time of the
     /// write, for a version the memex wrote itself); `None` for a text
@@ -128,13 +128,9 @@ pub struct MemexFile {
     by_id: hashbrown::HashTable<u32>,
     /// What skills are lent of this file (its visible text and index),
     /// built on first use for the privacy tags it was built with (see
-    /// [`crate::memex::view`]).
-    pub(crate) view_cache: std::sync::Mutex<
-        Option<(
-            crate::memex::privacy::PrivacyTags,
-            Arc<crate::memex::view::Prepared>,
-        )>,
-    >,
+    /// [`crate::view`]).
+    pub(crate) view_cache:
+        std::sync::Mutex<Option<(crate::privacy::PrivacyTags, Arc<crate::view::Prepared>)>>,
 }
 
 impl MemexFile {
@@ -150,7 +146,7 @@ impl MemexFile {
     }
 
     /// Parses `text` with its in-buffer settings already read (with its
-    /// setup files: [`crate::memex::setup::resolve`]), and what its setup
+    /// setup files: [`crate::setup::resolve`]), and what its setup
     /// files gave.
     pub fn parse_with(
         path: &Path,
@@ -325,7 +321,7 @@ impl MemexFile {
     }
 
     /// Gives object `index`, which has no vector, the computed `vector`
-    /// ([`crate::embed`]): a new row of the file's table. `false`, and
+    /// (the host's embedder): a new row of the file's table. `false`, and
     /// nothing changes, when the object has one (an `:EMBEDDING:` always
     /// wins) or the file's vectors have another length.
     pub fn set_vector(&mut self, index: u32, vector: &[f32]) -> bool {
