@@ -33,6 +33,10 @@
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
+
+pub use foveal_settings::{
+    ConfigError, EnvLookup, closest, line_column, process_env, resolve_path,
+};
 use toml::Spanned;
 
 /// Settings of the plugin registry and loader.
@@ -215,54 +219,6 @@ pub struct Overrides {
     pub provider: Option<crate::provider::ProviderKind>,
 }
 
-/// A configuration problem. The host refuses to start on any of these.
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    /// The file could not be read.
-    #[error("cannot read config file {}: {source}", path.display())]
-    Read {
-        /// The file.
-        path: PathBuf,
-        /// What the OS said.
-        source: std::io::Error,
-    },
-    /// Someone other than the user or root could change the file.
-    #[error("config file {0}")]
-    Unsafe(crate::trust::Unsafe),
-    /// The file asked for does not exist.
-    #[error("config file {} (from {origin}) does not exist; create it from config/foveal.toml or drop {origin}", path.display())]
-    Missing {
-        /// The file.
-        path: PathBuf,
-        /// `--config` or `FOVEAL_CONFIG`.
-        origin: &'static str,
-    },
-    /// A syntax error, an unknown key or a bad value in the file.
-    #[error("{}:{line}:{column}: {message}", path.display())]
-    Invalid {
-        /// The file.
-        path: PathBuf,
-        /// 1-based line.
-        line: usize,
-        /// 1-based column.
-        column: usize,
-        /// The key, as `table.key`, when known.
-        key: Option<String>,
-        /// What is wrong and, where possible, what to write instead.
-        message: String,
-    },
-    /// An environment variable holds a value that cannot be used.
-    #[error("environment variable {name}={value:?}: {message}")]
-    Env {
-        /// The variable.
-        name: &'static str,
-        /// Its value.
-        value: String,
-        /// What is wrong.
-        message: String,
-    },
-}
-
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct FileConfig {
@@ -395,14 +351,6 @@ struct FileDomain {
 #[serde(deny_unknown_fields)]
 struct FileData {
     dir: Option<String>,
-}
-
-/// Reads an environment variable; injectable for tests.
-pub type EnvLookup<'a> = &'a dyn Fn(&str) -> Option<String>;
-
-/// The process environment, as an [`EnvLookup`].
-pub fn process_env(name: &str) -> Option<String> {
-    std::env::var(name).ok()
 }
 
 impl Config {
@@ -953,7 +901,7 @@ fn read_trusted(path: &Path) -> Result<String, ConfigError> {
     };
     let mut file = std::fs::File::open(path).map_err(read)?;
     let meta = file.metadata().map_err(read)?;
-    crate::trust::check(path, &meta).map_err(ConfigError::Unsafe)?;
+    crate::trust::check(path, &meta).map_err(|e| ConfigError::Unsafe(Box::new(e)))?;
     let mut text = String::new();
     file.read_to_string(&mut text).map_err(read)?;
     Ok(text)
@@ -1008,21 +956,6 @@ fn default_data_dir() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(".foveal"))
 }
 
-/// Expands `~` and `$VAR` / `${VAR}` and strips surrounding quotes and
-/// spaces (seed 000 `context-path-resolve`). An unset variable is left as
-/// written, as the seed does.
-pub fn resolve_path(raw: &str, env: EnvLookup<'_>) -> PathBuf {
-    let trimmed = raw.trim_matches(|c| c == '"' || c == '\'' || c == ' ');
-    let home = || dirs::home_dir().map(|h| h.to_string_lossy().into_owned());
-    let lookup = |var: &str| -> Result<Option<String>, std::convert::Infallible> {
-        Ok(Some(env(var).unwrap_or_else(|| format!("${var}"))))
-    };
-    match shellexpand::full_with_context(trimmed, home, lookup) {
-        Ok(expanded) => PathBuf::from(expanded.into_owned()),
-        Err(_) => PathBuf::from(trimmed),
-    }
-}
-
 fn env_number<T>(
     env: EnvLookup<'_>,
     name: &'static str,
@@ -1052,16 +985,6 @@ where
             message: "not a number".to_owned(),
         }),
     }
-}
-
-pub(crate) fn line_column(text: &str, offset: usize) -> (usize, usize) {
-    let before = &text[..offset.min(text.len())];
-    let line = before.matches('\n').count() + 1;
-    let column = before
-        .rfind('\n')
-        .map_or(before.len(), |nl| before.len() - nl - 1)
-        + 1;
-    (line, column)
 }
 
 /// The `table.key` an error at `offset` is about: the key on that line,
@@ -1131,25 +1054,6 @@ fn unknown_field(message: &str) -> Option<(String, Vec<String>)> {
         .map(str::to_owned)
         .collect();
     Some((unknown.to_owned(), known))
-}
-
-/// The known key closest to `unknown`, if any is close enough to be a
-/// plausible typo: a few edits away (transpositions count as one), or
-/// sharing a long prefix.
-pub(crate) fn closest(unknown: &str, known: &[String]) -> Option<String> {
-    let allowed = (unknown.chars().count() / 3).max(1);
-    known
-        .iter()
-        .map(|k| {
-            (
-                strsim::damerau_levenshtein(unknown, k),
-                -strsim::jaro_winkler(unknown, k),
-                k,
-            )
-        })
-        .filter(|(edits, neg_jw, _)| *edits <= allowed || -*neg_jw >= 0.9)
-        .min_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)))
-        .map(|(_, _, k)| k.clone())
 }
 
 #[cfg(test)]

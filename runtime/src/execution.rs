@@ -206,7 +206,7 @@ impl FromStr for ToolCategory {
 fn unknown(what: &str, value: &str, names: &[&str]) -> String {
     let known: Vec<String> = names.iter().map(|n| (*n).to_owned()).collect();
     let mut message = format!("unknown {what} {value:?}");
-    if let Some(best) = crate::config::closest(value, &known) {
+    if let Some(best) = foveal_settings::closest(value, &known) {
         message.push_str(&format!(" (did you mean \"{best}\"?)"));
     }
     message.push_str(&format!("; the choices are {}", names.join(", ")));

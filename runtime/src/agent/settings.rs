@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::config::{ConfigError, EnvLookup, line_column, resolve_path};
+use foveal_settings::{ConfigError, EnvLookup, line_column, resolve_path};
 
 /// How the live host runs.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -18,8 +18,8 @@ use std::time::Duration;
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::config::{ConfigError, EnvLookup};
 use crate::provider::settings::{ApiKey, ProviderSettings, check_base_url};
+use foveal_settings::{ConfigError, EnvLookup};
 
 /// The embedding model asked of an OpenAI-compatible server when none is
 /// configured.
@@ -199,10 +199,10 @@ pub(crate) fn resolve(
                 "must not be empty; leave it out to use models/all-MiniLM-L6-v2".to_owned(),
             ));
         }
-        settings.model_dir = Some(base.join(crate::config::resolve_path(dir.get_ref(), env)));
+        settings.model_dir = Some(base.join(foveal_settings::resolve_path(dir.get_ref(), env)));
     }
     if let Some(value) = set("FOVEAL_EMBEDDING_MODEL_DIR") {
-        settings.model_dir = Some(crate::config::resolve_path(&value, env));
+        settings.model_dir = Some(foveal_settings::resolve_path(&value, env));
     }
     if let Some(threads) = &file.threads {
         if !(1..=256).contains(threads.get_ref()) {

@@ -246,7 +246,7 @@ impl ContextTypes {
             .find(|t| t.name == name)
             .ok_or_else(|| UnknownContextType {
                 name: name.to_owned(),
-                suggestion: crate::config::closest(name, &NAMES.map(str::to_owned)),
+                suggestion: foveal_settings::closest(name, &NAMES.map(str::to_owned)),
             })
     }
 

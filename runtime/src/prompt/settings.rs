@@ -15,9 +15,9 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::context_types::{self, ContextTypes};
-use crate::config::{ConfigError, EnvLookup, closest, line_column, resolve_path};
 use crate::execution::{self, ToolCategory};
 use crate::tokens::Encoding;
+use foveal_settings::{ConfigError, EnvLookup, closest, line_column, resolve_path};
 
 /// The identity text used when the configuration gives none.
 pub const DEFAULT_IDENTITY: &str = "You are foveal, an assistant working over the user's memex: a knowledge base of Org-mode files. The context shows the part of the memex in focus in full and the rest as an outline. Answer from what you are shown, say when you do not know, and keep replies short.";

@@ -24,7 +24,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::config::{ConfigError, EnvLookup};
+use foveal_settings::{ConfigError, EnvLookup};
 
 /// The address used when the OpenAI-compatible provider is chosen and no
 /// base URL is given.
@@ -428,10 +428,10 @@ pub(crate) fn resolve(
             ));
         }
         settings.model_path =
-            Some(base.join(crate::config::resolve_path(model_path.get_ref(), env)));
+            Some(base.join(foveal_settings::resolve_path(model_path.get_ref(), env)));
     }
     if let Some(value) = set("FOVEAL_MODEL_PATH") {
-        settings.model_path = Some(crate::config::resolve_path(&value, env));
+        settings.model_path = Some(foveal_settings::resolve_path(&value, env));
     }
     if let Some(threads) = &file.model_threads {
         if !(1..=MAX_MODEL_THREADS).contains(threads.get_ref()) {
