@@ -553,9 +553,9 @@ impl Memex {
                 Ok(file) => current.with_file(self.prepared(file)),
                 Err((error, text)) => {
                     if current.file(path).is_some() {
-                        tracing::warn!("memex file not reloaded, previous version kept: {error}");
+                        tracing::warn!(target: "foveal::memex", "memex file not reloaded, previous version kept: {error}");
                     } else {
-                        tracing::warn!("memex file not loaded: {error}");
+                        tracing::warn!(target: "foveal::memex", "memex file not loaded: {error}");
                     }
                     current.with_failure(path, error, text)
                 }
@@ -696,7 +696,7 @@ pub fn read_regular_modified(
 
 fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
     let Ok(entries) = std::fs::read_dir(dir) else {
-        tracing::warn!(dir = %dir.display(), "memex folder not readable; skipped");
+        tracing::warn!(target: "foveal::memex", dir = %dir.display(), "memex folder not readable; skipped");
         return;
     };
     for entry in entries.flatten() {

@@ -83,7 +83,7 @@ impl Watch {
                         self.flat.insert(dir.to_path_buf());
                         newly_covered.push(file.path.clone());
                     }
-                    Err(error) => tracing::debug!(
+                    Err(error) => tracing::debug!(target: "foveal::memex::watch",
                         dir = %dir.display(),
                         "setup file folder not watched: {error}"
                     ),
@@ -105,7 +105,7 @@ impl MemexWatcher {
         let (debouncer, events) = Debouncer::start("foveal-memex-watch", quiet, move |path| {
             let before = reloader.snapshot().generation();
             let generation = reloader.reload_file(path);
-            tracing::debug!(path = %path.display(), generation, "memex file reloaded");
+            tracing::debug!(target: "foveal::memex::watch", path = %path.display(), generation, "memex file reloaded");
             if generation != before
                 && let Some(watch) = later.lock().unwrap_or_else(|e| e.into_inner()).upgrade()
             {
@@ -147,7 +147,9 @@ impl MemexWatcher {
                         }
                     }
                 }
-                Err(error) => tracing::warn!("memex watch error: {error}"),
+                Err(error) => {
+                    tracing::warn!(target: "foveal::memex::watch", "memex watch error: {error}")
+                }
             })
             .map_err(|source| WatchError {
                 path: PathBuf::new(),

@@ -1394,3 +1394,15 @@ mod tests {
         assert_eq!(resolve_path("$UNSET/x", &env), PathBuf::from("$UNSET/x"));
     }
 }
+
+/// `[provider]` (resolved in `foveal-provider`) read through the whole
+/// configuration.
+#[cfg(test)]
+#[path = "config/provider_tests.rs"]
+mod provider_tests;
+
+/// `[embedding]` (resolved in `foveal-provider`) read through the whole
+/// configuration.
+#[cfg(test)]
+#[path = "config/embed_tests.rs"]
+mod embed_tests;

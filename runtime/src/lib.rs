@@ -38,6 +38,9 @@ pub mod agent;
 pub use foveal_memex as memex;
 /// The quiet-time queue both watchers share, from [`foveal_memex`].
 pub use foveal_memex::debounce;
+/// The model providers, their own crate ([`foveal_provider`]); named here
+/// as before.
+pub use foveal_provider as provider;
 pub mod cli;
 mod companion;
 pub mod computed;
@@ -50,7 +53,6 @@ pub mod host_api;
 pub mod loader;
 pub mod logs;
 pub mod prompt;
-pub mod provider;
 pub mod registry;
 pub mod tokens;
 pub mod trust;

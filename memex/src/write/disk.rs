@@ -114,12 +114,12 @@ pub(super) fn replace_guarded(
     match read {
         Ok(_) => {
             replace_checked(path, target, &outside, &|| Ok(()))?;
-            tracing::warn!(
+            tracing::warn!(target: "foveal::memex::write::disk",
                 path = %path.display(),
                 "an outside write raced a memex edit; the outside version was put back"
             );
         }
-        Err(error) => tracing::error!(
+        Err(error) => tracing::error!(target: "foveal::memex::write::disk",
             path = %path.display(),
             "an outside write raced a memex edit and could not be read back: {error}"
         ),
@@ -205,7 +205,7 @@ fn replace_checked(
     // only weakens durability across a crash, so it is a warning.
     #[cfg(unix)]
     if let Err(error) = fs::File::open(dir).and_then(|d| d.sync_all()) {
-        tracing::warn!(
+        tracing::warn!(target: "foveal::memex::write::disk",
             "memex write of {}: the folder was not synced ({error}); the edit may not survive a crash",
             path.display()
         );
@@ -237,12 +237,12 @@ pub(crate) fn remove_if_stale(path: &Path) {
         return;
     }
     match fs::remove_file(path) {
-        Ok(()) => tracing::info!(
+        Ok(()) => tracing::info!(target: "foveal::memex::write::disk",
             path = %path.display(),
             pid,
             "removed a temporary copy left by a write-back of a process that ended"
         ),
-        Err(error) => tracing::warn!(
+        Err(error) => tracing::warn!(target: "foveal::memex::write::disk",
             path = %path.display(),
             "a stale temporary copy could not be removed: {error}"
         ),

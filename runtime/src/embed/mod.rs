@@ -35,97 +35,22 @@
 //!   lengths.
 
 pub mod cache;
-pub mod local;
-pub mod remote;
 pub mod service;
-pub mod settings;
+/// The embedders themselves, in `foveal-provider` (where candle is).
+pub use foveal_provider::embed::{
+    EmbedError, EmbedKind, EmbedSettings, Embedder, local, lower_priority, model_id, open, remote,
+    settings,
+};
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-
-pub use settings::{EmbedKind, EmbedSettings};
 
 use crate::egress::Gate;
 use crate::memex::MemexFile;
 use crate::memex::privacy::PrivacyTags;
 use crate::memex::snapshot::MemexSnapshot;
 use cache::{Key, VectorCache};
-
-/// Why vectors could not be computed.
-#[derive(Debug, thiserror::Error)]
-pub enum EmbedError {
-    /// The local model's files are not there.
-    #[error(
-        "embedding model not found (looked in {looked}); run `scripts/fetch-model` to download all-MiniLM-L6-v2 into models/, set `embedding.model_dir`, or set `embedding.kind = \"off\"`"
-    )]
-    ModelMissing {
-        /// The folders tried.
-        looked: String,
-    },
-    /// The local model's files are there but could not be loaded.
-    #[error("embedding model {}: {message}", path.display())]
-    Load {
-        /// The folder.
-        path: PathBuf,
-        /// What went wrong.
-        message: String,
-    },
-    /// The computation failed.
-    #[error("embedding failed: {0}")]
-    Compute(String),
-    /// The remote endpoint failed.
-    #[error("embeddings endpoint {url}: {message}")]
-    Remote {
-        /// The endpoint.
-        url: String,
-        /// What went wrong.
-        message: String,
-    },
-    /// `embedding.kind = "off"`.
-    #[error("embeddings are off (`embedding.kind = \"off\"`, FOVEAL_EMBEDDING)")]
-    Off,
-}
-
-/// Something that turns texts into vectors.
-pub trait Embedder: Send + Sync + std::fmt::Debug {
-    /// The id its vectors are cached under.
-    fn model_id(&self) -> &str;
-    /// Whether texts leave the process.
-    fn is_remote(&self) -> bool;
-    /// The vectors' length, once known.
-    fn dim(&self) -> Option<usize>;
-    /// One vector per text, in order.
-    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError>;
-    /// One line for logs and `foveal status`.
-    fn describe(&self) -> String;
-}
-
-/// The id the vectors of `settings` are cached under, without loading a
-/// model; `None` when embeddings are off.
-pub fn model_id(settings: &EmbedSettings) -> Option<String> {
-    match settings.kind {
-        EmbedKind::Local => Some(local::MODEL_ID.to_owned()),
-        EmbedKind::OpenAi => Some(remote::model_id(settings)),
-        EmbedKind::Off => None,
-    }
-}
-
-/// The embedder `settings` ask for; the local model is loaded here.
-pub fn open(settings: &EmbedSettings, background: bool) -> Result<Arc<dyn Embedder>, EmbedError> {
-    match settings.kind {
-        EmbedKind::Local => {
-            let dir = local::model_dir(settings.model_dir.as_deref())?;
-            Ok(Arc::new(local::LocalEmbedder::open(
-                &dir,
-                settings.threads,
-                background,
-            )?))
-        }
-        EmbedKind::OpenAi => Ok(Arc::new(remote::RemoteEmbedder::new(settings)?)),
-        EmbedKind::Off => Err(EmbedError::Off),
-    }
-}
 
 /// The text embedded for object `index` of `file`: its title, a line
 /// break and its body, trimmed.

@@ -74,17 +74,6 @@ pub struct EmbedStatus {
     pub skipped: u64,
 }
 
-/// Lowers the calling thread's priority (`nice` 10), so that embedding
-/// gives way to a cycle and to the chat model.
-pub fn lower_priority() {
-    #[cfg(target_os = "linux")]
-    // SAFETY: `setpriority` only changes a scheduling value; on Linux,
-    // `who = 0` with PRIO_PROCESS is the calling thread alone.
-    unsafe {
-        libc::setpriority(libc::PRIO_PROCESS, 0, 10);
-    }
-}
-
 /// Embeds `jobs` `batch` at a time with `embedder`, adding each batch to
 /// `cache` as it is done (so an interruption loses at most one batch).
 /// `done(n)` is called after each batch with the jobs done so far; when
@@ -260,7 +249,7 @@ impl Worker {
     }
 
     fn run(mut self) {
-        lower_priority();
+        crate::embed::lower_priority();
         (self.report)(&self.status);
         let remote = self.settings.kind == crate::embed::EmbedKind::OpenAi;
         // Loaded for a pass and dropped when nothing is left to embed: the

@@ -2,7 +2,7 @@
 //! headline; a server that streams far past the reply cap.
 //!
 //! The real `foveal` binary against the scripted OpenAI-compatible server
-//! (`runtime/src/provider/tests/server.rs`), as in `live.rs`.
+//! (`provider/src/tests/server.rs`), as in `live.rs`.
 //!
 //! Where a 10 MB message can come from: not the command line — Linux
 //! refuses an argument longer than 128 KiB (`MAX_ARG_STRLEN`) before
@@ -20,7 +20,7 @@ use serde_json::json;
 use crate::support::{foveal_command, wait_for};
 
 // Its items are `pub(super)`: each user includes its own copy.
-#[path = "../../src/provider/tests/server.rs"]
+#[path = "../../../provider/src/tests/server.rs"]
 #[allow(dead_code, clippy::duplicate_mod)]
 mod server;
 

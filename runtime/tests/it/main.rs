@@ -7,7 +7,7 @@
 mod support;
 
 /// The scripted OpenAI-compatible server the live tests answer with.
-#[path = "../../src/provider/tests/server.rs"]
+#[path = "../../../provider/src/tests/server.rs"]
 #[allow(dead_code)]
 mod server;
 

@@ -72,8 +72,8 @@ use serde_json::Value;
 
 use super::jinja::{self, RAISED, json_to_value};
 use super::tokenizer::Piece;
-use crate::provider::ProviderError;
-use crate::provider::types::{ChatRequest, Message, ToolChoice};
+use crate::ProviderError;
+use crate::types::{ChatRequest, Message, ToolChoice};
 
 /// Opens a tool call in the model's reply.
 pub(crate) const TOOL_CALL_OPEN: &str = "<tool_call>";

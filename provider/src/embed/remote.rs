@@ -2,7 +2,7 @@
 //! with `{"model": …, "input": [texts]}`, read back as `data[i].embedding`
 //! in `data[i].index` order.
 //!
-//! Only public text ever reaches it: the planner ([`crate::embed::plan`])
+//! Only public text ever reaches it: the planner (the host's `embed::plan`)
 //! leaves private objects out and passes every other text through the
 //! last-door check first. The API key goes in the `Authorization: Bearer`
 //! header, marked sensitive, and never into an error. A connection error,
@@ -172,7 +172,7 @@ impl Embedder for RemoteEmbedder {
             "input": texts,
         }))
         .map_err(|e| error(e.to_string()))?;
-        let policy = crate::provider::RetryPolicy::default();
+        let policy = crate::RetryPolicy::default();
         let mut attempt = 0;
         let bytes = loop {
             match self.runtime.block_on(self.post(body.clone())) {

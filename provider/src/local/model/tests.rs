@@ -11,8 +11,8 @@ use candle_core::{Device, Tensor};
 use candle_transformers::models::{quantized_llama, quantized_qwen2, quantized_qwen3};
 
 use super::*;
-use crate::provider::ProviderSettings;
-use crate::provider::local::tokenizer::LocalTokenizer;
+use crate::ProviderSettings;
+use crate::local::tokenizer::LocalTokenizer;
 
 // --- tiny random models ---------------------------------------------------
 
@@ -510,7 +510,7 @@ fn the_provider_refuses_an_unsupported_architecture_naming_the_file_and_the_supp
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("gemma.gguf");
     std::fs::write(&path, &bytes).unwrap();
-    let error = crate::provider::LocalProvider::open(&path).unwrap_err();
+    let error = crate::LocalProvider::open(&path).unwrap_err();
     assert_eq!(
         error.to_string(),
         format!(
@@ -572,8 +572,8 @@ fn q4_1_matrices_are_converted_to_q8_0_without_a_second_file() {
 /// The model file and its tokenizer; `None` (after saying why) when the
 /// file is absent.
 fn smollm2_file(test: &str) -> Option<(std::fs::File, Content, LocalTokenizer)> {
-    let Ok(path) = crate::provider::local::model_path(&ProviderSettings::default()) else {
-        crate::provider::local::tests::skip(test);
+    let Ok(path) = crate::local::model_path(&ProviderSettings::default()) else {
+        crate::local::tests::skip(test);
         return None;
     };
     let mut file = std::fs::File::open(&path).unwrap();
@@ -755,7 +755,7 @@ const QWEN_SPECIALS: [(&str, i32); 7] = [
 /// merges: a token per byte), `tokenizer.ggml.pre = "qwen2"`, and Qwen2.5's
 /// real chat template.
 fn tiny_qwen_file(dir: &std::path::Path) -> (std::path::PathBuf, Vec<u8>) {
-    let mut alphabet: Vec<(u8, char)> = crate::provider::local::tokenizer::unicode_to_byte()
+    let mut alphabet: Vec<(u8, char)> = crate::local::tokenizer::unicode_to_byte()
         .into_iter()
         .map(|(c, b)| (b, c))
         .collect();
@@ -786,7 +786,7 @@ fn tiny_qwen_file(dir: &std::path::Path) -> (std::path::PathBuf, Vec<u8>) {
         ("tokenizer.ggml.eos_token_id".to_owned(), Value::U32(258)),
         (
             "tokenizer.chat_template".to_owned(),
-            Value::String(crate::provider::local::template_tests::QWEN25_TEMPLATE.to_owned()),
+            Value::String(crate::local::template_tests::QWEN25_TEMPLATE.to_owned()),
         ),
     ];
     let tiny = Tiny {
@@ -827,7 +827,7 @@ fn candle_qwen2_reply(bytes: &[u8], prompt: &[u32], stop: &[u32], max: usize) ->
 
 #[tokio::test]
 async fn a_tiny_qwen_file_runs_with_its_own_template_and_tokenizer_and_replies_as_candle_does() {
-    use crate::provider::{ChatRequest, LocalProvider, Message, Provider};
+    use crate::{ChatRequest, LocalProvider, Message, Provider};
 
     let dir = tempfile::tempdir().unwrap();
     let (path, bytes) = tiny_qwen_file(dir.path());

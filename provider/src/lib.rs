@@ -10,7 +10,7 @@
 //! usage, prompt-cache hits included.
 //!
 //! Sending is two steps, so that the body can pass the last door first
-//! (design principle 6, [`crate::egress`]): [`Provider::body`] builds the
+//! (design principle 6, the host's `egress`): [`Provider::body`] builds the
 //! request body — the one place it is built — and [`Provider::send`] sends
 //! a body. [`Provider::stream`] does both when there is nothing to check.
 //!
@@ -32,11 +32,11 @@
 //! # Example
 //!
 //! ```no_run
-//! use foveal::provider::{
+//! use foveal_provider::{
 //!     ChatRequest, Event, Message, OpenAiProvider, Provider, ProviderSettings, ToolDefinition,
 //! };
 //!
-//! # async fn run() -> Result<(), foveal::provider::ProviderError> {
+//! # async fn run() -> Result<(), foveal_provider::ProviderError> {
 //! let mut settings = ProviderSettings::openai_compatible("http://127.0.0.1:8080/v1");
 //! settings.model = Some("smollm2".to_owned());
 //! let provider = OpenAiProvider::new(&settings)?;
@@ -70,11 +70,14 @@
 //! ```
 
 mod chunk;
+pub mod embed;
 mod error;
 pub mod local;
 pub mod openai;
 mod request;
-pub(crate) use request::parse as parse_body;
+/// Parses a request body back into a [`ChatRequest`] (`foveal bench model`
+/// replays recorded bodies).
+pub use request::parse as parse_body;
 pub mod settings;
 mod sse;
 mod stream;

@@ -257,7 +257,7 @@ impl LocalEmbedder {
             .thread_name(|i| format!("foveal-embed-{i}"))
             .start_handler(move |_| {
                 if background {
-                    crate::embed::service::lower_priority();
+                    crate::embed::lower_priority();
                 }
             })
             .build()

@@ -15,7 +15,7 @@ use super::template_tests::{SMOLLM2_TEMPLATE, smollm2_from_written_file};
 use super::tokenizer::{LocalTokenizer, Piece, TextDecoder};
 use super::toolcall::{Parsed, ToolCallParser};
 use super::*;
-use crate::provider::{AssistantToolCall, Message, ProviderKind, ToolDefinition, from_settings};
+use crate::{AssistantToolCall, Message, ProviderKind, ToolDefinition, from_settings};
 
 /// The loaded model, shared by the tests that need it; `None` (after
 /// saying why) when the file is absent and not required.
@@ -330,7 +330,7 @@ fn a_block_without_a_name_is_text() {
 
 /// Runs the parser's output through the events and the collector, as a
 /// reply would.
-async fn reply_of(pieces: &'static [&'static str]) -> crate::provider::Reply {
+async fn reply_of(pieces: &'static [&'static str]) -> crate::Reply {
     let (tx, stream) = ReplyStream::channel();
     std::thread::spawn(move || {
         let mut emitter = Emitter {

@@ -94,7 +94,7 @@ impl Model {
     /// Loads the model `content` describes from `reader` (the file), to
     /// compute with `threads` threads (the caller's included).
     /// `requantize` converts Q4_1 matrices to Q8_0. The error is a
-    /// sentence for [`ProviderError::ModelLoad`](crate::provider::ProviderError).
+    /// sentence for [`ProviderError::ModelLoad`](crate::ProviderError).
     pub(crate) fn load<R: Read + Seek>(
         content: &Content,
         reader: &mut R,

@@ -20,10 +20,10 @@ use std::path::Path;
 
 use candle_core::quantized::gguf_file::{self, Value};
 use criterion::{Criterion, criterion_group, criterion_main};
-use foveal::provider::local::{self, ChatTemplate};
-use foveal::provider::{AssistantToolCall, ChatRequest, Message, ProviderSettings, ToolDefinition};
+use foveal_provider::local::{self, ChatTemplate};
+use foveal_provider::{AssistantToolCall, ChatRequest, Message, ProviderSettings, ToolDefinition};
 
-const QWEN25: &str = include_str!("../src/provider/local/testdata/qwen2.5-instruct.jinja");
+const QWEN25: &str = include_str!("../src/local/testdata/qwen2.5-instruct.jinja");
 
 /// A GGUF file with Qwen's special tokens and its template, no tensors.
 fn qwen_gguf(dir: &Path) -> std::path::PathBuf {

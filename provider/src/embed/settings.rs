@@ -18,7 +18,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::provider::settings::{ApiKey, ProviderSettings, check_base_url};
+use crate::settings::{ApiKey, ProviderSettings, check_base_url};
 use foveal_settings::{ConfigError, EnvLookup};
 
 /// The embedding model asked of an OpenAI-compatible server when none is
@@ -133,7 +133,7 @@ impl EmbedSettings {
 /// `[embedding]` as written in the file.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct FileEmbedding {
+pub struct FileEmbedding {
     kind: Option<Spanned<String>>,
     model_dir: Option<Spanned<String>>,
     threads: Option<Spanned<u32>>,
@@ -147,7 +147,7 @@ pub(crate) struct FileEmbedding {
 /// Resolves `[embedding]` with the environment; `provider` is the
 /// resolved chat provider, whose address and key variable are the
 /// defaults.
-pub(crate) fn resolve(
+pub fn resolve(
     file: &FileEmbedding,
     text: &str,
     path: &Path,
@@ -290,7 +290,7 @@ pub(crate) fn resolve(
 }
 
 /// The URL as it may be shown: a user name and password are masked.
-pub(crate) fn safe_url(url: &str) -> String {
+pub fn safe_url(url: &str) -> String {
     let Some(start) = url.find("://").map(|i| i + 3) else {
         return url.to_owned();
     };
@@ -300,81 +300,5 @@ pub(crate) fn safe_url(url: &str) -> String {
     match url[start..end].rfind('@') {
         Some(at) => format!("{}***{}", &url[..start], &url[start + at..]),
         None => url.to_owned(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use std::collections::HashMap;
-
-    use super::*;
-    use crate::config::{Config, Overrides};
-
-    fn config(text: &str, vars: &[(&str, &str)]) -> Result<Config, ConfigError> {
-        let vars: HashMap<String, String> = vars
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect();
-        let env = move |name: &str| vars.get(name).cloned();
-        Config::from_toml(
-            text,
-            Some(Path::new("conf/foveal.toml")),
-            &Overrides::default(),
-            &env,
-        )
-    }
-
-    #[test]
-    fn local_is_the_default_even_when_the_chat_provider_is_remote() {
-        let c = config("", &[("OPENAI_BASE_URL", "http://chat:1/v1")]).unwrap();
-        assert_eq!(c.embedding.kind, EmbedKind::Local);
-        assert_eq!(c.embedding.base_url, "http://chat:1/v1");
-        assert_eq!(c.embedding.batch, 32);
-    }
-
-    #[test]
-    fn the_file_and_the_environment_configure_it_like_the_chat_provider() {
-        let file = "[embedding]\nkind = \"openai\"\nbase_url = \"http://emb:2/v1/\"\nmodel = \"m\"\napi_key_env = \"EMB_KEY\"\nmodel_dir = \"w\"\n";
-        let c = config(file, &[("EMB_KEY", "sk-abcdef0123456789")]).unwrap();
-        let e = &c.embedding;
-        assert_eq!(e.kind, EmbedKind::OpenAi);
-        assert_eq!(e.base_url, "http://emb:2/v1");
-        assert_eq!(e.model, "m");
-        assert_eq!(e.model_dir, Some(PathBuf::from("conf/w")));
-        assert_eq!(
-            e.api_key.as_ref().map(ApiKey::expose_secret),
-            Some("sk-abcdef0123456789")
-        );
-        assert!(!format!("{e:?}").contains("abcdef0123456789"));
-        let c = config(
-            file,
-            &[
-                ("FOVEAL_EMBEDDING", "off"),
-                ("FOVEAL_EMBEDDING_BASE_URL", "http://env:3/v1"),
-                ("FOVEAL_EMBEDDING_MODEL", "n"),
-            ],
-        )
-        .unwrap();
-        assert_eq!(c.embedding.kind, EmbedKind::Off);
-        assert_eq!(c.embedding.base_url, "http://env:3/v1");
-        assert_eq!(c.embedding.model, "n");
-    }
-
-    #[test]
-    fn mistakes_name_the_file_line_and_key() {
-        let err = config("[embedding]\nkind = \"remote\"\n", &[])
-            .unwrap_err()
-            .to_string();
-        assert_eq!(
-            err,
-            "conf/foveal.toml:2:8: `embedding.kind`: unknown embedder \"remote\"; expected `local`, `openai` or `off`"
-        );
-        let err = config("[embedding]\nbatch = 0\n", &[])
-            .unwrap_err()
-            .to_string();
-        assert!(
-            err.contains("`embedding.batch`: 0 is out of range"),
-            "{err}"
-        );
     }
 }

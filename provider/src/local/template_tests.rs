@@ -12,9 +12,7 @@ use serde_json::json;
 use super::template::{ChatTemplate, Rendered, TemplateSource, ToolFormat};
 use super::tokenizer::Piece;
 use super::toolcall::{Parsed, ToolCallParser};
-use crate::provider::{
-    AssistantToolCall, ChatRequest, Message, ProviderError, ToolChoice, ToolDefinition,
-};
+use crate::{AssistantToolCall, ChatRequest, Message, ProviderError, ToolChoice, ToolDefinition};
 
 pub(super) const SMOLLM2_TEMPLATE: &str = include_str!("testdata/smollm2-135m-instruct.jinja");
 pub(super) const QWEN25_TEMPLATE: &str = include_str!("testdata/qwen2.5-instruct.jinja");

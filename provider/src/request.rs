@@ -84,7 +84,7 @@ pub(crate) fn build(
 
 /// The request a body built by [`build`] carries (after the last door,
 /// which keeps the JSON valid but may have changed any text in it).
-pub(crate) fn parse(body: &str) -> Result<ChatRequest, ProviderError> {
+pub fn parse(body: &str) -> Result<ChatRequest, ProviderError> {
     let invalid = |message: String| ProviderError::InvalidRequest(message);
     let wire: ParsedRequest = serde_json::from_str(body).map_err(|e| {
         invalid(format!(

@@ -49,9 +49,9 @@
 //! # Example
 //!
 //! ```no_run
-//! use foveal::provider::{ChatRequest, LocalProvider, Message, Provider, ProviderSettings};
+//! use foveal_provider::{ChatRequest, LocalProvider, Message, Provider, ProviderSettings};
 //!
-//! # async fn run() -> Result<(), foveal::provider::ProviderError> {
+//! # async fn run() -> Result<(), foveal_provider::ProviderError> {
 //! let provider = LocalProvider::new(&ProviderSettings::default())?;
 //! println!("loaded in {:?}", provider.load_time());
 //! let request = ChatRequest::new(vec![Message::user("Say hello.")]);
@@ -429,10 +429,11 @@ impl LocalProvider {
     }
 }
 
-#[cfg(test)]
+/// For tests of the prompt cache (here and in the host's agent tests).
 impl LocalProvider {
     /// The tokens of the prompt a request body becomes.
-    pub(crate) fn body_prompt_ids(&self, body: &str) -> Vec<u32> {
+    #[doc(hidden)]
+    pub fn body_prompt_ids(&self, body: &str) -> Vec<u32> {
         let request = super::request::parse(body).unwrap();
         let rendered = self.inner.template.render(&request).unwrap();
         self.inner
@@ -442,7 +443,8 @@ impl LocalProvider {
     }
 
     /// The tokens the KV cache holds.
-    pub(crate) fn held_tokens(&self) -> Vec<u32> {
+    #[doc(hidden)]
+    pub fn held_tokens(&self) -> Vec<u32> {
         self.inner.state.lock().unwrap().tokens().to_vec()
     }
 }

@@ -7,7 +7,7 @@
 //! (or `<think>`); a block is held until it closes (or the reply ends) and
 //! then becomes a call. A block whose JSON is broken still becomes a call
 //! when its tool's name can be read: its arguments are passed on as
-//! written, and the collected [`ToolCall`](crate::provider::ToolCall)
+//! written, and the collected [`ToolCall`](crate::ToolCall)
 //! reports them as invalid, for the host to hand back to the model. A block
 //! without a readable name is passed on as text.
 //!
