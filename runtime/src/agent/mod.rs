@@ -1,7 +1,8 @@
 //! The live agent: sense, think, act.
 //!
 //! An [`Agent`] answers [`Signal`]s. Each signal starts a *turn*: one or
-//! more *cycles*, each of which
+//! more *cycles* (`cycle.rs`: three steps, sense → think → act, each
+//! handing the next a plain struct), each of which
 //!
 //! 1. takes the registry and memex snapshots (the whole cycle runs on
 //!    them, so a skill swapped or a file edited meanwhile is seen by the
@@ -42,6 +43,7 @@
 
 pub mod activity;
 pub mod control;
+mod cycle;
 pub mod host;
 pub mod session;
 pub mod settings;
@@ -58,16 +60,16 @@ use serde::Serialize;
 
 use crate::config::Config;
 use crate::egress::Gate;
+use crate::execution::ExecutionPattern;
 pub use crate::execution::ToolCategory;
-use crate::execution::{AssessmentSignals, EventClass, ExecutionPattern};
 use crate::memex::Memex;
 use crate::memex::privacy::PrivacyTags;
 use crate::prompt::cost::CostTracker;
-use crate::prompt::{Assembler, PromptError, PromptInput, PromptSettings};
-use crate::provider::{ChatRequest, Event, Provider, ToolChoice};
+use crate::prompt::{Assembler, PromptSettings};
+use crate::provider::Provider;
 use crate::registry::Registry;
-use session::{Entry, EntryRole, RecordedCall, Session};
-use tools::{JournalSettings, Tool, ToolContext, ToolError, ToolSource};
+use session::{Entry, Session};
+use tools::{JournalSettings, Tool, ToolError, ToolSource};
 
 /// What a signal is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -860,526 +862,15 @@ impl Agent {
         pending.push(task);
     }
 
-    /// One cycle: sense, think, act.
-    async fn cycle(
-        &mut self,
-        source: SignalSource,
-        message: Option<Arc<str>>,
-        history_end: usize,
-        results: Option<(usize, usize)>,
-        out: &mut dyn Output,
-    ) -> CycleOutcome {
-        let id = self.next_cycle;
-        self.next_cycle += 1;
-        let t0 = Instant::now();
-        let skills = self.registry.snapshot();
-        let snapshot = self.memex.snapshot();
-        // The focus was visible when it was set; the object may have
-        // become private (or gone) since: it is then no longer the focus.
-        if let Some(focus) = &self.focus
-            && tools::visible_object(&snapshot, &self.privacy, focus).is_err()
-        {
-            tracing::info!("the focus is no longer a visible object; cleared");
-            self.focus = None;
-        }
-        let signal = source.kind();
-        let context_type_name = crate::prompt::context_types::for_signal(signal);
-        let settings = self.assembler.settings();
-        let context_type = settings
-            .prompt
-            .context_types
-            .get(context_type_name)
-            .expect("the seven context types always exist")
-            .clone();
-        let signals = AssessmentSignals::new(
-            self.usage_percent,
-            self.recent_errors,
-            EventClass::for_signal(signal),
-        );
-        let pattern = crate::execution::select(&self.config.execution, &context_type, &signals);
-        // The tools the pattern allows; the context type's filter is
-        // applied by the assembler, which reports the names kept.
-        let every_tool = self.tools();
-        let all_tools: Vec<&Tool> = every_tool
-            .iter()
-            .filter(|t| pattern.allows(t.category))
-            .collect();
-        let specs: Vec<_> = all_tools.iter().map(|t| t.spec()).collect();
-        let history = self
-            .session
-            .history_before(history_end, self.config.agent.history_messages);
-        let tool_results = match results {
-            Some((start, end)) => self.session.messages(start, end),
-            None => Vec::new(),
-        };
-        let mut logs = self.log_ring.recent(self.config.context.log_limit);
-        logs.reverse();
-        let mut summary = CycleSummary {
-            id,
-            signal: source.name(),
-            context_type: context_type_name,
-            registry_generation: skills.generation(),
-            memex_generation: snapshot.generation(),
-            prompt_tokens: 0,
-            completion_tokens: None,
-            prompt_cache: None,
-            usage_percent: None,
-            tool_calls: Vec::new(),
-            phases: Phases::default(),
-            error: None,
-            pattern: pattern.clone(),
-        };
-        let t1 = Instant::now();
-        summary.phases.sense_ms = ms(t1 - t0);
-
-        // Think: the prompt, within its budget and through the gate.
-        let definitions: Vec<_> = {
-            let (_, kept) =
-                crate::prompt::components::tool_belt(&specs, context_type.tool_filter.as_deref());
-            all_tools
-                .iter()
-                .filter(|t| kept.contains(&t.name))
-                .map(|t| t.definition())
-                .collect()
-        };
-        // The definitions travel beside the messages: their bytes (an upper
-        // bound of their tokens) come out of the budget.
-        // So do the tool calls of the history and the ids of the results.
-        let definitions_bytes = definitions
-            .iter()
-            .map(|d| d.name.len() + d.description.len() + d.parameters.to_string().len() + 64)
-            .sum::<usize>()
-            + history
-                .iter()
-                .chain(&tool_results)
-                .map(crate::prompt::Message::call_bytes)
-                .sum::<usize>();
-        let budget = self
-            .config
-            .context
-            .max_tokens
-            .saturating_sub(u32::try_from(definitions_bytes).unwrap_or(u32::MAX))
-            .max(1);
-        let focus = self.focus.clone();
-        let window_revision = self.window.for_prompt(&skills);
-        let input = PromptInput {
-            signal,
-            context_type: Some(context_type_name),
-            focus: focus.as_deref(),
-            message,
-            history: &history,
-            tool_results: &tool_results,
-            tools: &specs,
-            logs: &logs,
-            budget: Some(budget),
-            exact_counts: false,
-            window: window_revision.map(|revision| crate::prompt::SessionWindow {
-                session: self.window.session(),
-                revision,
-            }),
-        };
-        let prompt = match self.assembler.assemble(&skills, &snapshot, &input) {
-            Ok(prompt) => prompt,
-            Err(error) => {
-                return self.failed(summary, t1, out, &prompt_error(&error));
-            }
-        };
-        summary.prompt_tokens = prompt.total_tokens;
-        summary.usage_percent = prompt.usage_percent;
-        self.usage_percent = prompt.usage_percent;
-        let mut request = ChatRequest::new(prompt.chat_messages());
-        request.model = self.config.provider.model.clone();
-        request.max_tokens = Some(self.config.agent.max_reply_tokens);
-        if definitions.is_empty() {
-            request.tool_choice = ToolChoice::Auto;
-        } else {
-            request.tools = definitions;
-        }
-        // The last door: the whole request, as it will be sent.
-        if let Err(error) =
-            self.gate
-                .check_request(&mut request, &snapshot, &skills, &mut self.request_memo)
-        {
-            let error = PromptError::from(error);
-            return self.failed(summary, t1, out, &prompt_error(&error));
-        }
-        let body = match self.provider.body(&request) {
-            Ok(body) => body,
-            Err(error) => return self.failed(summary, t1, out, &error.to_string()),
-        };
-        let t2 = Instant::now();
-        summary.phases.assemble_ms = ms(t2 - t1);
-
-        // Ask the model, streaming its text, at most what a reply of
-        // `max_reply_tokens` can hold.
-        let mut stream = self
-            .provider
-            .send(body)
-            .limit(max_reply_bytes(self.config.agent.max_reply_tokens));
-        let mut text = String::new();
-        let mut failure = None;
-        let cancel = Arc::clone(&self.cancel);
-        loop {
-            let event = tokio::select! {
-                event = stream.next() => event,
-                () = cancel.asked() => {
-                    return self.cancelled(summary, t2, &text, &snapshot, &skills);
-                }
-            };
-            let Some(event) = event else { break };
-            match event {
-                Ok(Event::Text(piece)) => {
-                    out.text(&piece);
-                    text.push_str(&piece);
-                }
-                Ok(_) => {}
-                Err(error) => {
-                    failure = Some(error);
-                    break;
-                }
-            }
-        }
-        let reply = match failure {
-            Some(error) => {
-                if !text.is_empty() {
-                    let kept = self.kept_from_model(&text, &snapshot, &skills);
-                    self.record(Entry::new(EntryRole::Assistant, kept));
-                }
-                return self.failed(summary, t2, out, &format!("the model failed: {error}"));
-            }
-            None => match stream.collect().await {
-                Ok(reply) => reply,
-                Err(error) => {
-                    return self.failed(summary, t2, out, &format!("the model failed: {error}"));
-                }
-            },
-        };
-        let mut reply = reply;
-        if reply.truncated {
-            let note = format!(
-                "\n[reply cut at {} bytes: the server sent more than agent.max_reply_tokens ({}) allows]",
-                max_reply_bytes(self.config.agent.max_reply_tokens),
-                self.config.agent.max_reply_tokens
-            );
-            out.text(&note);
-            text.push_str(&note);
-            reply.text.push_str(&note);
-        }
-        let t3 = Instant::now();
-        summary.phases.model_ms = ms(t3 - t2);
-        // The model actually asked (the provider's), else the prompt's.
-        let model = request
-            .model
-            .clone()
-            .unwrap_or_else(|| prompt.model.clone());
-        let usage = match reply.usage {
-            Some(u) => crate::prompt::cost::CycleUsage {
-                model,
-                input_tokens: u.prompt_tokens,
-                cached_input_tokens: u.cached_tokens,
-                output_tokens: u.completion_tokens,
-            },
-            None => crate::prompt::cost::CycleUsage {
-                model,
-                ..crate::prompt::cost::estimate(&prompt, (reply.text.len() / 4) as u64)
-            },
-        };
-        summary.completion_tokens = reply.usage.map(|u| u.completion_tokens);
-        summary.prompt_cache = reply.usage.map(|u| PromptCacheUse {
-            reused_tokens: u.cached_tokens,
-            new_tokens: u.prompt_tokens.saturating_sub(u.cached_tokens),
-        });
-        self.costs.add(usage);
-
-        // Act. What the model wrote is recorded (and so replayed) only if
-        // it holds nothing private ([`Agent::kept_from_model`]).
-        let mut entry = Entry::new(
-            EntryRole::Assistant,
-            self.kept_from_model(&reply.text, &snapshot, &skills),
-        );
-        entry.cycle = Some(id);
-        entry.tool_calls = reply
-            .tool_calls
-            .iter()
-            .map(|c| RecordedCall {
-                id: self.kept_from_model(&c.id, &snapshot, &skills),
-                name: self.kept_from_model(&c.name, &snapshot, &skills),
-                arguments: self.kept_from_model(&c.raw_arguments, &snapshot, &skills),
-            })
-            .collect();
-        self.record(entry);
-        let history_end = self.session.entries().len();
-        let mut terminal = false;
-        let mut failures = 0;
-        for (n, call) in reply.tool_calls.iter().enumerate() {
-            let shown_name = self.kept_from_model(&call.name, &snapshot, &skills);
-            summary.tool_calls.push(shown_name.clone());
-            let result = if n > 0 && !(pattern.multi_tool_enabled && pattern.mode.is_multi_action())
-            {
-                Err(
-                    "not run: this cycle allows one action (call it again in the next step)"
-                        .to_owned(),
-                )
-            } else {
-                let offered = all_tools.iter().find(|t| {
-                    t.name == call.name && request.tools.iter().any(|d| d.name == call.name)
-                });
-                match offered {
-                    None => Err(ToolError::UnknownTool(call.name.clone()).to_string()),
-                    Some(tool) => {
-                        if tool.category == ToolCategory::Terminal && pattern.terminal_ends_loop {
-                            terminal = true;
-                        }
-                        self.run_tool(tool, call, &pattern, &snapshot, out).await
-                    }
-                }
-            };
-            if result.is_err() {
-                failures += 1;
-            }
-            // A tool's output is memex text or a skill's: it is shown,
-            // recorded, replayed and fed to the next cycle only as gated.
-            let result = match result {
-                Ok(text) => Ok(self.gated_with(&text, &snapshot, &skills)),
-                Err(error) => Err(self.gated_with(&error, &snapshot, &skills)),
-            };
-            out.tool(&shown_name, &result);
-            activity::note(&match &result {
-                Ok(_) => format!("called {shown_name}: ok"),
-                Err(error) => format!(
-                    "called {shown_name}: failed: {}",
-                    activity::first_line(error, 160)
-                ),
-            });
-            let content = match &result {
-                Ok(text) => text.clone(),
-                Err(error) => format!("error: {error}"),
-            };
-            let mut entry = Entry::new(EntryRole::Tool, content);
-            entry.tool_call_id = Some(self.kept_from_model(&call.id, &snapshot, &skills));
-            entry.tool = Some(shown_name);
-            entry.cycle = Some(id);
-            self.record(entry);
-        }
-        self.recent_errors = if failures > 0 {
-            self.recent_errors + 1
-        } else {
-            0
-        };
-        let t4 = Instant::now();
-        summary.phases.act_ms = ms(t4 - t3);
-        self.log_cycle(&summary);
-        self.refresh_status(Some(&summary));
-        CycleOutcome {
-            text,
-            summary,
-            terminal,
-            history_end,
-        }
-    }
-
-    async fn run_tool(
-        &mut self,
-        tool: &Tool,
-        call: &crate::provider::ToolCall,
-        pattern: &ExecutionPattern,
-        snapshot: &crate::memex::MemexSnapshot,
-        out: &mut dyn Output,
-    ) -> Result<String, String> {
-        let args = match &call.arguments {
-            Ok(args) => args.clone(),
-            Err(error) => return Err(ToolError::InvalidArguments(error.to_string()).to_string()),
-        };
-        if tool.category == ToolCategory::Dangerous && pattern.dangerous_requires_confirm {
-            if !out.interactive() {
-                return Err(format!(
-                    "refused: {} is dangerous and needs the user's confirmation, which this run cannot ask",
-                    tool.name
-                ));
-            }
-            if !out.confirm(&tool.name, &call.raw_arguments).await {
-                return Err(format!("refused: the user did not confirm {}", tool.name));
-            }
-        }
-        match &tool.source {
-            ToolSource::Builtin(builtin) => {
-                let mut focus = self.focus.clone();
-                let mut cx = ToolContext {
-                    memex: &self.memex,
-                    snapshot,
-                    privacy: &self.privacy,
-                    focus: &mut focus,
-                    journal: &self.journal,
-                };
-                let result = tools::run_builtin(*builtin, &args, &mut cx);
-                self.focus = focus;
-                match result {
-                    Ok(output) => {
-                        if let Some(generation) = output.wrote {
-                            self.own_writes.push(generation);
-                            // Seed 001, post-execution: a task just marked
-                            // done gives its handoff back to the memex.
-                            if *builtin == tools::Builtin::SetTodo
-                                && let Some(id) = args.get("id").and_then(|v| v.as_str())
-                                && self.memex.snapshot().get(id).is_some_and(|o| o.is_done())
-                            {
-                                let before = self.memex.snapshot().generation();
-                                let done = crate::computed::post_execution(
-                                    &self.registry.snapshot(),
-                                    &self.memex,
-                                    &self.privacy,
-                                    Some(&self.gate),
-                                    &self.config.computed,
-                                    id,
-                                );
-                                if done.edits.iter().any(|e| e.error.is_none()) {
-                                    // Each edit published a generation.
-                                    let after = self.memex.snapshot().generation();
-                                    self.own_writes.extend((before + 1..=after).take(64));
-                                }
-                            }
-                            while self.own_writes.len() > 64 {
-                                self.own_writes.remove(0);
-                            }
-                        }
-                        Ok(output.text)
-                    }
-                    Err(error) => Err(error.to_string()),
-                }
-            }
-            ToolSource::Skill(skill) => call_skill_tool(
-                &self.registry.snapshot(),
-                SkillToolCall {
-                    skill,
-                    name: &tool.name,
-                    args: &args,
-                    view: crate::memex::view::SnapshotView::new(snapshot, &self.privacy),
-                    focus: self.focus.clone(),
-                    config: self.config.skill_config(skill).to_owned(),
-                },
-            ),
-        }
-    }
-
-    /// The cycle's reply was cancelled while it streamed: what came of it
-    /// is kept as the assistant's (so the history stays a conversation);
-    /// no tool runs (a reply cancelled before its first word leaves
-    /// nothing). Not an error (the execution pattern's error count
-    /// stays).
-    fn cancelled(
-        &mut self,
-        mut summary: CycleSummary,
-        since: Instant,
-        text: &str,
-        snapshot: &crate::memex::MemexSnapshot,
-        skills: &crate::registry::Snapshot,
-    ) -> CycleOutcome {
-        summary.phases.model_ms += ms(since.elapsed());
-        if !text.is_empty() {
-            let kept = self.kept_from_model(text, snapshot, skills);
-            let mut entry = Entry::new(EntryRole::Assistant, kept);
-            entry.cycle = Some(summary.id);
-            self.record(entry);
-        }
-        self.log_cycle(&summary);
-        self.refresh_status(Some(&summary));
-        CycleOutcome {
-            text: String::new(),
-            history_end: self.session.entries().len(),
-            summary,
-            terminal: false,
-        }
-    }
-
-    fn failed(
-        &mut self,
-        mut summary: CycleSummary,
-        since: Instant,
-        out: &mut dyn Output,
-        error: &str,
-    ) -> CycleOutcome {
-        summary.phases.model_ms += ms(since.elapsed());
-        let error = self.gated(error);
-        summary.error = Some(error.clone());
-        self.recent_errors += 1;
-        let shown = format!("[error: {error}]");
-        out.error(&shown);
-        let mut entry = Entry::new(EntryRole::Error, error);
-        entry.cycle = Some(summary.id);
-        self.record(entry);
-        self.log_cycle(&summary);
-        self.refresh_status(Some(&summary));
-        CycleOutcome {
-            text: shown,
-            history_end: self.session.entries().len(),
-            summary,
-            terminal: false,
-        }
-    }
-
-    /// What the model wrote, as it may be kept and replayed: as it is when
-    /// the gate finds nothing in it, else withheld whole. Redacting in
-    /// place would answer the model's guesses — a reply listing
-    /// `0000 … 9999` would come back with the private PIN marked — so text
-    /// from the model that holds anything private is not shown to it
-    /// again at all.
-    fn kept_from_model(
-        &self,
-        text: &str,
-        memex: &crate::memex::MemexSnapshot,
-        skills: &crate::registry::Snapshot,
-    ) -> String {
-        match self.gate.clean(text, memex, skills) {
-            Ok(cleaned) if cleaned.report.total() == 0 => text.to_owned(),
-            _ => WITHHELD.to_owned(),
-        }
-    }
-
     /// `text` through the privacy gate, on the current snapshots.
     fn gated(&self, text: &str) -> String {
         self.gated_with(text, &self.memex.snapshot(), &self.registry.snapshot())
-    }
-
-    /// `text` through the privacy gate, on these snapshots; withheld whole
-    /// if the gate cannot check it.
-    fn gated_with(
-        &self,
-        text: &str,
-        memex: &crate::memex::MemexSnapshot,
-        skills: &crate::registry::Snapshot,
-    ) -> String {
-        match self.gate.clean(text, memex, skills) {
-            Ok(cleaned) => cleaned.text.into_owned(),
-            Err(error) => {
-                format!("[withheld: the privacy gate could not check this text: {error}]")
-            }
-        }
     }
 
     fn record(&mut self, entry: Entry) {
         if let Err(error) = self.session.append(entry) {
             tracing::error!("{error}");
         }
-    }
-
-    fn log_cycle(&self, s: &CycleSummary) {
-        tracing::info!(
-            target: "foveal::cycle",
-            cycle = s.id,
-            signal = s.signal,
-            context_type = s.context_type,
-            registry_generation = s.registry_generation,
-            memex_generation = s.memex_generation,
-            prompt_tokens = s.prompt_tokens,
-            completion_tokens = s.completion_tokens.unwrap_or(0),
-            tools = s.tool_calls.len(),
-            sense_ms = s.phases.sense_ms,
-            assemble_ms = s.phases.assemble_ms,
-            model_ms = s.phases.model_ms,
-            act_ms = s.phases.act_ms,
-            error = s.error.is_some(),
-            "cycle"
-        );
     }
 
     /// Brings the shared status up to date.
@@ -1410,28 +901,11 @@ impl Agent {
     }
 }
 
-/// What one cycle did.
-struct CycleOutcome {
-    text: String,
-    summary: CycleSummary,
-    terminal: bool,
-    /// The session entries before this cycle's tool results.
-    history_end: usize,
-}
-
 /// The most bytes of text and tool-call arguments read of one reply: 32
 /// a token (a token is rarely more than 16 bytes of text), and 64 KiB at
 /// least.
 pub fn max_reply_bytes(max_reply_tokens: u32) -> usize {
     (max_reply_tokens as usize).saturating_mul(32).max(64 << 10)
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
-}
-
-fn prompt_error(error: &PromptError) -> String {
-    format!("no prompt could be assembled: {error}")
 }
 
 /// The tools the loaded skills declare (their `tools` hook), each checked:

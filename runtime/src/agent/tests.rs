@@ -6,18 +6,23 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
 use super::*;
-use crate::provider::{FinishReason, ProviderError, ReplyStream, RequestBody, Usage};
+use crate::provider::{
+    ChatRequest, Event, FinishReason, ProviderError, ReplyStream, RequestBody, Usage,
+};
+use session::EntryRole;
 
 /// One scripted answer.
 #[derive(Debug, Clone)]
-enum Answer {
+pub(super) enum Answer {
     Events(Vec<Event>),
     Fail(ProviderError),
     /// Some events, then the stream fails.
     EventsThenFail(Vec<Event>, ProviderError),
+    /// Some events, then nothing more: the reply never ends.
+    EventsThenHang(Vec<Event>),
 }
 
-fn text(t: &str) -> Answer {
+pub(super) fn text(t: &str) -> Answer {
     Answer::Events(vec![
         Event::Text(t.to_owned()),
         Event::Finish(FinishReason::Stop),
@@ -29,11 +34,11 @@ fn text(t: &str) -> Answer {
     ])
 }
 
-fn call(name: &str, args: &str) -> Answer {
+pub(super) fn call(name: &str, args: &str) -> Answer {
     calls(&[(name, args)])
 }
 
-fn calls(list: &[(&str, &str)]) -> Answer {
+pub(super) fn calls(list: &[(&str, &str)]) -> Answer {
     let mut events = Vec::new();
     for (i, (name, args)) in list.iter().enumerate() {
         events.push(Event::ToolCallStart {
@@ -51,7 +56,7 @@ fn calls(list: &[(&str, &str)]) -> Answer {
 }
 
 #[derive(Debug, Default)]
-struct Scripted {
+pub(super) struct Scripted {
     answers: Mutex<VecDeque<Answer>>,
     bodies: Mutex<Vec<String>>,
 }
@@ -64,7 +69,7 @@ impl Scripted {
         })
     }
 
-    fn bodies(&self) -> Vec<String> {
+    pub(super) fn bodies(&self) -> Vec<String> {
         self.bodies.lock().unwrap().clone()
     }
 }
@@ -100,6 +105,19 @@ impl Provider for Scripted {
                 });
                 stream.with_task(task)
             }
+            Answer::EventsThenHang(events) => {
+                let (tx, stream) = ReplyStream::channel();
+                let task = tokio::spawn(async move {
+                    for event in events {
+                        if tx.event(event).await.is_err() {
+                            return;
+                        }
+                    }
+                    std::future::pending::<()>().await;
+                    drop(tx);
+                });
+                stream.with_task(task)
+            }
             Answer::Events(events) => {
                 let (tx, stream) = ReplyStream::channel();
                 let task = tokio::spawn(async move {
@@ -116,7 +134,7 @@ impl Provider for Scripted {
     }
 }
 
-const MEMEX: &str = "#+TODO: TODO NEXT | DONE
+pub(super) const MEMEX: &str = "#+TODO: TODO NEXT | DONE
 * Launch :project:
 :PROPERTIES:
 :ID: launch
@@ -137,19 +155,19 @@ CANARY-7f3a9 blood pressure notes
 :END:
 ";
 
-struct Fixture {
-    dir: tempfile::TempDir,
-    agent: Agent,
-    model: Arc<Scripted>,
+pub(super) struct Fixture {
+    pub(super) dir: tempfile::TempDir,
+    pub(super) agent: Agent,
+    pub(super) model: Arc<Scripted>,
 }
 
-fn fixture(answers: Vec<Answer>) -> Fixture {
+pub(super) fn fixture(answers: Vec<Answer>) -> Fixture {
     fixture_with(answers, |_| {})
 }
 
 /// [`fixture`], with `setup` run on the folder before the memex and the
 /// plugins are opened.
-fn fixture_with(answers: Vec<Answer>, setup: impl FnOnce(&std::path::Path)) -> Fixture {
+pub(super) fn fixture_with(answers: Vec<Answer>, setup: impl FnOnce(&std::path::Path)) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let memex_dir = dir.path().join("memex");
     std::fs::create_dir_all(&memex_dir).unwrap();
@@ -182,7 +200,7 @@ fn fixture_with(answers: Vec<Answer>, setup: impl FnOnce(&std::path::Path)) -> F
     Fixture { dir, agent, model }
 }
 
-async fn ask(f: &mut Fixture, message: &str) -> (TurnReport, Collect) {
+pub(super) async fn ask(f: &mut Fixture, message: &str) -> (TurnReport, Collect) {
     let mut out = Collect::default();
     let report = f.agent.turn(Signal::user(message), &mut out).await;
     (report, out)
@@ -215,6 +233,61 @@ async fn a_plain_reply_is_streamed_recorded_and_logged_with_its_generations() {
     );
     assert_eq!(messages.last().unwrap()["content"], "Say hello");
     assert!(body["tools"].as_array().unwrap().len() >= 7);
+}
+
+/// A [`Collect`] that tells `shown` when the first text is shown.
+struct Watched {
+    collect: Collect,
+    shown: Arc<tokio::sync::Notify>,
+}
+
+impl Output for Watched {
+    fn text(&mut self, text: &str) {
+        self.collect.text(text);
+        self.shown.notify_one();
+    }
+}
+
+#[tokio::test]
+async fn a_cancelled_turn_keeps_the_reply_so_far_and_the_next_turn_works() {
+    let mut f = fixture(vec![
+        Answer::EventsThenHang(vec![Event::Text("Partial answ".to_owned())]),
+        text("Whole answer."),
+    ]);
+    let canceller = f.agent.canceller();
+    assert!(!canceller.cancel(), "nothing in flight");
+    // The cancel comes from outside the turn, once the partial reply has
+    // been shown (the reply then never ends on its own).
+    let shown = Arc::new(tokio::sync::Notify::new());
+    let cancel = tokio::spawn({
+        let shown = Arc::clone(&shown);
+        async move {
+            shown.notified().await;
+            assert!(canceller.cancel());
+        }
+    });
+    let mut out = Watched {
+        collect: Collect::default(),
+        shown,
+    };
+    let report = f
+        .agent
+        .turn(Signal::user("Tell me everything"), &mut out)
+        .await;
+    cancel.await.unwrap();
+    assert_eq!(report.stop, StopReason::Cancelled);
+    assert_eq!(out.collect.text, "Partial answ\n[cancelled]");
+    let entries = f.agent.session().entries();
+    let roles: Vec<EntryRole> = entries.iter().map(|e| e.role).collect();
+    assert_eq!(roles, [EntryRole::User, EntryRole::Assistant]);
+    assert_eq!(entries[1].content, "Partial answ");
+    // A cancel is not an error: the next turn runs as usual, and sees
+    // the cancelled reply in its history.
+    assert_eq!(f.agent.recent_errors, 0);
+    let (report, out) = ask(&mut f, "Again").await;
+    assert_eq!(report.stop, StopReason::Replied);
+    assert_eq!(out.text, "Whole answer.");
+    assert!(f.model.bodies()[1].contains("Partial answ"));
 }
 
 #[tokio::test]
@@ -567,7 +640,7 @@ async fn a_focus_command_only_moves_the_focus() {
 
 /// Writes (or, with `None`, removes) `name` in the fixture's memex folder
 /// and reloads it.
-fn put_file(f: &Fixture, name: &str, text: Option<&str>) {
+pub(super) fn put_file(f: &Fixture, name: &str, text: Option<&str>) {
     let path = f.dir.path().join("memex").join(name);
     match text {
         Some(text) => std::fs::write(&path, text).unwrap(),
@@ -698,7 +771,7 @@ async fn a_reply_past_its_byte_limit_is_cut_marked_and_stored_cut() {
 // ---------------------------------------------------------------------
 
 /// The private body line of `MEMEX` (five words once folded).
-const ECHO: &str = "CANARY-7f3a9 blood pressure notes";
+pub(super) const ECHO: &str = "CANARY-7f3a9 blood pressure notes";
 
 /// a reply cut by a provider failure is recorded in the session
 /// file as the model streamed it, not as it passed the gate

@@ -1,0 +1,475 @@
+//! Each step of the cycle on its own, with the scripted model of the
+//! agent's tests: what [`Agent::sense`] takes, what [`Agent::think`] sends
+//! and hears, what [`Agent::act`] runs and records.
+
+use std::sync::Arc;
+
+use super::*;
+use crate::agent::session::RecordedCall;
+use crate::agent::tests::{
+    Answer, ECHO, Fixture, MEMEX, ask, call, calls, fixture, fixture_with, put_file, text,
+};
+use crate::agent::{Cancel, Collect};
+use crate::provider::ProviderError;
+
+/// Senses a signal from `source`, the whole session being its history.
+fn sense(f: &mut Fixture, source: SignalSource) -> Sensed {
+    let end = f.agent.session().entries().len();
+    f.agent.sense(source, end, None)
+}
+
+/// Thinks about the user's `message` (sent as it is: the turn's own gate
+/// is skipped), on what was sensed.
+async fn think(
+    f: &mut Fixture,
+    sensed: &mut Sensed,
+    message: &str,
+    out: &mut dyn Output,
+) -> Result<Thought, Stop> {
+    f.agent.think(sensed, Some(Arc::from(message)), out).await
+}
+
+/// Senses and thinks about the user's `message`; the model must reply.
+async fn sense_and_think(f: &mut Fixture, message: &str, out: &mut Collect) -> (Sensed, Thought) {
+    let mut sensed = sense(f, SignalSource::UserInput);
+    match think(f, &mut sensed, message, out).await {
+        Ok(thought) => (sensed, thought),
+        Err(stop) => panic!("the cycle stopped: {stop:?}"),
+    }
+}
+
+/// [`fixture`] with the token-economics skill loaded: the skill that
+/// plans how a prompt fits its budget (without it, only the model's
+/// context limit holds).
+fn fixture_with_economics(answers: Vec<Answer>) -> Fixture {
+    // The library cargo built beside this test (`cargo build --workspace`).
+    let exe = std::env::current_exe().unwrap();
+    let profile = exe.parent().and_then(std::path::Path::parent).unwrap();
+    let library = profile.join(format!(
+        "{}foveal_skill_token_economics.{}",
+        std::env::consts::DLL_PREFIX,
+        std::env::consts::DLL_EXTENSION
+    ));
+    assert!(
+        library.is_file(),
+        "{} is missing: run `cargo build --workspace` before `cargo test`",
+        library.display()
+    );
+    fixture_with(answers, |dir| {
+        std::fs::create_dir_all(dir.join("plugins")).unwrap();
+        std::fs::copy(
+            &library,
+            dir.join("plugins").join(library.file_name().unwrap()),
+        )
+        .unwrap();
+    })
+}
+
+fn disk(f: &Fixture) -> String {
+    std::fs::read_to_string(f.dir.path().join("memex/work.org")).unwrap()
+}
+
+// ---------------------------------------------------------------------
+// Sense
+// ---------------------------------------------------------------------
+
+#[tokio::test]
+async fn sense_takes_the_snapshots_and_the_signals_context_type_and_pattern() {
+    let mut f = fixture(vec![]);
+    let user = sense(&mut f, SignalSource::UserInput);
+    assert_eq!(user.signal, SignalKind::USER);
+    assert_eq!(user.summary.signal, "user_input");
+    assert!(Arc::ptr_eq(&user.memex, &f.agent.memex().snapshot()));
+    assert!(Arc::ptr_eq(&user.skills, &f.agent.registry().snapshot()));
+    assert_eq!(user.summary.memex_generation, user.memex.generation());
+    assert_eq!(user.summary.registry_generation, user.skills.generation());
+    // seed 004: a user's message is a `tick_event` of class
+    // `communication`, which acts once.
+    assert_eq!(user.summary.context_type, "tick_event");
+    assert_eq!(user.context_type.name, "tick_event");
+    assert_eq!(user.pattern.mode.name(), "single_action");
+    assert_eq!(user.summary.pattern, user.pattern);
+    // A heartbeat is `tick_autonomous`, a loop; each cycle has its id.
+    let heartbeat = sense(&mut f, SignalSource::Heartbeat);
+    assert_eq!(heartbeat.signal, SignalKind::HEARTBEAT);
+    assert_eq!(heartbeat.summary.context_type, "tick_autonomous");
+    assert_eq!(heartbeat.pattern.mode.name(), "react_loop");
+    assert_eq!(heartbeat.pattern.max_iterations, 5);
+    assert_eq!(heartbeat.summary.id, user.summary.id + 1);
+    // A tool's output continues a `tick_event`, no longer as a message.
+    let output = sense(&mut f, SignalSource::ToolOutput);
+    assert_eq!(output.summary.signal, "tool_output");
+    assert_eq!(output.summary.context_type, "tick_event");
+    assert_eq!(output.pattern.max_iterations, 5);
+    // Every tool the pattern allows is offered to the prompt.
+    assert_eq!(output.specs.len(), output.allowed().count());
+    assert!(output.specs.iter().any(|s| s.name == "query_memex"));
+}
+
+#[tokio::test]
+async fn sense_narrows_the_pattern_after_recent_errors() {
+    let mut f = fixture(vec![]);
+    f.agent.recent_errors = 2;
+    let sensed = sense(&mut f, SignalSource::ToolOutput);
+    assert_eq!(sensed.pattern.max_iterations, 2);
+    assert_eq!(sensed.summary.pattern.max_iterations, 2);
+}
+
+#[tokio::test]
+async fn sense_reads_the_history_before_the_turn_and_the_last_cycles_tool_results() {
+    let mut f = fixture(vec![
+        call("query_memex", r#"{"todo": "TODO"}"#),
+        text("One task."),
+    ]);
+    ask(&mut f, "What is left?").await;
+    let roles: Vec<EntryRole> = f.agent.session().entries().iter().map(|e| e.role).collect();
+    assert_eq!(
+        roles,
+        [
+            EntryRole::User,
+            EntryRole::Assistant,
+            EntryRole::Tool,
+            EntryRole::Assistant
+        ]
+    );
+    // As the second cycle of that turn saw it: the call's cycle as
+    // history, its result as the tool result.
+    let sensed = f.agent.sense(SignalSource::ToolOutput, 2, Some((2, 3)));
+    let history: Vec<&str> = sensed.history.iter().map(|m| &*m.text).collect();
+    assert_eq!(history, ["What is left?", ""]);
+    assert_eq!(sensed.tool_results.len(), 1);
+    assert!(
+        sensed.tool_results[0]
+            .text
+            .contains("docs | TODO Write docs")
+    );
+    assert!(
+        sensed.tool_results[0].call_bytes() > 0,
+        "it answers a call id"
+    );
+    // A new turn's first cycle: the whole session, no tool results.
+    let sensed = sense(&mut f, SignalSource::UserInput);
+    assert_eq!(sensed.history.len(), 4);
+    assert!(sensed.tool_results.is_empty());
+}
+
+#[tokio::test]
+async fn sense_drops_a_focus_on_an_object_that_became_private() {
+    let mut f = fixture(vec![]);
+    f.agent.set_focus(Some("docs")).unwrap();
+    sense(&mut f, SignalSource::UserInput);
+    assert_eq!(f.agent.focus(), Some("docs"));
+    let edited = MEMEX.replace("** TODO Write docs", "** TODO Write docs :@personal:");
+    put_file(&f, "work.org", Some(&edited));
+    let sensed = sense(&mut f, SignalSource::UserInput);
+    assert_eq!(f.agent.focus(), None);
+    assert!(Arc::ptr_eq(&sensed.memex, &f.agent.memex().snapshot()));
+}
+
+// ---------------------------------------------------------------------
+// Think
+// ---------------------------------------------------------------------
+
+#[tokio::test]
+async fn think_sends_only_what_passed_the_gate_and_hears_the_whole_reply() {
+    let mut f = fixture(vec![text("Noted.")]);
+    let mut out = Collect::default();
+    let (sensed, thought) =
+        sense_and_think(&mut f, &format!("Remember: {ECHO}, ok?"), &mut out).await;
+    let request = format!("{:?}", thought.request);
+    assert!(request.contains("Remember:"), "{request}");
+    let bodies = f.model.bodies();
+    assert_eq!(bodies.len(), 1);
+    for sent in [&request, &bodies[0]] {
+        assert!(
+            !sent.contains("CANARY") && !sent.contains("blood pressure"),
+            "private text left: {sent}"
+        );
+    }
+    // The tools offered are the ones the pattern allows, in the body too.
+    assert!(!thought.request.tools.is_empty());
+    assert!(
+        thought
+            .request
+            .tools
+            .iter()
+            .all(|d| sensed.allowed().any(|t| t.name == d.name))
+    );
+    assert!(bodies[0].contains("\"query_memex\""));
+    // The reply, streamed, and its usage.
+    assert_eq!(out.text, "Noted.");
+    assert_eq!(thought.text, "Noted.");
+    assert_eq!(thought.reply.text, "Noted.");
+    assert!(thought.reply.tool_calls.is_empty());
+    assert_eq!(sensed.summary.completion_tokens, Some(5));
+    assert_eq!(
+        sensed.summary.prompt_cache,
+        Some(PromptCacheUse {
+            reused_tokens: 0,
+            new_tokens: 100
+        })
+    );
+    assert!(sensed.summary.prompt_tokens > 0);
+    // Thinking records nothing: that is acting.
+    assert!(f.agent.session().entries().is_empty());
+}
+
+#[tokio::test]
+async fn think_keeps_the_prompt_and_what_travels_beside_it_within_the_budget() {
+    let mut f = fixture_with_economics(vec![text("ok"), text("ok")]);
+    // A long conversation: more than the budget holds.
+    for n in 0..40 {
+        let said = format!("Message {n}: {}", "blah ".repeat(100));
+        f.agent.record(Entry::user(&said, &said));
+        f.agent
+            .record(Entry::new(EntryRole::Assistant, format!("Reply {n}.")));
+    }
+    let mut out = Collect::default();
+    let (wide, _) = sense_and_think(&mut f, "And now?", &mut out).await;
+    let max_tokens = 3_000;
+    f.agent.config.context.max_tokens = max_tokens;
+    let (narrow, thought) = sense_and_think(&mut f, "And now?", &mut out).await;
+    let beside = beside_bytes(
+        &thought.request.tools,
+        &narrow.history,
+        &narrow.tool_results,
+    );
+    assert!(
+        narrow.summary.prompt_tokens as usize + beside <= max_tokens as usize,
+        "{} tokens of prompt and {beside} bytes beside it",
+        narrow.summary.prompt_tokens
+    );
+    assert!(narrow.summary.prompt_tokens < wide.summary.prompt_tokens);
+    // The oldest messages gave way, the newest stayed.
+    let sent = &f.model.bodies()[1];
+    assert!(!sent.contains("Message 0:"));
+    assert!(sent.contains("Reply 39."), "{sent}");
+    assert!(sent.contains("And now?"));
+}
+
+#[tokio::test]
+async fn think_sends_nothing_when_no_prompt_fits_the_budget() {
+    let mut f = fixture_with_economics(vec![text("never asked")]);
+    f.agent.config.context.max_tokens = 1;
+    let mut sensed = sense(&mut f, SignalSource::UserInput);
+    let mut out = Collect::default();
+    let stop = think(&mut f, &mut sensed, "Hello", &mut out).await;
+    match stop {
+        Err(Stop::Failed { error, .. }) => {
+            assert!(error.starts_with("no prompt could be assembled"), "{error}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(f.model.bodies().is_empty());
+    assert!(out.text.is_empty());
+}
+
+/// A [`Collect`] that cancels the turn once text is shown.
+struct CancelOnText(Collect, Arc<Cancel>);
+
+impl Output for CancelOnText {
+    fn text(&mut self, text: &str) {
+        self.0.text(text);
+        assert!(self.1.cancel(), "no turn was running");
+    }
+}
+
+#[tokio::test]
+async fn think_stops_with_the_text_so_far_when_the_turn_is_cancelled() {
+    let mut f = fixture(vec![Answer::EventsThenHang(vec![Event::Text(
+        "Half a th".to_owned(),
+    )])]);
+    let mut sensed = sense(&mut f, SignalSource::UserInput);
+    f.agent.cancel.begin();
+    let mut out = CancelOnText(Collect::default(), f.agent.canceller());
+    let stop = think(&mut f, &mut sensed, "Tell me a story", &mut out).await;
+    f.agent.cancel.end();
+    match stop {
+        Err(Stop::Cancelled { text, .. }) => assert_eq!(text, "Half a th"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(out.0.text, "Half a th");
+    assert!(f.agent.session().entries().is_empty());
+}
+
+#[tokio::test]
+async fn think_fails_on_a_provider_error_keeping_a_clean_partial_reply() {
+    let mut f = fixture(vec![
+        Answer::EventsThenFail(
+            vec![Event::Text("Half a th".to_owned())],
+            ProviderError::Aborted,
+        ),
+        Answer::EventsThenFail(
+            vec![Event::Text(format!("You said {ECHO}"))],
+            ProviderError::Aborted,
+        ),
+    ]);
+    let mut out = Collect::default();
+    for _ in 0..2 {
+        let mut sensed = sense(&mut f, SignalSource::UserInput);
+        match think(&mut f, &mut sensed, "Tell me a story", &mut out).await {
+            Err(Stop::Failed { error, .. }) => {
+                assert!(error.starts_with("the model failed: "), "{error}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    let kept: Vec<&str> = f
+        .agent
+        .session()
+        .entries()
+        .iter()
+        .map(|e| e.content.as_str())
+        .collect();
+    assert_eq!(kept, ["Half a th", WITHHELD]);
+}
+
+// ---------------------------------------------------------------------
+// Act
+// ---------------------------------------------------------------------
+
+#[tokio::test]
+async fn act_runs_a_tool_call_and_records_the_call_and_its_result() {
+    let mut f = fixture(vec![call("query_memex", r#"{"todo": "TODO"}"#)]);
+    let mut out = Collect::default();
+    let (sensed, thought) = sense_and_think(&mut f, "What is left?", &mut out).await;
+    let id = sensed.summary.id;
+    let outcome = f.agent.act(sensed, thought, &mut out).await;
+    assert_eq!(outcome.summary.tool_calls, ["query_memex"]);
+    assert!(!outcome.terminal);
+    assert!(outcome.summary.error.is_none());
+    // The assistant's call, then its result answering the call's id.
+    let entries = f.agent.session().entries();
+    let roles: Vec<EntryRole> = entries.iter().map(|e| e.role).collect();
+    assert_eq!(roles, [EntryRole::Assistant, EntryRole::Tool]);
+    assert_eq!(
+        entries[0].tool_calls,
+        [RecordedCall {
+            id: "call_0".to_owned(),
+            name: "query_memex".to_owned(),
+            arguments: r#"{"todo": "TODO"}"#.to_owned(),
+        }]
+    );
+    assert_eq!(outcome.history_end, 1, "the results come after it");
+    assert_eq!(entries[1].tool_call_id.as_deref(), Some("call_0"));
+    assert_eq!(entries[1].tool.as_deref(), Some("query_memex"));
+    assert!(entries[1].content.contains("docs | TODO Write docs"));
+    assert!(entries.iter().all(|e| e.cycle == Some(id)));
+    assert_eq!(out.tools.len(), 1);
+    assert_eq!(out.tools[0].1.as_deref(), Ok(entries[1].content.as_str()));
+    assert_eq!(f.agent.recent_errors, 0);
+    assert_eq!(
+        f.agent.status().lock().unwrap().last_cycle,
+        Some(outcome.summary)
+    );
+}
+
+#[tokio::test]
+async fn act_runs_only_the_first_call_when_the_pattern_allows_one_action() {
+    let two = [
+        ("set_todo", r#"{"id": "docs", "state": "DONE"}"#),
+        ("set_todo", r#"{"id": "launch", "state": "DONE"}"#),
+    ];
+    let mut f = fixture(vec![calls(&two)]);
+    let mut out = Collect::default();
+    let (sensed, thought) = sense_and_think(&mut f, "finish everything", &mut out).await;
+    assert_eq!(sensed.pattern.mode.name(), "single_action");
+    let outcome = f.agent.act(sensed, thought, &mut out).await;
+    assert_eq!(outcome.summary.tool_calls, ["set_todo", "set_todo"]);
+    assert!(out.tools[0].1.is_ok());
+    let second = out.tools[1].1.as_ref().unwrap_err();
+    assert!(second.starts_with("not run: this cycle allows one action"));
+    let work = disk(&f);
+    assert!(work.contains("** DONE Write docs"));
+    assert!(work.contains("* Launch :project:"), "the second call ran");
+    // Each call is answered, the one not run as an error, which counts.
+    let tools: Vec<&str> = f
+        .agent
+        .session()
+        .entries()
+        .iter()
+        .filter(|e| e.role == EntryRole::Tool)
+        .map(|e| e.content.as_str())
+        .collect();
+    assert_eq!(tools.len(), 2);
+    assert!(tools[1].starts_with("error: not run"));
+    assert_eq!(f.agent.recent_errors, 1);
+}
+
+#[tokio::test]
+async fn act_runs_every_call_when_the_pattern_allows_several() {
+    let two = [
+        ("read_object", r#"{"id": "docs"}"#),
+        ("read_object", r#"{"id": "launch"}"#),
+    ];
+    let mut f = fixture(vec![calls(&two)]);
+    let mut out = Collect::default();
+    let mut sensed = sense(&mut f, SignalSource::UserInput);
+    sensed.pattern.mode = crate::execution::ExecutionMode::ReactLoop;
+    sensed.pattern.multi_tool_enabled = true;
+    let thought = think(&mut f, &mut sensed, "read both", &mut out)
+        .await
+        .unwrap();
+    f.agent.act(sensed, thought, &mut out).await;
+    let results: Vec<&str> = out
+        .tools
+        .iter()
+        .map(|(_, r)| r.as_deref().unwrap())
+        .collect();
+    assert_eq!(results.len(), 2);
+    assert!(results[0].contains("Write docs"), "{}", results[0]);
+    assert!(results[1].contains("Ship it."), "{}", results[1]);
+    assert_eq!(f.agent.recent_errors, 0);
+}
+
+#[tokio::test]
+async fn act_refuses_a_tool_the_pattern_did_not_offer() {
+    let mut f = fixture(vec![calls(&[
+        ("set_todo", r#"{"id": "docs", "state": "DONE"}"#),
+        ("launch_rockets", "{}"),
+    ])]);
+    let mut out = Collect::default();
+    let mut sensed = sense(&mut f, SignalSource::UserInput);
+    sensed.pattern.allowed_categories = Some(vec![ToolCategory::Read]);
+    sensed.pattern.mode = crate::execution::ExecutionMode::ReactLoop;
+    sensed.pattern.multi_tool_enabled = true;
+    let thought = think(&mut f, &mut sensed, "finish docs", &mut out)
+        .await
+        .unwrap();
+    assert!(thought.request.tools.iter().all(|d| d.name != "set_todo"));
+    f.agent.act(sensed, thought, &mut out).await;
+    let errors: Vec<&str> = out
+        .tools
+        .iter()
+        .map(|(_, r)| r.as_ref().unwrap_err().as_str())
+        .collect();
+    assert_eq!(errors.len(), 2);
+    assert!(
+        errors[0].contains("no tool named \"set_todo\""),
+        "{}",
+        errors[0]
+    );
+    assert!(errors[1].contains("no tool named \"launch_rockets\""));
+    assert!(
+        disk(&f).contains("** TODO Write docs"),
+        "a refused tool ran"
+    );
+    assert_eq!(f.agent.recent_errors, 1);
+}
+
+#[tokio::test]
+async fn act_ends_the_loop_on_a_terminal_tool_when_the_pattern_says_so() {
+    let mut f = fixture(vec![call("noop", "{}"), call("noop", "{}")]);
+    let mut out = Collect::default();
+    let (sensed, thought) = sense_and_think(&mut f, "anything?", &mut out).await;
+    assert!(sensed.pattern.terminal_ends_loop);
+    assert!(f.agent.act(sensed, thought, &mut out).await.terminal);
+    let mut sensed = sense(&mut f, SignalSource::UserInput);
+    sensed.pattern.terminal_ends_loop = false;
+    let thought = think(&mut f, &mut sensed, "anything?", &mut out)
+        .await
+        .unwrap();
+    let outcome = f.agent.act(sensed, thought, &mut out).await;
+    assert!(!outcome.terminal);
+    assert_eq!(outcome.summary.tool_calls, ["noop"]);
+}
