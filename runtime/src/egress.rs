@@ -1,250 +1,85 @@
-//! The last door: every request body is checked here before it leaves the
-//! process (design principle 6, seed 000 `context-privacy-filtered-p`).
-//!
-//! Private objects never reach a skill — the memex view leaves them out —
-//! but private text can still reach a request another way: a user message
-//! quoting a diary entry, a tool that read an Org file, a log line. And
-//! secrets (API keys, tokens, private keys, passwords) can be anywhere. The
-//! [`Gate`] removes both from the final body:
-//!
-//! 1. **Private text**, always by the host: text that only private objects
-//!    hold, in any form a person would recognise. For each memex
-//!    generation the gate gathers the text of every private object (a
-//!    privacy tag on it, an ancestor or its file,
-//!    [`PrivacyTags::private_mask`]) as runs of words (`egress/words.rs`,
-//!    `egress/private.rs`): every run of [`SHINGLE`] consecutive words of a title,
-//!    property value (not `:EMBEDDING:`) or body, and every whole line of
-//!    fewer words ([`MIN_PHRASE_BYTES`] bytes of letters and digits at
-//!    least), and numbers written in groups joined. Words are compared
-//!    folded — compatibility decomposition, accents and case away — with
-//!    spacing, line breaks, punctuation, invisible characters, list
-//!    bullets and counters, checkboxes, Org markup and common HTML tags out
-//!    of the way, and JSON escapes, HTML references and percent-encoding
-//!    read as what they stand for. So a private line quoted in part (five
-//!    words or more), in another case, with other spacing, without its
-//!    bullet or checkbox, re-wrapped or hyphenated over two lines, inside a
-//!    JSON string, a URL or HTML, or in another normal form is found. A run that the text of any visible object of the same
-//!    snapshot also holds (in any file) is not private and is left alone:
-//!    a skill sees that text anyway, and a private headline `Plan` must not
-//!    redact a visible `Plan` from the outline. Every other run is removed
-//!    wherever it appears; overlapping runs become one
-//!    `[REDACTED private]`. The scan runs *before* any skill sees the body.
-//!
-//!    The gate keeps numbers (64-bit keys of runs), never the private text.
-//!    The matcher is cached by memex generation and file identity, and its
-//!    build is linear in the memex: for each file version the gate keeps
-//!    its private keys, where its visible text is, and which keys that text
-//!    holds; after an edit only the changed files are gathered and scanned
-//!    again, and the others only for the keys the edit brought. A body
-//!    costs one pass that cuts it into words and about one cache-resident
-//!    Bloom-filter probe per word and run length (measured numbers in
-//!    `docs/security.md`; `cargo bench -p foveal --bench egress`).
-//! 2. **Secrets**, by the `privacy` skill's `redact` hook when it is loaded
-//!    and healthy, otherwise by the host with the same patterns and the same
-//!    code ([`foveal_redact`]): **fail closed**. The host configures the
-//!    skill with the configured patterns (`invoke("configure", …)`) the
-//!    first time it sees a given load of it, and again after every reload.
-//!    Even when the skill runs, the host checks its result: a secret the
-//!    host's patterns find in the body (or still find in the skill's
-//!    output) is removed by the host, so the secret filter is never weaker
-//!    than the built-in one.
-//!
-//! Private passages and secrets are found on the original body and their
-//! union is replaced, so a private word inside a key (a title `proj`
-//! inside `sk-proj-…`) cannot split the key and let its tail through.
-//!
-//! What was removed is reported by kind — `private` and each pattern name,
-//! with counts — in the [`Report`] and in a warning under the log target
-//! `foveal::privacy`; never the text itself. When the built-in filter stands
-//! in for the skill, the gate says so once per change of state (a warning
-//! naming why), and `foveal skill-list` says so too ([`skill_fallback`]).
-//!
-//! # Example
-//!
-//! ```
-//! use foveal::egress::{Gate, SecretFilter};
-//! use foveal::memex::{Memex, privacy::PrivacyTags};
-//! use foveal::registry::Snapshot;
-//!
-//! let dir = tempfile::tempdir().unwrap();
-//! std::fs::write(
-//!     dir.path().join("a.org"),
-//!     "* Travel\nDiary of the trip.\n* Diary :@personal:\nMet Ann at the harbour.\n",
-//! )
-//! .unwrap();
-//! let memex = Memex::open(&[dir.path().to_path_buf()]).unwrap();
-//! let gate = Gate::new(PrivacyTags::new(["@personal"]), &[], true).unwrap();
-//!
-//! // No skills loaded at all: the host's own filter runs.
-//! let skills = Snapshot::default();
-//! // The title `Diary` is private, but a visible body holds it too: it stays.
-//! let body = "Diary: Met Ann at the harbour. My key is AKIAIOSFODNN7EXAMPLE.";
-//! let cleaned = gate.clean(body, &memex.snapshot(), &skills).unwrap();
-//! assert_eq!(cleaned.text, "Diary: [REDACTED private]. My key is [REDACTED aws-access-key-id].");
-//! assert_eq!(cleaned.report.private, 1);
-//! assert_eq!(cleaned.report.secrets, [("aws-access-key-id".to_owned(), 1)]);
-//! assert!(matches!(cleaned.report.filter, SecretFilter::Host(_)));
-//! ```
+//! The last door, from the host's side. The gate itself — the private-text
+//! matcher, the secret filter, the whole-request check, the log redactor —
+//! is its own crate, [`foveal_gate`], named here as before. What the host
+//! adds is how the gate reaches the privacy skill: through the registry
+//! snapshot of the cycle ([`Skills`] for [`Snapshot`], [`PrivacySkill`]
+//! for its [`Slot`]), and how it reads its settings ([`PrivacyConfig`] for
+//! [`Config`]).
 
-mod private;
-mod words;
+use std::any::Any;
+use std::path::PathBuf;
+use std::sync::Arc;
 
-use std::borrow::Cow;
-use std::collections::{BTreeMap, HashMap, HashSet};
-use std::fmt::Write as _;
-use std::sync::{Arc, Mutex, Weak};
-
-use foveal_redact::{Pattern, PatternError, Redactor, Span};
+pub use foveal_gate::*;
 
 use crate::config::Config;
-use crate::memex::privacy::PrivacyTags;
-use crate::memex::snapshot::MemexSnapshot;
-use crate::provider::{ChatRequest, Message, ToolChoice};
-use crate::registry::{Reason, Skill, Slot, Snapshot, Unavailable, hooks};
+use crate::registry::{Reason, Slot, Snapshot, Unavailable, hooks};
 
-/// The skill that redacts secrets.
-pub const SKILL: &str = "privacy";
-
-/// What replaces a passage of private text.
-pub const PRIVATE_MARKER: &str = "[REDACTED private]";
-
-use private::{Build, Matcher, PRIVATE_SPAN, PrivateCache};
-pub use private::{MIN_PHRASE_BYTES, SHINGLE};
-
-/// Why the gate could not be built or could not check a body. On any of
-/// these the body must not be sent.
-#[derive(Debug, thiserror::Error)]
-pub enum GateError {
-    /// A secret pattern is invalid.
-    #[error("privacy patterns: {0}")]
-    Pattern(#[from] PatternError),
-}
-
-/// How the gate reads a body.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Form {
-    /// Any text: a run of private words is found wherever it is, across
-    /// any line.
-    Plain,
-    /// An Org outline the host or a skill rendered from visible objects
-    /// (the system prompt and the context): a run does not continue into
-    /// a headline line. An outline puts a headline after every body, and a
-    /// run across the two is no quote — only a chance to look like one.
-    /// What people and models write (messages, replies, tool output) is
-    /// read [`Plain`](Self::Plain): a quote as `* ` bullets is still found.
-    Outline,
-}
-
-/// Why the host's built-in secret filter stands in for the privacy skill.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Fallback {
-    /// No skill `privacy` is loaded.
-    NotLoaded,
-    /// It is loaded but does not implement `redact`.
-    NoRedactHook,
-    /// It cannot be configured: it does not implement `invoke`.
-    NotConfigurable,
-    /// A skill it depends on is missing.
-    WaitingForDependencies,
-    /// It panicked too often and is quarantined.
-    Quarantined,
-    /// `invoke("configure", …)` failed; the code's name (`panic`, …).
-    ConfigureFailed(&'static str),
-    /// The `redact` hook failed; the code's name (`panic`, …).
-    HookFailed(&'static str),
-}
-
-impl std::fmt::Display for Fallback {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::NotLoaded => f.write_str("skill not loaded"),
-            Self::NoRedactHook => f.write_str("skill has no redact hook"),
-            Self::NotConfigurable => f.write_str("skill cannot be configured (no invoke hook)"),
-            Self::WaitingForDependencies => f.write_str("skill waiting for dependencies"),
-            Self::Quarantined => f.write_str("skill quarantined"),
-            Self::ConfigureFailed(code) => write!(f, "skill refused its configuration ({code})"),
-            Self::HookFailed(code) => write!(f, "skill's redact hook failed ({code})"),
+impl Skills for Snapshot {
+    fn privacy_skill(&self) -> Result<&dyn PrivacySkill, Fallback> {
+        let slot = self.get(SKILL).ok_or(Fallback::NotLoaded)?;
+        match static_fallback(slot) {
+            Some(fallback) => Err(fallback),
+            None => Ok(slot),
         }
+    }
+
+    fn generation(&self) -> u64 {
+        Snapshot::generation(self)
     }
 }
 
-impl Fallback {
-    fn from_unavailable(error: &Unavailable, configuring: bool) -> Self {
-        // Only the kind of failure is kept: a skill's error message could
-        // quote the text it was given.
-        match error.reason() {
-            Reason::NotLoaded { .. } => Self::NotLoaded,
-            Reason::NoHook { hook, .. } if *hook == hooks::INVOKE.name => Self::NotConfigurable,
-            Reason::NoHook { .. } => Self::NoRedactHook,
-            Reason::MissingDependency { .. } => Self::WaitingForDependencies,
-            Reason::Quarantined { .. } => Self::Quarantined,
-            Reason::Failed { error, .. } if configuring => Self::ConfigureFailed(error.code_name()),
-            Reason::Failed { error, .. } => Self::HookFailed(error.code_name()),
-        }
+impl PrivacySkill for Slot {
+    fn load(&self) -> Arc<dyn Any + Send + Sync> {
+        Arc::clone(self.skill()) as Arc<dyn Any + Send + Sync>
+    }
+
+    fn path(&self) -> PathBuf {
+        self.skill().path().to_owned()
+    }
+
+    fn configure(&self, args: String) -> Result<(), Fallback> {
+        self.call(hooks::INVOKE, move |invoke| {
+            invoke("configure".into(), args.as_str().into())
+        })
+        .map(drop)
+        .map_err(|error| fallback(&error, true))
+    }
+
+    fn redact(&self, input: String) -> Result<String, Fallback> {
+        self.call(hooks::REDACT, move |redact| redact(input.as_str().into()))
+            .map(|text| text.into_string())
+            .map_err(|error| fallback(&error, false))
     }
 }
 
-/// Which filter removed the secrets.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SecretFilter {
-    /// The privacy skill's `redact` hook (checked by the host afterwards).
-    Skill,
-    /// The host's built-in filter, and why the skill was not used.
-    Host(Fallback),
-}
+impl PrivacyConfig for Config {
+    fn privacy_tags(&self) -> &[String] {
+        &self.privacy_tags
+    }
 
-impl std::fmt::Display for SecretFilter {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Skill => f.write_str("skill"),
-            Self::Host(_) => f.write_str("host"),
-        }
+    fn privacy_patterns(&self) -> &[foveal_redact::Pattern] {
+        &self.privacy_patterns
+    }
+
+    fn privacy_default_patterns(&self) -> bool {
+        self.privacy_default_patterns
     }
 }
 
-/// What the gate removed from one body: kinds and counts, never text.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Report {
-    /// Passages of private text.
-    pub private: usize,
-    /// Secrets, by pattern name, sorted by name.
-    pub secrets: Vec<(String, usize)>,
-    /// Which filter handled the secrets.
-    pub filter: SecretFilter,
-    /// Secrets the skill left in and the host removed after it (0 when
-    /// the host's filter ran alone).
-    pub host_after_skill: usize,
-}
-
-impl Report {
-    /// Everything removed.
-    pub fn total(&self) -> usize {
-        self.private + self.secrets.iter().map(|(_, n)| n).sum::<usize>()
+/// Why a hook call on the privacy skill could not be used. Only the kind
+/// of failure is kept: a skill's error message could quote the text it
+/// was given.
+fn fallback(error: &Unavailable, configuring: bool) -> Fallback {
+    match error.reason() {
+        Reason::NotLoaded { .. } => Fallback::NotLoaded,
+        Reason::NoHook { hook, .. } if *hook == hooks::INVOKE.name => Fallback::NotConfigurable,
+        Reason::NoHook { .. } => Fallback::NoRedactHook,
+        Reason::MissingDependency { .. } => Fallback::WaitingForDependencies,
+        Reason::Quarantined { .. } => Fallback::Quarantined,
+        Reason::Failed { error, .. } if configuring => Fallback::ConfigureFailed(error.code_name()),
+        Reason::Failed { error, .. } => Fallback::HookFailed(error.code_name()),
     }
-
-    /// `name=count,…`, or `none`.
-    pub fn secrets_summary(&self) -> String {
-        if self.secrets.is_empty() {
-            return "none".to_owned();
-        }
-        let mut out = String::new();
-        for (name, n) in &self.secrets {
-            if !out.is_empty() {
-                out.push(',');
-            }
-            let _ = write!(out, "{name}={n}");
-        }
-        out
-    }
-}
-
-/// A body after the gate.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Cleaned<'a> {
-    /// The body to send; borrowed when nothing was removed.
-    pub text: Cow<'a, str>,
-    /// What was removed.
-    pub report: Report,
 }
 
 /// Whether the built-in secret filter stands in for the privacy skill in
@@ -273,574 +108,19 @@ fn static_fallback(slot: &Slot) -> Option<Fallback> {
     }
 }
 
-/// The sentence `skill-list` prints under its table when `fallback` is in
-/// effect.
-pub fn fallback_notice(fallback: &Fallback) -> String {
-    format!(
-        "privacy: {fallback} — the host applies its built-in filter (privacy tags + secret patterns)"
-    )
-}
-
-/// The last-door check. Build one per host from the configuration and
-/// share it; [`clean`](Self::clean) may be called from many threads.
-#[derive(Debug)]
-pub struct Gate {
-    privacy: PrivacyTags,
-    secrets: Redactor,
-    configure_args: String,
-    private: Mutex<Option<PrivateCache>>,
-    skill: Mutex<SkillState>,
-}
-
-#[derive(Debug, Default)]
-struct SkillState {
-    /// The load of the privacy skill last configured.
-    configured: Option<Weak<Skill>>,
-    /// The last state reported in the log.
-    reported: Option<SecretFilter>,
-}
-
-impl Gate {
-    /// A gate for objects tagged with `privacy` tags and the secret
-    /// patterns `patterns` (after the defaults when `default_patterns`).
-    pub fn new(
-        privacy: PrivacyTags,
-        patterns: &[Pattern],
-        default_patterns: bool,
-    ) -> Result<Self, GateError> {
-        let secrets = Redactor::configured(patterns, default_patterns)?;
-        let configure_args = serde_json::json!({
-            "patterns": patterns
-                .iter()
-                .map(|p| serde_json::json!({ "name": p.name, "regex": p.regex }))
-                .collect::<Vec<_>>(),
-            "defaults": default_patterns,
-        })
-        .to_string();
-        Ok(Self {
-            privacy,
-            secrets,
-            configure_args,
-            private: Mutex::new(None),
-            skill: Mutex::new(SkillState::default()),
-        })
-    }
-
-    /// The gate `config` asks for (`privacy.tags`, `privacy.patterns`,
-    /// `privacy.default_patterns`).
-    pub fn from_config(config: &Config) -> Result<Self, GateError> {
-        Self::new(
-            PrivacyTags::new(&config.privacy_tags),
-            &config.privacy_patterns,
-            config.privacy_default_patterns,
-        )
-    }
-
-    /// The host's own secret filter.
-    pub fn secrets(&self) -> &Redactor {
-        &self.secrets
-    }
-
-    /// `text` without private text and secrets, by the host's own filter
-    /// alone and without a word in the log: for log lines
-    /// ([`crate::logs::set_redactor`]). `None` when nothing was removed.
-    pub fn clean_quietly(&self, text: &str, memex: &MemexSnapshot) -> Option<String> {
-        let matcher = crate::logs::unredacted(|| self.private_matcher(memex));
-        let mut spans: Vec<Span> = Vec::new();
-        if let Some(matcher) = matcher.as_ref() {
-            matcher.find(text, false, &mut spans);
-        }
-        spans.extend(self.secrets.find(text));
-        if spans.is_empty() {
-            return None;
-        }
-        let regions = regions(spans);
-        let cleaned = replace_regions(text, &regions, |_, (span, is_private)| {
-            Some(if *is_private {
-                PRIVATE_MARKER.to_owned()
-            } else {
-                foveal_redact::marker(self.secrets.name(span.pattern))
-            })
-        });
-        Some(cleaned.into_owned())
-    }
-
-    /// `body` with the text of every private object of `memex` and every
-    /// secret removed. `skills` is the registry snapshot of the cycle: its
-    /// privacy skill, if healthy, handles the secrets.
-    ///
-    /// An error means the body could not be checked and must not be sent.
-    pub fn clean<'a>(
-        &self,
-        body: &'a str,
-        memex: &MemexSnapshot,
-        skills: &Snapshot,
-    ) -> Result<Cleaned<'a>, GateError> {
-        self.clean_as(body, Form::Plain, memex, skills)
-    }
-
-    /// [`clean`](Self::clean), reading `body` as `form` says.
-    pub fn clean_as<'a>(
-        &self,
-        body: &'a str,
-        form: Form,
-        memex: &MemexSnapshot,
-        skills: &Snapshot,
-    ) -> Result<Cleaned<'a>, GateError> {
-        crate::logs::unredacted(|| self.clean_inner(body, form, memex, skills))
-    }
-
-    fn clean_inner<'a>(
-        &self,
-        body: &'a str,
-        form: Form,
-        memex: &MemexSnapshot,
-        skills: &Snapshot,
-    ) -> Result<Cleaned<'a>, GateError> {
-        let matcher = self.private_matcher(memex);
-        let mut spans: Vec<Span> = Vec::new();
-        if let Some(matcher) = matcher.as_ref() {
-            matcher.find(body, form == Form::Outline, &mut spans);
-        }
-        let secret_spans = self.secrets.find(body);
-        let regions = if spans.is_empty() {
-            // Secrets only: already sorted and disjoint.
-            secret_spans.into_iter().map(|s| (s, false)).collect()
-        } else {
-            spans.extend(secret_spans);
-            regions(spans)
-        };
-
-        let filter = match self.ready_skill(skills) {
-            Ok(slot) => match self.through_skill(body, &regions, slot) {
-                Ok(cleaned) => return Ok(cleaned),
-                Err(fallback) => SecretFilter::Host(fallback),
-            },
-            Err(fallback) => SecretFilter::Host(fallback),
-        };
-
-        // The host's own filter: every region, private or secret.
-        let mut secrets: BTreeMap<String, usize> = BTreeMap::new();
-        let mut private = 0usize;
-        let text = replace_regions(body, &regions, |_, (span, is_private)| {
-            Some(if *is_private {
-                private += 1;
-                PRIVATE_MARKER.to_owned()
-            } else {
-                let name = self.secrets.name(span.pattern);
-                *secrets.entry(name.to_owned()).or_default() += 1;
-                foveal_redact::marker(name)
-            })
-        });
-        let report = Report {
-            private,
-            secrets: secrets.into_iter().collect(),
-            filter,
-            host_after_skill: 0,
-        };
-        self.note_state(&report.filter);
-        log_redaction(&report);
-        Ok(Cleaned { text, report })
-    }
-
-    /// The secrets handled by the privacy skill in `slot`, checked by the
-    /// host. `regions` were found on `body` by the host.
-    fn through_skill<'a>(
-        &self,
-        body: &'a str,
-        regions: &[(Span, bool)],
-        slot: &Slot,
-    ) -> Result<Cleaned<'a>, Fallback> {
-        // A secret right beside a private passage can lose the context its
-        // pattern needs (`Bearer` was the private part) once the passage is
-        // replaced: the host removes such secrets itself, before the skill.
-        let mut lost: HashSet<usize> = HashSet::new();
-        if regions.iter().any(|r| r.1) && regions.iter().any(|r| !r.1) {
-            let private_only =
-                replace_regions(body, regions, |_, r| r.1.then(|| PRIVATE_MARKER.to_owned()));
-            let still: HashSet<&str> = self
-                .secrets
-                .find(&private_only)
-                .iter()
-                .map(|s| &private_only[s.start..s.end])
-                .collect();
-            for (i, (span, is_private)) in regions.iter().enumerate() {
-                if !is_private && !still.contains(&body[span.start..span.end]) {
-                    lost.insert(i);
-                }
-            }
-        }
-        let mut private = 0usize;
-        let mut secrets: BTreeMap<String, usize> = BTreeMap::new();
-        let mut host_after_skill = 0usize;
-        // The skill gets the body with the private text already gone: it
-        // never sees a private object, here either.
-        let input = replace_regions(body, regions, |i, (span, is_private)| {
-            if *is_private {
-                private += 1;
-                Some(PRIVATE_MARKER.to_owned())
-            } else if lost.contains(&i) {
-                let name = self.secrets.name(span.pattern);
-                *secrets.entry(name.to_owned()).or_default() += 1;
-                host_after_skill += 1;
-                Some(foveal_redact::marker(name))
-            } else {
-                None
-            }
-        });
-        let output = slot
-            .call(hooks::REDACT, {
-                let input = input.clone().into_owned();
-                move |redact| redact(input.as_str().into())
-            })
-            .map_err(|error| Fallback::from_unavailable(&error, false))?
-            .into_string();
-        for (name, n) in marker_gain(&input, &output) {
-            *secrets.entry(name).or_default() += n;
-        }
-        // What the skill left that the host's patterns still find goes too:
-        // the secret filter is never weaker than the built-in one.
-        let again = self.secrets.redact(&output);
-        let text = if again.total() > 0 {
-            for (name, n) in &again.counts {
-                *secrets.entry((*name).to_owned()).or_default() += n;
-                host_after_skill += n;
-            }
-            tracing::warn!(
-                target: "foveal::privacy",
-                left = again.total(),
-                "the privacy skill left secrets the host's patterns find; the host removed them"
-            );
-            again.text.into_owned()
-        } else {
-            output
-        };
-        let text = if text == body {
-            Cow::Borrowed(body)
-        } else {
-            Cow::Owned(text)
-        };
-        let report = Report {
-            private,
-            secrets: secrets.into_iter().collect(),
-            filter: SecretFilter::Skill,
-            host_after_skill,
-        };
-        self.note_state(&report.filter);
-        log_redaction(&report);
-        Ok(Cleaned { text, report })
-    }
-
-    /// The privacy skill, configured, if it can be used; else why not.
-    fn ready_skill<'s>(&self, skills: &'s Snapshot) -> Result<&'s Slot, Fallback> {
-        let slot = skills.get(SKILL).ok_or(Fallback::NotLoaded)?;
-        if let Some(fallback) = static_fallback(slot) {
-            return Err(fallback);
-        }
-        let mut state = self.skill.lock().unwrap_or_else(|e| e.into_inner());
-        let this_load = slot.skill();
-        if state
-            .configured
-            .as_ref()
-            .is_some_and(|w| Weak::as_ptr(w) == Arc::as_ptr(this_load))
-        {
-            return Ok(slot);
-        }
-        let args = self.configure_args.as_str();
-        let args = args.to_owned();
-        match slot.call(hooks::INVOKE, move |invoke| {
-            invoke("configure".into(), args.as_str().into())
-        }) {
-            Ok(_) => {
-                state.configured = Some(Arc::downgrade(this_load));
-                tracing::info!(
-                    target: "foveal::privacy",
-                    path = %this_load.path().display(),
-                    patterns = self.secrets.names().count(),
-                    "privacy skill configured with the secret patterns"
-                );
-                Ok(slot)
-            }
-            Err(error) => Err(Fallback::from_unavailable(&error, true)),
-        }
-    }
-
-    /// Logs a change of the secret filter in use: a warning when the
-    /// built-in filter takes over (and why), a note when the skill is back.
-    fn note_state(&self, filter: &SecretFilter) {
-        let mut state = self.skill.lock().unwrap_or_else(|e| e.into_inner());
-        if state.reported.as_ref() == Some(filter) {
-            return;
-        }
-        match filter {
-            SecretFilter::Host(fallback) => tracing::warn!(
-                target: "foveal::privacy",
-                reason = %fallback,
-                "{}",
-                fallback_notice(fallback)
-            ),
-            SecretFilter::Skill => tracing::info!(
-                target: "foveal::privacy",
-                "the privacy skill's redact hook checks request bodies"
-            ),
-        }
-        state.reported = Some(filter.clone());
-    }
-
-    /// The matcher of the private text of `memex`, from cache when the
-    /// generation and its files are those last seen.
-    ///
-    /// Otherwise it is built again, reusing the work of every file whose
-    /// version did not change: its fragments, where its visible text is,
-    /// and which fragments that text holds. The work is linear in the
-    /// changed files plus the private text, and, when an edit brings new
-    /// private fragments, one scan of the other files' visible text for
-    /// those alone.
-    fn private_matcher(&self, memex: &MemexSnapshot) -> Arc<Option<Matcher>> {
-        let mut cache = self.private.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(cached) = cache.as_ref()
-            && cached.generation == memex.generation()
-            && cached.files.len() == memex.files().count()
-            && cached
-                .files
-                .iter()
-                .zip(memex.files())
-                .all(|(cached, file)| Weak::as_ptr(&cached.file) == Arc::as_ptr(file))
-        {
-            return Arc::clone(&cached.matcher);
-        }
-        let mut build = Build::new(cache.take(), memex, &self.privacy);
-        let (matcher, counts) = build.run();
-        tracing::debug!(
-            target: "foveal::privacy",
-            generation = memex.generation(),
-            keys = counts.keys,
-            public = counts.public,
-            searched = matcher.as_ref().map_or(0, Matcher::len),
-            bytes = matcher.as_ref().map_or(0, Matcher::memory),
-            "private-text matcher built"
-        );
-        let matcher = Arc::new(matcher);
-        *cache = Some(build.into_cache(memex.generation(), Arc::clone(&matcher)));
-        matcher
-    }
-}
-
-/// What the last check of whole requests made of each string it saw, for
-/// one memex generation and one registry generation: a request repeats
-/// most of the last one (the system message, the history, the tools), so
-/// each string is checked once. Strings are recognised by a hash of their
-/// content and then compared byte for byte, so a string made to collide
-/// with a clean one is still checked.
-#[derive(Debug, Default)]
-pub struct RequestMemo {
-    generations: Option<(u64, u64)>,
-    seen: HashMap<u64, (Arc<str>, Option<String>, usize)>,
-}
-
-impl RequestMemo {
-    /// Strings remembered at most.
-    const CAPACITY: usize = 256;
-}
-
-/// What the last check of a request removed.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct RequestCheck {
-    /// Strings of the request it changed.
-    pub strings: usize,
-    /// Passages it removed, private or secret.
-    pub removed: usize,
-}
-
-impl Gate {
-    /// The last check of a request, as it will be sent: every string of
-    /// it — each message's content, each tool call's id, name and
-    /// arguments, each offered tool's name, description and schema (its
-    /// keys and string values), the model's name — passes the gate. The
-    /// sections were gated before and after the budget; this is the check
-    /// of the whole, which also covers what never was a section (the tool
-    /// definitions skills declare) and what joining sections made.
-    pub fn check_request(
-        &self,
-        request: &mut ChatRequest,
-        memex: &MemexSnapshot,
-        skills: &Snapshot,
-        memo: &mut RequestMemo,
-    ) -> Result<RequestCheck, GateError> {
-        let generations = (memex.generation(), skills.generation());
-        if memo.generations != Some(generations) {
-            memo.seen.clear();
-            memo.generations = Some(generations);
-        }
-        let mut check = RequestCheck::default();
-        let mut one = |text: &mut String, form: Form| -> Result<(), GateError> {
-            let hash = crate::memex::file::content_hash(text.as_bytes())
-                ^ u64::from(form == Form::Outline);
-            let (cleaned, removed) = match memo.seen.get(&hash) {
-                Some((seen, cleaned, removed)) if **seen == **text => (cleaned.clone(), *removed),
-                _ => {
-                    let cleaned = self.clean_as(text, form, memex, skills)?;
-                    let removed = cleaned.report.total();
-                    let cleaned = match cleaned.text {
-                        Cow::Owned(cleaned) => Some(cleaned),
-                        Cow::Borrowed(_) => None,
-                    };
-                    if memo.seen.len() >= RequestMemo::CAPACITY {
-                        memo.seen.clear();
-                    }
-                    memo.seen
-                        .insert(hash, (Arc::from(text.as_str()), cleaned.clone(), removed));
-                    (cleaned, removed)
-                }
-            };
-            if let Some(cleaned) = cleaned {
-                *text = cleaned;
-                check.strings += 1;
-                check.removed += removed;
-            }
-            Ok(())
-        };
-        let plain = Form::Plain;
-        if let Some(model) = &mut request.model {
-            one(model, plain)?;
-        }
-        for message in &mut request.messages {
-            match message {
-                // The host's and skills' rendering: an outline.
-                Message::System(text) => one(text, Form::Outline)?,
-                Message::User(text) => one(text, plain)?,
-                Message::Assistant {
-                    content,
-                    tool_calls,
-                } => {
-                    one(content, plain)?;
-                    for call in tool_calls {
-                        one(&mut call.id, plain)?;
-                        one(&mut call.name, plain)?;
-                        one(&mut call.arguments, plain)?;
-                    }
-                }
-                Message::Tool {
-                    tool_call_id,
-                    content,
-                } => {
-                    one(tool_call_id, plain)?;
-                    one(content, plain)?;
-                }
-            }
-        }
-        for tool in &mut request.tools {
-            one(&mut tool.name, plain)?;
-            one(&mut tool.description, plain)?;
-            each_json_string(&mut tool.parameters, &mut |text| one(text, plain))?;
-        }
-        if let ToolChoice::Tool(name) = &mut request.tool_choice {
-            one(name, plain)?;
-        }
-        Ok(check)
-    }
-}
-
-/// Calls `f` on every string of `value`: object keys and string values, at
-/// every depth.
-fn each_json_string<E>(
-    value: &mut serde_json::Value,
-    f: &mut impl FnMut(&mut String) -> Result<(), E>,
-) -> Result<(), E> {
-    use serde_json::Value;
-    match value {
-        Value::String(text) => f(text),
-        Value::Array(items) => items
-            .iter_mut()
-            .try_for_each(|item| each_json_string(item, f)),
-        Value::Object(map) => {
-            let entries = std::mem::take(map);
-            for (mut key, mut item) in entries {
-                f(&mut key)?;
-                each_json_string(&mut item, f)?;
-                map.insert(key, item);
-            }
-            Ok(())
-        }
-        _ => Ok(()),
-    }
-}
-
-/// Merges overlapping private and secret spans into disjoint regions,
-/// sorted; a region is private when any private span is part of it (it is
-/// then replaced whole by the private marker).
-fn regions(mut spans: Vec<Span>) -> Vec<(Span, bool)> {
-    spans.sort_unstable_by(|a, b| {
-        a.start
-            .cmp(&b.start)
-            .then(b.end.cmp(&a.end))
-            .then(a.pattern.cmp(&b.pattern))
-    });
-    let mut out: Vec<(Span, bool)> = Vec::with_capacity(spans.len());
-    for span in spans {
-        let private = span.pattern == PRIVATE_SPAN;
-        match out.last_mut() {
-            Some((last, is_private)) if span.start < last.end => {
-                last.end = last.end.max(span.end);
-                *is_private |= private;
-            }
-            _ => out.push((span, private)),
-        }
-    }
-    out
-}
-
-/// `text` with the regions for which `label` (given each region's index)
-/// answers replaced by its answer. Linear in the text.
-fn replace_regions<'t>(
-    text: &'t str,
-    regions: &[(Span, bool)],
-    mut label: impl FnMut(usize, &(Span, bool)) -> Option<String>,
-) -> Cow<'t, str> {
-    let mut out: Option<String> = None;
-    let mut at = 0;
-    for (i, region) in regions.iter().enumerate() {
-        if let Some(marker) = label(i, region) {
-            let buffer = out.get_or_insert_with(|| String::with_capacity(text.len()));
-            buffer.push_str(&text[at..region.0.start]);
-            buffer.push_str(&marker);
-            at = region.0.end;
-        }
-    }
-    match out {
-        Some(mut buffer) => {
-            buffer.push_str(&text[at..]);
-            Cow::Owned(buffer)
-        }
-        None => Cow::Borrowed(text),
-    }
-}
-
-/// The markers `output` has beyond those of `input`, by name: what a
-/// redactor that only returns text removed.
-fn marker_gain(input: &str, output: &str) -> Vec<(String, usize)> {
-    let before: HashMap<String, usize> = foveal_redact::count_markers(input).into_iter().collect();
-    foveal_redact::count_markers(output)
-        .into_iter()
-        .filter_map(|(name, n)| {
-            let gained = n.saturating_sub(before.get(&name).copied().unwrap_or(0));
-            (gained > 0 && name != foveal_redact::PRIVATE).then_some((name, gained))
-        })
-        .collect()
-}
-
-fn log_redaction(report: &Report) {
-    if report.total() == 0 {
-        return;
-    }
-    tracing::warn!(
-        target: "foveal::privacy",
-        private = report.private,
-        secrets = %report.secrets_summary(),
-        filter = %report.filter,
-        "request body redacted before leaving the process"
-    );
-}
-
 #[cfg(test)]
-mod tests;
+mod tests {
+    use super::*;
+
+    #[test]
+    fn skill_fallback_says_not_loaded_on_an_empty_registry() {
+        assert_eq!(
+            skill_fallback(&Snapshot::default()),
+            Some(Fallback::NotLoaded)
+        );
+        assert_eq!(
+            fallback_notice(&Fallback::NotLoaded),
+            "privacy: skill not loaded — the host applies its built-in filter (privacy tags + secret patterns)"
+        );
+    }
+}

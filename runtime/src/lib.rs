@@ -34,6 +34,8 @@
 //! - [`cli`] is the `foveal` command.
 
 pub mod agent;
+/// The recent log lines and the log redactor, from [`foveal_gate`].
+pub use foveal_gate::logs;
 /// The memex, its own crate ([`foveal_memex`]); named here as before.
 pub use foveal_memex as memex;
 /// The quiet-time queue both watchers share, from [`foveal_memex`].
@@ -51,7 +53,6 @@ pub mod embed;
 pub mod execution;
 pub mod host_api;
 pub mod loader;
-pub mod logs;
 pub mod prompt;
 pub mod registry;
 pub mod tokens;

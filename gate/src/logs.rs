@@ -9,7 +9,7 @@
 //! # Example
 //!
 //! ```
-//! use foveal::logs::LogRing;
+//! use foveal_gate::logs::LogRing;
 //! use tracing_subscriber::layer::SubscriberExt as _;
 //!
 //! let ring = LogRing::new(100);

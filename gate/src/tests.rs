@@ -17,10 +17,10 @@ Buy the ring in June.
 * Home :@PERSONAL:
 ";
 
-fn memex(org: &str) -> (tempfile::TempDir, crate::memex::Memex) {
+fn memex(org: &str) -> (tempfile::TempDir, foveal_memex::Memex) {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("a.org"), org).unwrap();
-    let memex = crate::memex::Memex::open(&[dir.path().to_path_buf()]).unwrap();
+    let memex = foveal_memex::Memex::open(&[dir.path().to_path_buf()]).unwrap();
     (dir, memex)
 }
 
@@ -32,7 +32,7 @@ fn gate() -> Gate {
 fn titles_property_values_and_body_runs_of_private_objects_are_private() {
     let (_dir, memex) = memex(ORG);
     let gate = gate();
-    let skills = Snapshot::default();
+    let skills = NoSkills;
     let clean = |body: &str| {
         gate.clean(body, &memex.snapshot(), &skills)
             .unwrap()
@@ -72,7 +72,7 @@ fn titles_property_values_and_body_runs_of_private_objects_are_private() {
 fn the_gate_removes_private_titles_and_body_lines_also_inside_json() {
     let (_dir, memex) = memex(ORG);
     let gate = gate();
-    let skills = Snapshot::default();
+    let skills = NoSkills;
     let body = "Notes: Buy the ring in June. (from Deeper secret plans); Work is public.";
     let cleaned = gate.clean(body, &memex.snapshot(), &skills).unwrap();
     assert_eq!(
@@ -106,11 +106,7 @@ fn the_gate_removes_private_titles_and_body_lines_also_inside_json() {
 fn a_clean_body_is_returned_as_is() {
     let (_dir, memex) = memex(ORG);
     let cleaned = gate()
-        .clean(
-            "Work and Public again.",
-            &memex.snapshot(),
-            &Snapshot::default(),
-        )
+        .clean("Work and Public again.", &memex.snapshot(), &NoSkills)
         .unwrap();
     assert!(matches!(cleaned.text, Cow::Borrowed(_)));
     assert_eq!(cleaned.report.total(), 0);
@@ -120,9 +116,7 @@ fn a_clean_body_is_returned_as_is() {
 fn a_private_fragment_inside_a_secret_cannot_split_it() {
     let (_dir, memex) = memex("* proj :@personal:\n");
     let body = "key sk-proj-4fGh8JkL2mN6pQ9rS3tU7vW1xY5zA0bC4dE8 end";
-    let cleaned = gate()
-        .clean(body, &memex.snapshot(), &Snapshot::default())
-        .unwrap();
+    let cleaned = gate().clean(body, &memex.snapshot(), &NoSkills).unwrap();
     assert_eq!(cleaned.text, "key [REDACTED private] end");
 }
 
@@ -141,11 +135,8 @@ fn secrets_and_private_text_go_together_and_the_log_says_how_many_never_what() {
     let _anchor = tracing::Dispatch::new(tracing::subscriber::NoSubscriber::default());
     let cleaned = tracing::subscriber::with_default(subscriber, || {
         tracing::callsite::rebuild_interest_cache();
-        let first = gate
-            .clean(body, &memex.snapshot(), &Snapshot::default())
-            .unwrap();
-        gate.clean(body, &memex.snapshot(), &Snapshot::default())
-            .unwrap();
+        let first = gate.clean(body, &memex.snapshot(), &NoSkills).unwrap();
+        gate.clean(body, &memex.snapshot(), &NoSkills).unwrap();
         first
     });
     assert_eq!(
@@ -209,7 +200,7 @@ fn the_private_matcher_is_cached_by_generation_and_rebuilt_after_an_edit() {
     )
     .unwrap();
     memex.reload_file(&dir.path().join("b.org"));
-    let skills = Snapshot::default();
+    let skills = NoSkills;
     let cleaned = gate
         .clean(
             "A new private line / Gone line of text / Buy the ring in June.",
@@ -233,7 +224,7 @@ fn a_gate_never_serves_one_memexs_private_text_for_anothers() {
         second.snapshot().generation()
     );
     let gate = gate();
-    let skills = Snapshot::default();
+    let skills = NoSkills;
     gate.clean("x", &first.snapshot(), &skills).unwrap();
     let cleaned = gate
         .clean(
@@ -250,11 +241,7 @@ fn no_privacy_tags_means_no_private_text() {
     let (_dir, memex) = memex(ORG);
     let gate = Gate::new(PrivacyTags::new(Vec::<String>::new()), &[], true).unwrap();
     let cleaned = gate
-        .clean(
-            "Buy the ring in June.",
-            &memex.snapshot(),
-            &Snapshot::default(),
-        )
+        .clean("Buy the ring in June.", &memex.snapshot(), &NoSkills)
         .unwrap();
     assert_eq!(cleaned.text, "Buy the ring in June.");
 }
@@ -268,23 +255,11 @@ fn configured_patterns_replace_the_defaults_when_asked() {
         .clean(
             "TKT-123456 AKIAIOSFODNN7EXAMPLE",
             &memex.snapshot(),
-            &Snapshot::default(),
+            &NoSkills,
         )
         .unwrap();
     assert_eq!(cleaned.text, "[REDACTED ticket] AKIAIOSFODNN7EXAMPLE");
     assert!(Gate::new(PrivacyTags::default(), &[Pattern::new("bad", "(")], true).is_err());
-}
-
-#[test]
-fn skill_fallback_says_not_loaded_on_an_empty_registry() {
-    assert_eq!(
-        skill_fallback(&Snapshot::default()),
-        Some(Fallback::NotLoaded)
-    );
-    assert_eq!(
-        fallback_notice(&Fallback::NotLoaded),
-        "privacy: skill not loaded — the host applies its built-in filter (privacy tags + secret patterns)"
-    );
 }
 
 #[test]
@@ -294,7 +269,7 @@ fn a_run_ending_inside_another_does_not_hide_it() {
         .clean(
             "** plan notes CANARY-1 :@personal:",
             &memex.snapshot(),
-            &Snapshot::default(),
+            &NoSkills,
         )
         .unwrap();
     assert_eq!(cleaned.text, "** [REDACTED private] :@personal:");
@@ -317,7 +292,7 @@ fn text_a_visible_object_also_holds_is_not_private() {
     .unwrap();
     memex.reload_file(&dir.path().join("b.org"));
     let gate = gate();
-    let skills = Snapshot::default();
+    let skills = NoSkills;
     let body = "Weekly review: Budget meeting on Friday. Journal: Felt tired at the harbour.";
     let cleaned = gate.clean(body, &memex.snapshot(), &skills).unwrap();
     assert_eq!(
@@ -346,8 +321,8 @@ fn whether_text_is_private_follows_edits_to_either_side() {
     let (dir, memex) = memex("* Diary :@personal:\n** Harbour walk\nA private line.\n");
     let b = dir.path().join("b.org");
     let gate = gate();
-    let skills = Snapshot::default();
-    let clean = |memex: &crate::memex::Memex| {
+    let skills = NoSkills;
+    let clean = |memex: &foveal_memex::Memex| {
         gate.clean("Harbour walk / A private line.", &memex.snapshot(), &skills)
             .unwrap()
             .text
@@ -398,7 +373,7 @@ fn quotes_in_the_forms_a_person_would_recognise_are_found() {
          Le café de la gare était fermé ce jour-là\n",
     );
     let gate = gate();
-    let skills = Snapshot::default();
+    let skills = NoSkills;
     let clean = |body: &str| {
         gate.clean(body, &memex.snapshot(), &skills)
             .unwrap()

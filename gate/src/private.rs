@@ -35,9 +35,9 @@ use std::sync::{Arc, Weak};
 use foveal_redact::Span;
 
 use super::words::{RunKeys, Splitter, Word};
-use crate::memex::file::MemexFile;
-use crate::memex::privacy::PrivacyTags;
-use crate::memex::snapshot::MemexSnapshot;
+use foveal_memex::file::MemexFile;
+use foveal_memex::privacy::PrivacyTags;
+use foveal_memex::snapshot::MemexSnapshot;
 
 /// Runs of this many words of private text are looked for wherever they
 /// appear: a quote of five consecutive words of a private line is private.
@@ -239,7 +239,7 @@ impl Keys {
 /// that is not a property (each value is a unit of its own): the planning
 /// line, and whatever else the drawer holds — a note typed into it, a line
 /// that is not `:KEY: value`.
-fn between(file: &MemexFile, h: &crate::memex::parse::Headline) -> String {
+fn between(file: &MemexFile, h: &foveal_memex::parse::Headline) -> String {
     let mut out = String::new();
     let mut at = h.after_headline;
     for property in &h.properties {
