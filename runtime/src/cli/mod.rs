@@ -831,7 +831,7 @@ fn file_only(config: Option<&PathBuf>) -> Overrides {
 }
 
 /// Runs the parsed command line. Every command that loads the
-/// configuration does so through [`with_config`], from the overrides its
+/// configuration does so through `with_config`, from the overrides its
 /// flags make.
 pub fn run(cli: Cli) -> anyhow::Result<Exit> {
     let config_file = cli.config.as_ref();
