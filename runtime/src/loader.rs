@@ -381,6 +381,27 @@ pub struct Loader {
     bytes: AtomicU64,
     max_bytes: AtomicU64,
     allow: AllowList,
+    components: ComponentPolicy,
+}
+
+/// The rules for the prompt component ids a skill declares in its
+/// manifest (`component_ids`, seed 004). The loader refuses a manifest that
+/// breaks [`check_declared`](Self::check_declared); the registry refuses a
+/// skill that declares an id [`reserved_for`](Self::reserved_for) another.
+///
+/// What the rules are is the prompt's business, not the loader's: the host
+/// hands them in ([`Loader::with_component_policy`],
+/// `Registry::with_policy`). The `Default` is the prompt's own rules,
+/// implemented beside them (`prompt::components::POLICY`), so that a loader
+/// or registry built without one holds skills to what the host does.
+#[derive(Debug, Clone, Copy)]
+pub struct ComponentPolicy {
+    /// Checks the ids one manifest declares; the error is the reason the
+    /// library is refused as an invalid manifest.
+    pub check_declared: fn(&[u32]) -> Result<(), String>,
+    /// The skill an id is kept for, if any: another skill declaring it is
+    /// refused.
+    pub reserved_for: fn(u32) -> Option<&'static str>,
 }
 
 /// The default cap on the bytes of libraries one process maps (1 GiB):
@@ -413,6 +434,7 @@ impl Loader {
             bytes: AtomicU64::new(0),
             max_bytes: AtomicU64::new(DEFAULT_MAX_LOADED_BYTES),
             allow: AllowList::Any,
+            components: ComponentPolicy::default(),
         })
     }
 
@@ -434,6 +456,18 @@ impl Loader {
     pub fn with_allow_list(mut self, allow: AllowList) -> Self {
         self.allow = allow;
         self
+    }
+
+    /// The same loader, holding manifests to `policy`'s component-id rules
+    /// (by default the prompt's: [`ComponentPolicy`]).
+    pub fn with_component_policy(mut self, policy: ComponentPolicy) -> Self {
+        self.components = policy;
+        self
+    }
+
+    /// The component-id rules this loader holds manifests to.
+    pub fn component_policy(&self) -> &ComponentPolicy {
+        &self.components
     }
 
     /// The folder shadow copies go to.
@@ -588,7 +622,7 @@ impl Loader {
             Err(error) => return Err(classify(path, error)),
         };
 
-        let info = read_info(path, &module)?;
+        let info = read_info(path, &module, &self.components)?;
         Ok(Opened {
             path: path.to_owned(),
             identity,
@@ -640,8 +674,13 @@ impl Loader {
     }
 }
 
-/// Copies the manifest out of the library and checks it.
-fn read_info(path: &Path, module: &SkillModRef) -> Result<SkillInfo, LoadError> {
+/// Copies the manifest out of the library and checks it, its component ids
+/// against `components`.
+fn read_info(
+    path: &Path,
+    module: &SkillModRef,
+    components: &ComponentPolicy,
+) -> Result<SkillInfo, LoadError> {
     let manifest = module.manifest();
     let name = manifest.name.as_str().to_owned();
     if let Err(reason) = check_skill_name(&name) {
@@ -678,7 +717,7 @@ fn read_info(path: &Path, module: &SkillModRef) -> Result<SkillInfo, LoadError> 
         hooks.push("run_tool");
     }
     let component_ids = manifest.component_ids.as_slice().to_vec();
-    if let Err(reason) = crate::prompt::components::check_declared(&component_ids) {
+    if let Err(reason) = (components.check_declared)(&component_ids) {
         return Err(LoadError::InvalidManifest {
             path: path.to_owned(),
             reason,

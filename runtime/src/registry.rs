@@ -42,6 +42,7 @@ use abi_stable::std_types::{RErr, ROk, RResult};
 use arc_swap::ArcSwap;
 use foveal_sdk::{SkillError, SkillModRef};
 
+pub use crate::loader::ComponentPolicy;
 use crate::loader::{FileIdentity, LoadError, Loaded, Loader, Opened};
 
 /// Selects one hook of the root module, with its function type.
@@ -909,10 +910,20 @@ pub struct Registry {
 }
 
 impl Registry {
-    /// An empty registry. Call [`scan`](Self::scan) to load the folders.
+    /// An empty registry, holding skills to the default component-id rules
+    /// (the prompt's: [`ComponentPolicy`]). Call [`scan`](Self::scan) to
+    /// load the folders.
     pub fn new(options: RegistryOptions) -> std::io::Result<Self> {
-        let loader =
-            Loader::new(options.shadow_dir, options.max_loads)?.with_allow_list(options.allow);
+        Self::with_policy(options, ComponentPolicy::default())
+    }
+
+    /// An empty registry that refuses a skill whose declared prompt
+    /// component ids break `policy`: what the host builds, with the
+    /// prompt's rules. Call [`scan`](Self::scan) to load the folders.
+    pub fn with_policy(options: RegistryOptions, policy: ComponentPolicy) -> std::io::Result<Self> {
+        let loader = Loader::new(options.shadow_dir, options.max_loads)?
+            .with_allow_list(options.allow)
+            .with_component_policy(policy);
         Ok(Self {
             loader,
             dirs: options.dirs,
@@ -1108,7 +1119,9 @@ impl Registry {
             }
         }
 
-        if let Some(error) = component_conflict(&next, path, &opened.info) {
+        if let Some(error) =
+            component_conflict(self.loader.component_policy(), &next, path, &opened.info)
+        {
             self.refuse(&mut next, error, Some(identity));
             return self.publish(next);
         }
@@ -1220,7 +1233,12 @@ impl Registry {
         let Some((_, path, candidate)) = best else {
             return;
         };
-        if let Some(error) = component_conflict(next, &path, candidate.info()) {
+        if let Some(error) = component_conflict(
+            self.loader.component_policy(),
+            next,
+            &path,
+            candidate.info(),
+        ) {
             let identity = FileIdentity::of(&path).ok();
             self.refuse(next, error, identity);
             return;
@@ -1326,15 +1344,17 @@ impl Registry {
 }
 
 /// The refusal of a skill whose declared prompt component ids clash with a
-/// serving skill of another name, or with an id the host reserves (seed
-/// 004: two components claiming one id is an error at load).
+/// serving skill of another name, or with an id `policy` reserves for
+/// another skill (seed 004: two components claiming one id is an error at
+/// load).
 fn component_conflict(
+    policy: &ComponentPolicy,
     snapshot: &Snapshot,
     path: &Path,
     info: &crate::loader::SkillInfo,
 ) -> Option<LoadError> {
     for &id in &info.component_ids {
-        let holder = crate::prompt::components::reserved_for(id)
+        let holder = (policy.reserved_for)(id)
             .filter(|owner| *owner != info.name)
             .map(|owner| format!("the host reserves for the `{owner}` skill"))
             .or_else(|| {

@@ -22,7 +22,7 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 
-use crate::config::{Config, ConfigError, Overrides};
+use crate::config::{Config, Overrides};
 
 /// foveal — an agent host with hot-loadable skills.
 ///
@@ -192,11 +192,7 @@ pub enum Command {
     /// it further; `foveal prompt` shows what is sent.
     Context {
         #[command(flatten)]
-        memex: MemexArgs,
-        #[command(flatten)]
-        plugins: PluginArgs,
-        #[command(flatten)]
-        privacy: PrivacyArgs,
+        host: HostArgs,
         /// The id of the object in foveal focus: it and its subtree are
         /// shown in full, and objects similar to it are promoted.
         #[arg(long, value_name = "ID")]
@@ -238,11 +234,7 @@ pub enum Command {
     /// the prompt cannot fit its budget even after every trimming level.
     Prompt {
         #[command(flatten)]
-        memex: MemexArgs,
-        #[command(flatten)]
-        plugins: PluginArgs,
-        #[command(flatten)]
-        privacy: PrivacyArgs,
+        host: HostArgs,
         /// The id of the object in foveal focus.
         #[arg(long, value_name = "ID")]
         focus: Option<String>,
@@ -351,15 +343,35 @@ pub struct MemexArgs {
     pub paths: Vec<PathBuf>,
 }
 
-/// Options of the commands that run the agent.
+/// The flags of every command that reads the memex through skills: where
+/// the memex and the skill libraries are, and which tags make an object
+/// private. Flattened, so each command shows them in this order.
 #[derive(Debug, Clone, clap::Args)]
-pub struct AgentArgs {
+pub struct HostArgs {
     #[command(flatten)]
     pub memex: MemexArgs,
     #[command(flatten)]
     pub plugins: PluginArgs,
     #[command(flatten)]
     pub privacy: PrivacyArgs,
+}
+
+impl HostArgs {
+    /// The overrides these flags make, with `--config` if given.
+    fn overrides(&self, config: Option<&PathBuf>) -> Overrides {
+        Overrides {
+            memex: self.memex.paths.clone(),
+            privacy_tags: self.privacy.tags.clone(),
+            ..self.plugins.overrides(config)
+        }
+    }
+}
+
+/// Options of the commands that run the agent.
+#[derive(Debug, Clone, clap::Args)]
+pub struct AgentArgs {
+    #[command(flatten)]
+    pub host: HostArgs,
     /// The session to record into and resume (default: config
     /// `agent.session`, else `default`); kept in <data dir>/sessions/NAME.jsonl.
     #[arg(long, value_name = "NAME")]
@@ -382,7 +394,7 @@ impl AgentArgs {
     fn overrides(&self, config: Option<&PathBuf>) -> Overrides {
         Overrides {
             provider: self.provider,
-            ..context_overrides(config, &self.memex, &self.plugins, &self.privacy)
+            ..self.host.overrides(config)
         }
     }
 
@@ -413,11 +425,7 @@ pub enum BenchCommand {
     /// reported as median, min and max.
     Awareness {
         #[command(flatten)]
-        memex: MemexArgs,
-        #[command(flatten)]
-        plugins: PluginArgs,
-        #[command(flatten)]
-        privacy: PrivacyArgs,
+        host: HostArgs,
         /// The id of the object in foveal focus.
         #[arg(long, value_name = "ID")]
         focus: String,
@@ -441,11 +449,7 @@ pub enum BenchCommand {
     /// first headline of the first file) — point --memex at a copy.
     Agent {
         #[command(flatten)]
-        memex: MemexArgs,
-        #[command(flatten)]
-        plugins: PluginArgs,
-        #[command(flatten)]
-        privacy: PrivacyArgs,
+        host: HostArgs,
         /// Turns timed in the steady case (after up to 20 warm-up turns).
         #[arg(long, default_value_t = 2000)]
         turns: usize,
@@ -472,11 +476,7 @@ pub enum BenchCommand {
     /// model_threads) are the configuration's.
     Model {
         #[command(flatten)]
-        memex: MemexArgs,
-        #[command(flatten)]
-        plugins: PluginArgs,
-        #[command(flatten)]
-        privacy: PrivacyArgs,
+        host: HostArgs,
         /// The llama-server binary to compare with.
         #[arg(long, value_name = "PATH")]
         llama_server: Option<PathBuf>,
@@ -614,11 +614,7 @@ pub enum ToolCommand {
         #[arg(long, value_name = "ID")]
         focus: Option<String>,
         #[command(flatten)]
-        memex: MemexArgs,
-        #[command(flatten)]
-        plugins: PluginArgs,
-        #[command(flatten)]
-        privacy: PrivacyArgs,
+        host: HostArgs,
     },
 }
 
@@ -799,20 +795,6 @@ impl MemexArgs {
     }
 }
 
-/// The overrides of a command that reads the memex through skills.
-fn context_overrides(
-    config: Option<&PathBuf>,
-    memex: &MemexArgs,
-    plugins: &PluginArgs,
-    privacy: &PrivacyArgs,
-) -> Overrides {
-    Overrides {
-        memex: memex.paths.clone(),
-        privacy_tags: privacy.tags.clone(),
-        ..plugins.overrides(config)
-    }
-}
-
 /// Whether `focus` is the id of a visible object of `view`; if not, says
 /// so and gives the exit. The same answer for an id that does not exist
 /// and one that is private: no command reveals private objects.
@@ -824,82 +806,75 @@ fn check_focus(view: &foveal_sdk::memex::MemexView<'_>, focus: &str) -> Result<(
     Err(Exit::NotFound)
 }
 
-/// Resolves the configuration for a command: file, then environment, then
-/// the command's flags. A bad configuration is reported and ends the command.
-fn load_config(overrides: &Overrides) -> Result<Config, Exit> {
-    Config::load(overrides, &crate::config::process_env).map_err(|error: ConfigError| {
-        eprintln!("error: {error}");
-        Exit::Usage
-    })
-}
-
-/// Runs `command` on the configuration `overrides` resolve; a bad
-/// configuration is reported and ends the command.
+/// Runs `command` on the configuration `overrides` resolve: file, then
+/// environment, then the command's flags. A bad configuration is reported
+/// and ends the command with [`Exit::Usage`].
 fn with_config(
     overrides: &Overrides,
     command: impl FnOnce(&Config) -> anyhow::Result<Exit>,
 ) -> anyhow::Result<Exit> {
-    match load_config(overrides) {
+    match Config::load(overrides, &crate::config::process_env) {
         Ok(config) => command(&config),
-        Err(exit) => Ok(exit),
+        Err(error) => {
+            eprintln!("error: {error}");
+            Ok(Exit::Usage)
+        }
     }
 }
 
 /// The overrides of a command that takes no flag but `--config`.
-fn file_only(config: &Option<PathBuf>) -> Overrides {
+fn file_only(config: Option<&PathBuf>) -> Overrides {
     Overrides {
-        config: config.clone(),
+        config: config.cloned(),
         ..Overrides::default()
     }
 }
 
-/// Runs the parsed command line.
+/// Runs the parsed command line. Every command that loads the
+/// configuration does so through `with_config`, from the overrides its
+/// flags make.
 pub fn run(cli: Cli) -> anyhow::Result<Exit> {
+    let config_file = cli.config.as_ref();
     match cli.command {
         Command::SkillList {
             plugins,
             json,
             watch,
             tools,
-        } => match load_config(&plugins.overrides(cli.config.as_ref())) {
-            Ok(config) => skills::list(&config, json, watch, tools),
-            Err(exit) => Ok(exit),
-        },
+        } => with_config(&plugins.overrides(config_file), |config| {
+            skills::list(config, json, watch, tools)
+        }),
         Command::Run {
             agent: args,
             no_repl,
-        } => with_config(&args.overrides(cli.config.as_ref()), |config| {
+        } => with_config(&args.overrides(config_file), |config| {
             agent::run(config, &args.options(), no_repl)
         }),
         Command::Ask {
             text,
             agent: args,
             json,
-        } => with_config(&args.overrides(cli.config.as_ref()), |config| {
+        } => with_config(&args.overrides(config_file), |config| {
             agent::ask(config, &args.options(), &text, json)
         }),
-        Command::Tui { agent: args } => {
-            with_config(&args.overrides(cli.config.as_ref()), |config| {
-                crate::tui::run(config, args.session.clone())
-            })
-        }
+        Command::Tui { agent: args } => with_config(&args.overrides(config_file), |config| {
+            crate::tui::run(config, args.session.clone())
+        }),
         // The clients need only the socket's path: the configuration file.
         Command::Send {
             text,
             focus,
             delegation,
-        } => with_config(&file_only(&cli.config), |config| {
+        } => with_config(&file_only(config_file), |config| {
             agent::send(config, &text, focus, delegation)
         }),
-        Command::Status { json } => with_config(&file_only(&cli.config), |config| {
+        Command::Status { json } => with_config(&file_only(config_file), |config| {
             agent::status(config, json)
         }),
-        Command::Stop => with_config(&file_only(&cli.config), agent::stop),
+        Command::Stop => with_config(&file_only(config_file), agent::stop),
+        // A bad configuration is one of the problems `check` lists.
         Command::Check { agent: args } => {
-            match Config::load(
-                &args.overrides(cli.config.as_ref()),
-                &crate::config::process_env,
-            ) {
+            match Config::load(&args.overrides(config_file), &crate::config::process_env) {
                 Ok(config) => agent::check(&config),
                 Err(error) => {
                     println!("PROBLEM  config: {error}");
@@ -910,88 +885,34 @@ pub fn run(cli: Cli) -> anyhow::Result<Exit> {
                 }
             }
         }
-        Command::Skill {
-            command: SkillCommand::Trust { files },
-        } => with_config(&file_only(&cli.config), |config| trust::run(config, &files)),
-        Command::Skill {
-            command:
-                SkillCommand::New {
-                    name,
-                    path,
-                    hooks,
-                    vendor_sdk,
-                    plugins,
-                },
-        } => with_config(&plugins.overrides(cli.config.as_ref()), |config| {
-            skill_new::run(
-                config,
-                &skill_new::NewOptions {
-                    name,
-                    path,
-                    hooks,
-                    vendor_sdk,
-                },
-            )
-        }),
-        Command::Skill {
-            command:
-                SkillCommand::Check {
-                    file,
-                    memex,
-                    json,
-                    plugins,
-                },
-        } => with_config(&plugins.overrides(cli.config.as_ref()), |config| {
-            skill_check::check(config, &file, &memex, json)
-        }),
-        Command::Skill {
-            command:
-                SkillCommand::Install {
-                    file,
-                    replace,
-                    plugins,
-                },
-        } => with_config(&plugins.overrides(cli.config.as_ref()), |config| {
-            skill_check::install(config, &file, replace)
-        }),
+        Command::Skill { command } => run_skill(config_file, command),
         Command::Tool {
             command:
                 ToolCommand::Call {
                     name,
                     args,
                     focus,
-                    memex,
-                    plugins,
-                    privacy,
+                    host,
                 },
-        } => with_config(
-            &context_overrides(cli.config.as_ref(), &memex, &plugins, &privacy),
-            |config| tool_call::run(config, &name, &args, focus),
-        ),
+        } => with_config(&host.overrides(config_file), |config| {
+            tool_call::run(config, &name, &args, focus)
+        }),
         Command::SkillSource { name, plugins } => {
-            match load_config(&plugins.overrides(cli.config.as_ref())) {
-                Ok(config) => skills::source(&config, &name),
-                Err(exit) => Ok(exit),
-            }
+            with_config(&plugins.overrides(config_file), |config| {
+                skills::source(config, &name)
+            })
         }
         Command::Context {
-            memex,
-            plugins,
-            privacy,
+            host,
             focus,
             threshold,
             budget,
             json,
             explain,
             computed,
-        } => match load_config(&context_overrides(
-            cli.config.as_ref(),
-            &memex,
-            &plugins,
-            &privacy,
-        )) {
-            Ok(config) => context::run(
-                &config,
+        } => with_config(&host.overrides(config_file), |config| {
+            context::run(
+                config,
                 &context::ContextOptions {
                     focus,
                     threshold,
@@ -1000,69 +921,11 @@ pub fn run(cli: Cli) -> anyhow::Result<Exit> {
                     explain,
                     computed,
                 },
-            ),
-            Err(exit) => Ok(exit),
-        },
-        Command::Bench {
-            command:
-                BenchCommand::Awareness {
-                    memex,
-                    plugins,
-                    privacy,
-                    focus,
-                    runs,
-                    json,
-                },
-        } => match load_config(&context_overrides(
-            cli.config.as_ref(),
-            &memex,
-            &plugins,
-            &privacy,
-        )) {
-            Ok(config) => bench::awareness(&config, &focus, runs, json),
-            Err(exit) => Ok(exit),
-        },
-        Command::Bench {
-            command:
-                BenchCommand::Agent {
-                    memex,
-                    plugins,
-                    privacy,
-                    turns,
-                    edits,
-                    json,
-                },
-        } => match load_config(&context_overrides(
-            cli.config.as_ref(),
-            &memex,
-            &plugins,
-            &privacy,
-        )) {
-            Ok(config) => bench::agent(&config, turns, edits, json),
-            Err(exit) => Ok(exit),
-        },
-        Command::Bench {
-            command:
-                BenchCommand::Model {
-                    memex,
-                    plugins,
-                    privacy,
-                    llama_server,
-                    json,
-                },
-        } => match load_config(&context_overrides(
-            cli.config.as_ref(),
-            &memex,
-            &plugins,
-            &privacy,
-        )) {
-            Ok(config) => bench::model(&config, llama_server, json),
-            Err(exit) => Ok(exit),
-        },
+            )
+        }),
+        Command::Bench { command } => run_bench(config_file, command),
         Command::Prompt {
-            memex,
-            plugins,
-            privacy,
+            host,
             focus,
             message,
             signal,
@@ -1071,14 +934,9 @@ pub fn run(cli: Cli) -> anyhow::Result<Exit> {
             json,
             exact,
             session,
-        } => match load_config(&context_overrides(
-            cli.config.as_ref(),
-            &memex,
-            &plugins,
-            &privacy,
-        )) {
-            Ok(config) => prompt::run(
-                &config,
+        } => with_config(&host.overrides(config_file), |config| {
+            prompt::run(
+                config,
                 &prompt::PromptOptions {
                     focus,
                     message,
@@ -1089,77 +947,146 @@ pub fn run(cli: Cli) -> anyhow::Result<Exit> {
                     exact,
                     session,
                 },
-            ),
-            Err(exit) => Ok(exit),
-        },
-        Command::Usage { json } => match load_config(&Overrides {
-            config: cli.config.clone(),
-            ..Overrides::default()
-        }) {
-            Ok(config) => usage::run(&config, json),
-            Err(exit) => Ok(exit),
-        },
-        Command::Window { command } => {
-            let (target, op, json) = match command {
-                WindowCommand::Add {
-                    kind,
-                    file,
-                    lines,
-                    language,
-                    text,
-                    target,
-                    json,
-                } => {
-                    let args = window::AddArgs {
-                        kind,
-                        file,
-                        lines,
-                        language,
-                        text,
-                    };
-                    match window::add_op(&args, &mut window::piped_stdin) {
-                        Ok(op) => (target, op, json),
-                        Err(exit) => return Ok(exit),
-                    }
-                }
-                WindowCommand::List {
-                    types,
-                    limit,
-                    target,
-                    json,
-                } => (target, crate::window::WindowOp::List { types, limit }, json),
-                WindowCommand::Rm { id, target } => {
-                    (target, crate::window::WindowOp::Remove { id }, false)
-                }
-                WindowCommand::Clear { target } => (target, crate::window::WindowOp::Clear, false),
+            )
+        }),
+        Command::Usage { json } => {
+            with_config(&file_only(config_file), |config| usage::run(config, json))
+        }
+        Command::Window { command } => run_window(config_file, command),
+        Command::Memex { command } => run_memex(config_file, command),
+    }
+}
+
+/// `foveal skill …`.
+fn run_skill(config_file: Option<&PathBuf>, command: SkillCommand) -> anyhow::Result<Exit> {
+    match command {
+        SkillCommand::Trust { files } => {
+            with_config(&file_only(config_file), |config| trust::run(config, &files))
+        }
+        SkillCommand::New {
+            name,
+            path,
+            hooks,
+            vendor_sdk,
+            plugins,
+        } => with_config(&plugins.overrides(config_file), |config| {
+            skill_new::run(
+                config,
+                &skill_new::NewOptions {
+                    name,
+                    path,
+                    hooks,
+                    vendor_sdk,
+                },
+            )
+        }),
+        SkillCommand::Check {
+            file,
+            memex,
+            json,
+            plugins,
+        } => with_config(&plugins.overrides(config_file), |config| {
+            skill_check::check(config, &file, &memex, json)
+        }),
+        SkillCommand::Install {
+            file,
+            replace,
+            plugins,
+        } => with_config(&plugins.overrides(config_file), |config| {
+            skill_check::install(config, &file, replace)
+        }),
+    }
+}
+
+/// `foveal bench …`.
+fn run_bench(config_file: Option<&PathBuf>, command: BenchCommand) -> anyhow::Result<Exit> {
+    match command {
+        BenchCommand::Awareness {
+            host,
+            focus,
+            runs,
+            json,
+        } => with_config(&host.overrides(config_file), |config| {
+            bench::awareness(config, &focus, runs, json)
+        }),
+        BenchCommand::Agent {
+            host,
+            turns,
+            edits,
+            json,
+        } => with_config(&host.overrides(config_file), |config| {
+            bench::agent(config, turns, edits, json)
+        }),
+        BenchCommand::Model {
+            host,
+            llama_server,
+            json,
+        } => with_config(&host.overrides(config_file), |config| {
+            bench::model(config, llama_server, json)
+        }),
+    }
+}
+
+/// `foveal window …`: the operation is made from the flags before the
+/// configuration is loaded, so a bad item is refused without it.
+fn run_window(config_file: Option<&PathBuf>, command: WindowCommand) -> anyhow::Result<Exit> {
+    let (target, op, json) = match command {
+        WindowCommand::Add {
+            kind,
+            file,
+            lines,
+            language,
+            text,
+            target,
+            json,
+        } => {
+            let args = window::AddArgs {
+                kind,
+                file,
+                lines,
+                language,
+                text,
             };
-            with_config(&target.plugins.overrides(cli.config.as_ref()), |config| {
-                window::run(config, target.session.as_deref(), &op, json)
+            match window::add_op(&args, &mut window::piped_stdin) {
+                Ok(op) => (target, op, json),
+                Err(exit) => return Ok(exit),
+            }
+        }
+        WindowCommand::List {
+            types,
+            limit,
+            target,
+            json,
+        } => (target, crate::window::WindowOp::List { types, limit }, json),
+        WindowCommand::Rm { id, target } => (target, crate::window::WindowOp::Remove { id }, false),
+        WindowCommand::Clear { target } => (target, crate::window::WindowOp::Clear, false),
+    };
+    with_config(&target.plugins.overrides(config_file), |config| {
+        window::run(config, target.session.as_deref(), &op, json)
+    })
+}
+
+/// `foveal memex …`.
+fn run_memex(config_file: Option<&PathBuf>, command: MemexCommand) -> anyhow::Result<Exit> {
+    match command {
+        MemexCommand::Stats { memex: args, json } => {
+            with_config(&args.overrides(config_file), |config| {
+                memex::stats(config, json)
             })
         }
-        Command::Memex { command } => match command {
-            MemexCommand::Stats { memex: args, json } => {
-                match load_config(&args.overrides(cli.config.as_ref())) {
-                    Ok(config) => memex::stats(&config, json),
-                    Err(exit) => Ok(exit),
-                }
-            }
-            MemexCommand::Query {
-                memex: args,
-                tag,
-                todo,
-                kind,
-                json,
-            } => match load_config(&args.overrides(cli.config.as_ref())) {
-                Ok(config) => memex::query(&config, tag, todo, kind.as_deref(), json),
-                Err(exit) => Ok(exit),
-            },
-            MemexCommand::Embed { memex: args, json } => {
-                match load_config(&args.overrides(cli.config.as_ref())) {
-                    Ok(config) => embed::run(&config, json),
-                    Err(exit) => Ok(exit),
-                }
-            }
-        },
+        MemexCommand::Query {
+            memex: args,
+            tag,
+            todo,
+            kind,
+            json,
+        } => with_config(&args.overrides(config_file), |config| {
+            memex::query(config, tag, todo, kind.as_deref(), json)
+        }),
+        MemexCommand::Embed { memex: args, json } => {
+            with_config(&args.overrides(config_file), |config| {
+                embed::run(config, json)
+            })
+        }
     }
 }

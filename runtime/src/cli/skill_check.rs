@@ -27,7 +27,7 @@ use crate::config::Config;
 use crate::loader::{LoadError, SkillInfo};
 use crate::memex::privacy::PrivacyTags;
 use crate::memex::view::{ComponentsCall, SnapshotView};
-use crate::registry::{Idle, Registry, hooks};
+use crate::registry::{Idle, hooks};
 
 /// The example memex hooks are called on when `--memex` is not given: the
 /// repository's `config/memex/example.org`, carried in the binary.
@@ -284,15 +284,7 @@ pub fn check_library(config: &Config, file: &Path, memex: &[PathBuf]) -> anyhow:
             first_party_only: false,
         },
     );
-    let registry = Registry::new(options).map_err(|e| {
-        anyhow::anyhow!(
-            "cannot create the shadow folder {}: {e}; set FOVEAL_DATA_DIR to a writable folder",
-            config.shadow_dir().display()
-        )
-    })?;
-    registry
-        .loader()
-        .set_max_bytes(u64::from(config.plugins.max_load_mib) << 20);
+    let registry = crate::cli::skills::configured_registry(config, options)?;
     registry.scan();
     let copy = copy_into(file, &scratch.0, &name)
         .map_err(|e| anyhow::anyhow!("cannot copy {} to check it: {e}", file.display()))?;
@@ -835,7 +827,7 @@ fn wait_for_host(config: &Config, before: u64, skill: &str, file: &Path) -> Host
 fn installed_in(config: &Config, skill: &str) -> Vec<PathBuf> {
     let mut options = crate::cli::skills::registry_options(config);
     options.dirs.truncate(1);
-    let Ok(registry) = Registry::new(options) else {
+    let Ok(registry) = crate::cli::skills::host_registry(options) else {
         return Vec::new();
     };
     registry.scan();

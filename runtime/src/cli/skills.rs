@@ -54,8 +54,24 @@ pub(crate) fn open_registry(config: &Config) -> anyhow::Result<Registry> {
     Ok(registry)
 }
 
+/// A registry on `options` that holds skills to the prompt's component-id
+/// rules: how the host builds every registry.
+pub(crate) fn host_registry(options: RegistryOptions) -> std::io::Result<Registry> {
+    Registry::with_policy(options, crate::prompt::components::POLICY)
+}
+
 fn new_registry(config: &Config) -> anyhow::Result<Registry> {
-    let registry = Registry::new(registry_options(config)).map_err(|e| {
+    configured_registry(config, registry_options(config))
+}
+
+/// A [`host_registry`] on `options` whose loader maps at most config
+/// `plugins.max_load_mib`; a shadow folder it cannot create is an error
+/// that says what to do.
+pub(crate) fn configured_registry(
+    config: &Config,
+    options: RegistryOptions,
+) -> anyhow::Result<Registry> {
+    let registry = host_registry(options).map_err(|e| {
         anyhow::anyhow!(
             "cannot create the shadow folder {}: {e}; set FOVEAL_DATA_DIR to a writable folder",
             config.shadow_dir().display()

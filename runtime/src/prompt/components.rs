@@ -13,7 +13,8 @@
 //! pending event, so that its changes leave the prompt's beginning as it
 //! was (`prompt::position`).
 //! A skill declares the ids its `components` hook fills; the rules
-//! ([`check_declared`], [`reserved_for`]) are checked when it loads:
+//! ([`check_declared`], [`reserved_for`]) are checked when it loads, by
+//! the loader and the registry the host gives them to ([`POLICY`]):
 //!
 //! - ids the host fills (`0`, `2500`, `5000`, `6000`, `7000`) cannot be
 //!   declared, nor ids above `7999`, nor one id twice;
@@ -32,6 +33,7 @@ use std::sync::{Arc, Mutex};
 use foveal_sdk::prompt::{SectionKind, ids};
 use foveal_sdk::{Role, SignalKind};
 
+use crate::loader::ComponentPolicy;
 use crate::memex::privacy::PrivacyTags;
 use crate::memex::snapshot::MemexSnapshot;
 use crate::memex::view::{ComponentsCall, SnapshotView};
@@ -216,6 +218,20 @@ pub fn merge_config(base: &str, extra: &str) -> String {
 /// (2000) is asked of the `awareness` skill by name.
 pub fn reserved_for(id: u32) -> Option<&'static str> {
     (id == ids::SEMANTIC_MEMORIES).then_some(crate::context::SKILL)
+}
+
+/// The rules above as the loader and the registry apply them to every
+/// library: the host builds its registries with this policy, and it is
+/// also [`ComponentPolicy`]'s `Default`.
+pub const POLICY: ComponentPolicy = ComponentPolicy {
+    check_declared,
+    reserved_for,
+};
+
+impl Default for ComponentPolicy {
+    fn default() -> Self {
+        POLICY
+    }
 }
 
 /// A tool the model may call, as the system prompt lists it.

@@ -4,7 +4,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use foveal::registry::{Change, PluginDir, Reason, Registry, RegistryOptions, hooks};
+use foveal::registry::{
+    Change, ComponentPolicy, PluginDir, Reason, Registry, RegistryOptions, hooks,
+};
 
 use crate::loading::request;
 use crate::support::{Sandbox, file_name, install, invoke, library};
@@ -344,4 +346,61 @@ fn a_hook_that_never_returns_is_abandoned_at_its_deadline_and_the_skill_quaranti
         call(&refused).0.unwrap_err().reason(),
         foveal::registry::Reason::NotLoaded { .. }
     ));
+}
+
+#[test]
+fn a_registry_holds_manifests_to_the_component_policy_it_is_given() {
+    let sandbox = Sandbox::new();
+    sandbox.install("components-a", "a_components");
+    let refuse_4501 = ComponentPolicy {
+        check_declared: |ids| {
+            if ids.contains(&4501) {
+                Err("4501 is kept for this test".to_owned())
+            } else {
+                Ok(())
+            }
+        },
+        reserved_for: |_| None,
+    };
+    let registry = Registry::with_policy(sandbox.options(), refuse_4501).unwrap();
+    registry.scan();
+    let snapshot = registry.snapshot();
+    assert!(snapshot.get("components-a").is_none());
+    let rows = snapshot.rows();
+    let refused = rows
+        .iter()
+        .find(|r| r.status.starts_with("refused"))
+        .unwrap();
+    assert_eq!(
+        refused.status,
+        "refused: invalid skill manifest: 4501 is kept for this test"
+    );
+
+    // The same library under the default policy (the prompt's rules) loads.
+    let registry = sandbox.registry();
+    registry.scan();
+    assert!(registry.snapshot().get("components-a").is_some());
+}
+
+#[test]
+fn a_registry_refuses_an_id_its_component_policy_reserves_for_another_skill() {
+    let sandbox = Sandbox::new();
+    sandbox.install("components-a", "a_components");
+    let policy = ComponentPolicy {
+        reserved_for: |id| (id == 4501).then_some("elsewhere"),
+        ..ComponentPolicy::default()
+    };
+    let registry = Registry::with_policy(sandbox.options(), policy).unwrap();
+    registry.scan();
+    let snapshot = registry.snapshot();
+    assert!(snapshot.get("components-a").is_none());
+    let rows = snapshot.rows();
+    let refused = rows
+        .iter()
+        .find(|r| r.status.starts_with("refused"))
+        .unwrap();
+    assert_eq!(
+        refused.status,
+        "refused: skill `components-a` declares prompt component 4501, which the host reserves for the `elsewhere` skill; two components cannot share an id: give one of them a free id"
+    );
 }
