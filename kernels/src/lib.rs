@@ -14,6 +14,12 @@
 //! matmul(&w, &x, m, &mut out, &Pool::new(2));
 //! ```
 //!
+//! ## What it may not do
+//!
+//! Pure arithmetic on slices: no model files, no tokenizer, no allocation
+//! in the hot loop, no other foveal crate. `foveal-provider`'s embedded
+//! model is its one user.
+//!
 //! # Formats and layouts
 //! [`QMatrix::from_ggml`] takes the bytes of a ggml / GGUF tensor as they
 //! are in the file (the table at [`Format`]) and copies them once: F32 and

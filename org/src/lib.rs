@@ -35,6 +35,23 @@
 //!
 //! Every range is a byte range into the file's text, so an edit can splice
 //! new text in and leave every other byte as it was.
+//!
+//! ## What it may not do
+//!
+//! It reads text and returns ranges: no files, no privacy decisions (which
+//! tags make an object private is the memex's), no allocation of the
+//! text itself. It depends on no other foveal crate.
+//!
+//! # Example
+//!
+//! ```
+//! let text = "#+TODO: NEXT | DONE\n* NEXT Write docs :work:\nBody.\n";
+//! let parsed = foveal_org::parse(text).unwrap();
+//! let h = &parsed.headlines[0];
+//! assert_eq!(h.todo.as_deref(), Some("NEXT"));
+//! assert_eq!(&text[h.title.start as usize..h.title.end as usize], "Write docs");
+//! assert_eq!(h.tags(text).collect::<Vec<_>>(), ["work"]);
+//! ```
 
 use std::ops::Range;
 

@@ -29,6 +29,15 @@
 //! Errors are [`ProviderError`]s, each saying what to do next; none ever
 //! shows the API key.
 //!
+//! ## What it may not do
+//!
+//! It never decides what may be sent: the host's last door
+//! (`foveal-gate`) checks the body between [`Provider::body`] and
+//! [`Provider::send`], and an embedder is given only texts the host has
+//! already checked. It knows nothing of the memex, skills or prompts, and
+//! depends only on `foveal-settings` and `foveal-kernels` of foveal's
+//! crates. It is the only crate that compiles candle and tokenizers.
+//!
 //! # Example
 //!
 //! ```no_run

@@ -12,6 +12,12 @@
 //! add its own (`[[privacy.patterns]]` in `foveal.toml`) or replace the
 //! defaults (`privacy.default_patterns = false`).
 //!
+//! ## What it may not do
+//!
+//! It finds and replaces; it never keeps, logs or reports what matched, and
+//! it knows nothing of the memex (private text is `foveal-gate`'s). It
+//! depends on no other foveal crate, so a skill can use it.
+//!
 //! # Rules
 //!
 //! - A pattern is a [`regex`] (Rust syntax). By default the whole match is

@@ -5,6 +5,23 @@
 //! against [`foveal_sdk`], loaded from a plugins folder, checked, and
 //! swapped while the host runs.
 //!
+//! The host is the top of a workspace of crates by concern
+//! (`docs/architecture.md` draws the tree). Below it, each in its own
+//! crate and named here by its old path:
+//!
+//! - [`memex`] ([`foveal_memex`]) is the knowledge base: Org files as an
+//!   indexed snapshot, privacy tags, the view lent to skills, writes and
+//!   the watcher.
+//! - [`provider`] ([`foveal_provider`]) asks a model: an OpenAI-compatible
+//!   server over HTTP or the embedded model; it also holds the embedders.
+//! - [`egress`] is the last door ([`foveal_gate`]): private text and
+//!   secrets are removed from every request body before it leaves the
+//!   process; [`logs`] keeps the recent log lines, redacted.
+//! - [`config`] reads `foveal.toml`, the environment and the flags, each
+//!   table with the helpers of [`foveal_settings`].
+//!
+//! The host's own parts:
+//!
 //! - [`loader`] maps a library through a shadow copy and checks it.
 //! - [`trust`] decides which folders, libraries and config files may be
 //!   used: owned by the user or root, writable by nobody else, and
@@ -12,26 +29,17 @@
 //! - [`registry`] holds the loaded skills as an immutable, generation-numbered
 //!   snapshot and is the one path every hook call takes.
 //! - [`watcher`] reloads skills when the plugins folder changes.
-//! - [`config`] reads `foveal.toml`, the environment and the flags.
 //! - [`host_api`] is what the host offers skills.
-//! - [`memex`] is the knowledge base: Org files as an indexed snapshot.
-//! - [`logs`] keeps the recent log lines the context can show.
 //! - [`prompt`] assembles the prompt from ordered components within a
 //!   token budget that always holds, and tracks usage and cost.
 //! - [`execution`] composes how a cycle may act (single action or a loop,
 //!   how many tool calls, which kinds of tool) from the static limits, the
 //!   context type and the runtime signals.
-//! - [`provider`] asks a model: an OpenAI-compatible server over HTTP,
-//!   streamed, with retries and timeouts.
-//! - [`embed`] computes a vector for every memex object (a local model
-//!   or an OpenAI-compatible endpoint), cached on disk, so that similar
-//!   objects are promoted on any memex.
-//! - [`egress`] is the last door: private text and secrets are removed from
-//!   every request body before it leaves the process.
-//! - [`execution`] composes the execution pattern of a cycle.
-//! - [`agent`] is the live host: signals, cycles, tools, sessions, the
-//!   control socket.
-//! - [`cli`] is the `foveal` command.
+//! - [`embed`] decides what is embedded and when, and caches the vectors
+//!   on disk, so that similar objects are promoted on any memex.
+//! - [`agent`] is the live host: signals, the cycle (sense → think → act),
+//!   tools, sessions, the control socket.
+//! - [`cli`] is the `foveal` command; [`tui`] its terminal client.
 
 pub mod agent;
 /// The recent log lines and the log redactor, from [`foveal_gate`].

@@ -14,6 +14,10 @@
 //! ```no_run
 //! foveal_sdk_build::embed_source();
 //! ```
+//!
+//! It reads the crate's own files at build time and writes one file into
+//! `OUT_DIR`; it may not read outside the crate, and it depends on no other
+//! foveal crate.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};

@@ -18,6 +18,9 @@
 //! - **Declare only the hooks you implement.** The host lists the hooks it
 //!   finds, and a missing hook has a named fallback in the host.
 //!
+//! The crate itself depends on nothing of the host (only on `foveal-org`,
+//! for the `testing` feature): the ABI is the one door between the two.
+//!
 //! # Example
 //!
 //! `Cargo.toml`:
