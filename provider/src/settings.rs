@@ -24,7 +24,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use toml::Spanned;
 
-use foveal_settings::{ConfigError, EnvLookup};
+use foveal_settings::{ConfigError, EnvLookup, line_column};
 
 /// The address used when the OpenAI-compatible provider is chosen and no
 /// base URL is given.
@@ -487,14 +487,4 @@ fn is_env_name(name: &str) -> bool {
         .next()
         .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
-}
-
-fn line_column(text: &str, offset: usize) -> (usize, usize) {
-    let before = &text[..offset.min(text.len())];
-    let line = before.matches('\n').count() + 1;
-    let column = before
-        .rfind('\n')
-        .map_or(before.len(), |nl| before.len() - nl - 1)
-        + 1;
-    (line, column)
 }

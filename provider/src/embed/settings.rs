@@ -156,12 +156,7 @@ pub fn resolve(
     env: EnvLookup<'_>,
 ) -> Result<EmbedSettings, ConfigError> {
     let at = |span: std::ops::Range<usize>, key: &str, message: String| {
-        let before = &text[..span.start.min(text.len())];
-        let line = before.matches('\n').count() + 1;
-        let column = before
-            .rfind('\n')
-            .map_or(before.len(), |nl| before.len() - nl - 1)
-            + 1;
+        let (line, column) = foveal_settings::line_column(text, span.start);
         let key = format!("embedding.{key}");
         ConfigError::Invalid {
             path: path.to_owned(),
