@@ -1,4 +1,5 @@
-//! all-MiniLM-L6-v2 in this process: candle's BERT, mean pooling over the
+//! all-MiniLM-L6-v2 in this process: a BERT encoder on candle
+//! ([`super::bert`]), mean pooling over the
 //! real tokens, L2 normalisation; 384 dimensions.
 //!
 //! The files — `model.safetensors`, `tokenizer.json`, `config.json` — come
@@ -21,9 +22,9 @@ use std::path::{Path, PathBuf};
 
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
-use candle_transformers::models::bert::{BertModel, Config};
 use tokenizers::{Tokenizer, TruncationParams};
 
+use crate::embed::bert::{Bert, Config};
 use crate::embed::{EmbedError, Embedder};
 
 /// Where `scripts/fetch-model` puts the model, from the repository root.
@@ -196,7 +197,7 @@ impl candle_nn::var_builder::SimpleBackend for Streamed {
 pub struct LocalEmbedder {
     dir: PathBuf,
     pad_id: u32,
-    model: BertModel,
+    model: Bert,
     tokenizer: Tokenizer,
     pool: rayon::ThreadPool,
     dim: usize,
@@ -247,7 +248,7 @@ impl LocalEmbedder {
             ))
         })?;
         let vb = VarBuilder::from_backend(Box::new(weights), DType::F32, Device::Cpu);
-        let model = BertModel::load(vb, &config)
+        let model = Bert::load(vb, &config)
             .map_err(|e| load(format!("model.safetensors is not a BERT model: {e}")))?;
         let threads = threads
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
@@ -328,7 +329,7 @@ impl LocalEmbedder {
         let ids = Tensor::from_vec(ids, (n, len), &device)?;
         let types = Tensor::from_vec(types, (n, len), &device)?;
         let mask = Tensor::from_vec(mask, (n, len), &device)?;
-        let hidden = self.model.forward(&ids, &types, Some(&mask))?;
+        let hidden = self.model.forward(&ids, &types, &mask)?;
         // Mean over the real tokens only: pad tokens have mask 0.
         let mask = mask.to_dtype(DType::F32)?.unsqueeze(2)?;
         let summed = hidden.broadcast_mul(&mask)?.sum(1)?;
@@ -440,6 +441,81 @@ mod tests {
             .collect();
         let w = model.embed(&many).unwrap();
         assert!(cos(&w[8], &v[0]) > 0.9999 && cos(&w[9], &v[2]) > 0.9999);
+    }
+
+    #[test]
+    fn the_encoder_computes_what_candle_transformers_bert_computes_to_the_bit() {
+        use candle_transformers::models::bert as reference;
+        let Some(model) = model() else { return };
+        let dir = model.dir();
+        let config: reference::Config =
+            serde_json::from_slice(&std::fs::read(dir.join("config.json")).unwrap()).unwrap();
+        let weights = Streamed::open(&dir.join("model.safetensors")).unwrap();
+        let vb = VarBuilder::from_backend(Box::new(weights), DType::F32, Device::Cpu);
+        let candle = reference::BertModel::load(vb, &config).unwrap();
+        // Two texts, the shorter padded: the mask matters.
+        let texts = ["Buy milk", "Kernel scheduler latency under a heavy load"];
+        let encodings = model.tokenizer.encode_batch(texts.to_vec(), true).unwrap();
+        let len = encodings.iter().map(|e| e.len()).max().unwrap();
+        let (mut ids, mut types, mut mask) = (
+            vec![0u32; 2 * len],
+            vec![0u32; 2 * len],
+            vec![0u32; 2 * len],
+        );
+        for (row, e) in encodings.iter().enumerate() {
+            let at = row * len;
+            ids[at..at + e.len()].copy_from_slice(e.get_ids());
+            types[at..at + e.len()].copy_from_slice(e.get_type_ids());
+            mask[at..at + e.len()].copy_from_slice(e.get_attention_mask());
+        }
+        let tensor = |v: Vec<u32>| Tensor::from_vec(v, (2, len), &Device::Cpu).unwrap();
+        let (ids, types, mask) = (tensor(ids), tensor(types), tensor(mask));
+        let ours = model.model.forward(&ids, &types, &mask).unwrap();
+        let theirs = candle.forward(&ids, &types, Some(&mask)).unwrap();
+        assert_eq!(ours.dims(), [2, len, 384]);
+        assert_eq!(
+            ours.flatten_all().unwrap().to_vec1::<f32>().unwrap(),
+            theirs.flatten_all().unwrap().to_vec1::<f32>().unwrap()
+        );
+    }
+
+    #[test]
+    fn a_config_the_encoder_cannot_compute_is_refused_when_loaded() {
+        let Some(model) = model() else { return };
+        let dir = tempfile::tempdir().unwrap();
+        for name in ["tokenizer.json", "model.safetensors"] {
+            std::os::unix::fs::symlink(model.dir().join(name), dir.path().join(name)).unwrap();
+        }
+        let config = std::fs::read_to_string(model.dir().join("config.json")).unwrap();
+        for (from, to, says) in [
+            (
+                "\"gelu\"",
+                "\"swish\"",
+                "config.json is not a BERT configuration",
+            ),
+            (
+                "\"absolute\"",
+                "\"relative_key\"",
+                "config.json is not a BERT configuration",
+            ),
+            (
+                "\"num_attention_heads\": 12",
+                "\"num_attention_heads\": 7",
+                "not a multiple",
+            ),
+            (
+                "\"num_hidden_layers\": 6",
+                "\"num_hidden_layers\": 7",
+                "model.safetensors is not a BERT model",
+            ),
+        ] {
+            assert!(config.contains(from), "{from}");
+            std::fs::write(dir.path().join("config.json"), config.replace(from, to)).unwrap();
+            let err = LocalEmbedder::open(dir.path(), Some(1), false)
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(says), "{to}: {err}");
+        }
     }
 
     #[test]

@@ -1,12 +1,13 @@
 //! The embedders: what turns texts into vectors.
 //!
-//! - [`local`]: all-MiniLM-L6-v2 in this process (candle's BERT).
+//! - [`local`]: all-MiniLM-L6-v2 in this process ([`bert`], on candle).
 //! - [`remote`]: an OpenAI-compatible `/embeddings` endpoint.
 //! - [`settings`]: the `[embedding]` table.
 //!
 //! What is embedded, when, and where the vectors go (the cache, the memex)
 //! is the host's `embed` module; only public text ever reaches an embedder.
 
+pub mod bert;
 pub mod local;
 pub mod remote;
 pub mod settings;

@@ -63,6 +63,7 @@
 
 mod jinja;
 mod model;
+mod sampler;
 mod summary;
 mod template;
 mod tokenizer;
@@ -83,8 +84,6 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use candle_core::quantized::gguf_file;
-use candle_core::{Device, Tensor};
-use candle_transformers::generation::{LogitsProcessor, Sampling};
 
 use self::model::{Model, State};
 use self::tokenizer::{LocalTokenizer, TextDecoder};
@@ -604,14 +603,8 @@ impl Inner {
         }
         let wanted = request.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS).max(1) as usize;
         let budget = wanted.min(self.context - prompt.len());
-        let sampling = match request.temperature {
-            Some(t) if t > 0.0 => Sampling::All {
-                temperature: f64::from(t),
-            },
-            _ => Sampling::ArgMax,
-        };
         let mut sampler =
-            LogitsProcessor::from_sampling(request.seed.unwrap_or(DEFAULT_SEED), sampling);
+            sampler::Sampler::new(request.seed.unwrap_or(DEFAULT_SEED), request.temperature);
         let offer_tools = !request.tools.is_empty() && request.tool_choice != ToolChoice::None;
         let named_tool = offer_tools && matches!(request.tool_choice, ToolChoice::Tool(_));
         let mut emitter = Emitter {
@@ -662,16 +655,13 @@ impl Inner {
             if generated.len() >= budget {
                 break FinishReason::Length;
             }
-            let mut scores = Tensor::from_vec(logits, self.model.vocab(), &Device::Cpu)?;
             if REPEAT_PENALTY != 1.0 && !generated.is_empty() {
                 let recent = &generated[generated.len().saturating_sub(REPEAT_LAST_N)..];
-                scores = candle_transformers::utils::apply_repeat_penalty(
-                    &scores,
-                    REPEAT_PENALTY,
-                    recent,
-                )?;
+                sampler::apply_repeat_penalty(&mut logits, REPEAT_PENALTY, recent);
             }
-            let next = sampler.sample(&scores)?;
+            let next = sampler
+                .sample(&logits)
+                .ok_or_else(|| ProviderError::Model("the model's logits are not numbers".into()))?;
             if self.stop.contains(&next) {
                 ended_by_token = true;
                 break FinishReason::Stop;
