@@ -504,6 +504,11 @@ mod tests {
                 "not a multiple",
             ),
             (
+                "\"num_attention_heads\": 12",
+                "\"num_attention_heads\": 0",
+                "not a multiple",
+            ),
+            (
                 "\"num_hidden_layers\": 6",
                 "\"num_hidden_layers\": 7",
                 "model.safetensors is not a BERT model",
