@@ -312,8 +312,12 @@ impl LocalEmbedder {
         Ok(out)
     }
 
-    /// One group, padded to its longest text.
-    fn group(&self, encodings: &[&tokenizers::Encoding]) -> candle_core::Result<Vec<Vec<f32>>> {
+    /// Token ids, token types and attention mask of `encodings`, each
+    /// `(texts, longest)`, the shorter texts padded (mask 0).
+    fn padded(
+        &self,
+        encodings: &[&tokenizers::Encoding],
+    ) -> candle_core::Result<(Tensor, Tensor, Tensor)> {
         let n = encodings.len();
         let len = encodings.iter().map(|e| e.len()).max().unwrap_or(0).max(1);
         let mut ids = vec![self.pad_id; n * len];
@@ -325,10 +329,13 @@ impl LocalEmbedder {
             types[at..at + e.len()].copy_from_slice(e.get_type_ids());
             mask[at..at + e.len()].copy_from_slice(e.get_attention_mask());
         }
-        let device = Device::Cpu;
-        let ids = Tensor::from_vec(ids, (n, len), &device)?;
-        let types = Tensor::from_vec(types, (n, len), &device)?;
-        let mask = Tensor::from_vec(mask, (n, len), &device)?;
+        let tensor = |v: Vec<u32>| Tensor::from_vec(v, (n, len), &Device::Cpu);
+        Ok((tensor(ids)?, tensor(types)?, tensor(mask)?))
+    }
+
+    /// One group, padded to its longest text.
+    fn group(&self, encodings: &[&tokenizers::Encoding]) -> candle_core::Result<Vec<Vec<f32>>> {
+        let (ids, types, mask) = self.padded(encodings)?;
         let hidden = self.model.forward(&ids, &types, &mask)?;
         // Mean over the real tokens only: pad tokens have mask 0.
         let mask = mask.to_dtype(DType::F32)?.unsqueeze(2)?;
@@ -456,20 +463,8 @@ mod tests {
         // Two texts, the shorter padded: the mask matters.
         let texts = ["Buy milk", "Kernel scheduler latency under a heavy load"];
         let encodings = model.tokenizer.encode_batch(texts.to_vec(), true).unwrap();
+        let (ids, types, mask) = model.padded(&encodings.iter().collect::<Vec<_>>()).unwrap();
         let len = encodings.iter().map(|e| e.len()).max().unwrap();
-        let (mut ids, mut types, mut mask) = (
-            vec![0u32; 2 * len],
-            vec![0u32; 2 * len],
-            vec![0u32; 2 * len],
-        );
-        for (row, e) in encodings.iter().enumerate() {
-            let at = row * len;
-            ids[at..at + e.len()].copy_from_slice(e.get_ids());
-            types[at..at + e.len()].copy_from_slice(e.get_type_ids());
-            mask[at..at + e.len()].copy_from_slice(e.get_attention_mask());
-        }
-        let tensor = |v: Vec<u32>| Tensor::from_vec(v, (2, len), &Device::Cpu).unwrap();
-        let (ids, types, mask) = (tensor(ids), tensor(types), tensor(mask));
         let ours = model.model.forward(&ids, &types, &mask).unwrap();
         let theirs = candle.forward(&ids, &types, Some(&mask)).unwrap();
         assert_eq!(ours.dims(), [2, len, 384]);
