@@ -443,6 +443,20 @@ impl SnapshotView {
         }
     }
 
+    /// The generation of the snapshot this view shows.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// The lent files with what each lends, in view order: for a host
+    /// that lends them another way (a skill cell maps them from sealed
+    /// memory files, once per [`Prepared`]).
+    pub fn prepared(&self) -> impl Iterator<Item = (&Arc<MemexFile>, &Arc<Prepared>)> {
+        self.prepared
+            .iter()
+            .map(|(file, prepared)| (file, prepared))
+    }
+
     /// The lent files, in view order.
     pub fn files(&self) -> impl Iterator<Item = &MemexFile> {
         self.prepared.iter().map(|(file, _)| &**file)
