@@ -502,7 +502,7 @@ impl Cell {
                 format!("{} (system call {syscall})", acts::describe(kind))
             };
             let mut seen = self.refused.lock().unwrap_or_else(|e| e.into_inner());
-            if seen.iter().any(|s| *s == text) {
+            if seen.contains(&text) {
                 continue;
             }
             if seen.len() < 256 {

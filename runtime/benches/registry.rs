@@ -92,6 +92,7 @@ fn setup() -> Setup {
             hook_timeout: std::time::Duration::from_millis(
                 foveal::registry::DEFAULT_HOOK_TIMEOUT_MS,
             ),
+            isolation: foveal::isolation::IsolationPolicy::in_process(),
         })
         .unwrap(),
     );
@@ -111,7 +112,7 @@ fn hook_call(c: &mut Criterion) {
     let direct_dir = tempfile::tempdir().unwrap();
     let loader = Loader::new(direct_dir.path().to_path_buf(), 10).unwrap();
     let loaded = loader.load(&fixture("counter-v1")).unwrap();
-    let components = loaded.module.components().unwrap();
+    let components = loaded.module().unwrap().components().unwrap();
     group.bench_function("direct_fn_pointer", |b| {
         b.iter(|| black_box(components(black_box(&request))))
     });

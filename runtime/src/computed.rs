@@ -64,7 +64,7 @@ use crate::memex::privacy::PrivacyTags;
 use crate::memex::snapshot::MemexSnapshot;
 use crate::memex::view::{ComponentsCall, SnapshotView};
 use crate::memex::write::Edit;
-use crate::registry::{Snapshot, hooks};
+use crate::registry::Snapshot;
 
 /// The skill.
 pub const SKILL: &str = "computed-context";
@@ -160,7 +160,7 @@ pub fn compute(
         explain: false,
     };
     let components = skills
-        .call(SKILL, hooks::COMPONENTS, move |f| call.call(f))
+        .call_components(SKILL, call)
         .map_err(|e| e.to_string())?;
     Ok(components
         .into_iter()
@@ -312,7 +312,7 @@ pub fn post_execution(
         config: settings.skill_config(Mode::Text, Some(ticket.0)),
         explain: false,
     };
-    let outcome = skills.call(SKILL, hooks::COMPONENTS, move |f| call.call(f));
+    let outcome = skills.call_components(SKILL, call);
     drop(ticket);
     let edits = std::mem::take(&mut *target.results.lock().unwrap_or_else(|e| e.into_inner()));
     let error = outcome.err().map(|e| e.to_string());

@@ -70,6 +70,10 @@ pub struct PluginSettings {
     /// Run only libraries whose digest is in `trusted`
     /// (`plugins.require_trusted`, default false: nothing is hashed).
     pub require_trusted: bool,
+    /// Where the first-party skills beside the executable run
+    /// (`plugins.builtin_isolation`, `FOVEAL_BUILTIN_ISOLATION`: `"cell"`
+    /// or `"in-process"`, the default). Drop-in skills run in cells.
+    pub builtin_isolation: crate::isolation::Where,
 }
 
 impl PluginSettings {
@@ -185,6 +189,10 @@ pub struct Config {
     /// JSON text its hooks receive in `config_json` (a skill without a
     /// table gets `{}`).
     pub skills: std::collections::BTreeMap<String, String>,
+    /// The host's keys of each `[skills.<name>]` table: where the skill
+    /// runs and what its cell is granted ([`crate::isolation`]). They are
+    /// not in the skill's JSON.
+    pub skill_isolation: std::collections::BTreeMap<String, crate::isolation::SkillIsolation>,
 }
 
 impl Config {
@@ -193,6 +201,17 @@ impl Config {
     /// has none.
     pub fn skill_config(&self, name: &str) -> &str {
         self.skills.get(name).map_or("{}", String::as_str)
+    }
+
+    /// The isolation rules of the registry: drop-in skills in cells, the
+    /// first-party ones as `plugins.builtin_isolation` says, and each
+    /// skill's `[skills.<name>]` keys.
+    pub fn isolation(&self) -> crate::isolation::IsolationPolicy {
+        crate::isolation::IsolationPolicy {
+            builtin: self.plugins.builtin_isolation,
+            skills: self.skill_isolation.clone(),
+            ..crate::isolation::IsolationPolicy::default()
+        }
     }
 
     /// Where shadow copies of skill libraries go.
@@ -313,6 +332,7 @@ struct FilePlugins {
     debounce_ms: Option<Spanned<u64>>,
     trusted: Option<Vec<Spanned<String>>>,
     require_trusted: Option<bool>,
+    builtin_isolation: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -436,6 +456,22 @@ impl Config {
                 .unwrap_or(100),
             trusted: check.digests(file.plugins.trusted.as_deref().unwrap_or_default())?,
             require_trusted: file.plugins.require_trusted.unwrap_or(false),
+            builtin_isolation: match &file.plugins.builtin_isolation {
+                None => crate::isolation::Where::InProcess,
+                Some(value) => crate::isolation::Where::parse(value.get_ref()).ok_or_else(|| {
+                    let (line, column) = line_column(text, value.span().start);
+                    ConfigError::Invalid {
+                        path: check.path.to_owned(),
+                        line,
+                        column,
+                        key: Some("plugins.builtin_isolation".to_owned()),
+                        message: format!(
+                            "`plugins.builtin_isolation`: {:?} is not a place to run; write \"cell\" or \"in-process\"",
+                            value.get_ref()
+                        ),
+                    }
+                })?,
+            },
         };
         if let Some(dir) = &file.plugins.dir {
             plugins.dir = base.join(resolve_path(dir, env));
@@ -548,12 +584,48 @@ impl Config {
             };
         }
 
+        if let Some(value) = env("FOVEAL_BUILTIN_ISOLATION").filter(|v| !v.trim().is_empty()) {
+            plugins.builtin_isolation = crate::isolation::Where::parse(value.trim()).ok_or_else(
+                || ConfigError::Env {
+                    name: "FOVEAL_BUILTIN_ISOLATION",
+                    value: value.clone(),
+                    message: "expected cell or in-process".to_owned(),
+                },
+            )?;
+        }
+
         // Flags win over both.
         if let Some(dir) = &overrides.plugins {
             plugins.dir = dir.clone();
         }
         if let Some(builtin) = overrides.builtin {
             plugins.builtin = builtin;
+        }
+
+        let mut skills = std::collections::BTreeMap::new();
+        let mut skill_isolation = std::collections::BTreeMap::new();
+        for (name, table) in &file.skills {
+            let mut table = table.clone();
+            let isolation = crate::isolation::SkillIsolation::take_from(&mut table, |p| {
+                base.join(resolve_path(p, env))
+            })
+            .map_err(|(key, message)| {
+                let header = format!("[skills.{name}]");
+                let offset = text.find(&header).unwrap_or(0);
+                let (line, column) = line_column(text, offset);
+                ConfigError::Invalid {
+                    path: check.path.to_owned(),
+                    line,
+                    column,
+                    key: Some(format!("skills.{name}.{key}")),
+                    message: format!("`skills.{name}.{key}`: {message}"),
+                }
+            })?;
+            let json = serde_json::to_string(&table).unwrap_or_else(|_| "{}".to_owned());
+            skills.insert(name.clone(), json);
+            if isolation != crate::isolation::SkillIsolation::default() {
+                skill_isolation.insert(name.clone(), isolation);
+            }
         }
 
         let data_dir = data_dir.unwrap_or_else(default_data_dir);
@@ -625,14 +697,8 @@ impl Config {
             embedding,
             prompt,
             execution,
-            skills: file
-                .skills
-                .iter()
-                .map(|(name, table)| {
-                    let json = serde_json::to_string(table).unwrap_or_else(|_| "{}".to_owned());
-                    (name.clone(), json)
-                })
-                .collect(),
+            skills,
+            skill_isolation,
         })
     }
 }

@@ -49,7 +49,7 @@ use foveal_sdk::SignalKind;
 use crate::memex::privacy::PrivacyTags;
 use crate::memex::snapshot::MemexSnapshot;
 use crate::memex::view::{ComponentsCall, SnapshotView};
-use crate::registry::{Snapshot, hooks};
+use crate::registry::Snapshot;
 
 /// The skill that renders the section.
 pub const SKILL: &str = "awareness";
@@ -328,7 +328,7 @@ pub fn render(
         origin: Origin::Fallback(why),
         failed,
     };
-    let components = match skills.call(SKILL, hooks::COMPONENTS, move |f| call.call(f)) {
+    let components = match skills.call_components(SKILL, call) {
         Ok(components) => components,
         Err(unavailable) => {
             let why = unavailable.to_string();

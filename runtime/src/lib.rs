@@ -22,7 +22,10 @@
 //!
 //! The host's own parts:
 //!
-//! - [`loader`] maps a library through a shadow copy and checks it.
+//! - [`loader`] maps a library through a shadow copy and checks it, or
+//!   starts it in a cell of its own ([`foveal_cell`]).
+//! - [`isolation`] decides which skills run in cells and what each cell
+//!   is granted.
 //! - [`trust`] decides which folders, libraries and config files may be
 //!   used: owned by the user or root, writable by nobody else, and
 //!   optionally on an allow-list of SHA-256 digests.
@@ -60,6 +63,7 @@ pub mod egress;
 pub mod embed;
 pub mod execution;
 pub mod host_api;
+pub mod isolation;
 pub mod loader;
 pub mod prompt;
 pub mod registry;

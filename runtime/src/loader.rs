@@ -41,11 +41,13 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use abi_stable::library::{LibHeader, LibraryError, RawLibrary, lib_header_from_raw_library};
 use abi_stable::std_types::{RErr, ROk};
+use foveal_cell::proto::load_failed;
 use foveal_sdk::{SkillError, SkillModRef};
 
 use crate::host_api;
@@ -199,6 +201,16 @@ pub enum LoadError {
         /// Abandoned calls.
         count: u32,
     },
+    /// The library should run in a cell, and no cell can confine it here.
+    #[error("{}: not run: it should run confined in a cell, and {reason}; a skill is never run unconfined by default. To run it in foveal's own process anyway, with your rights (your files, your keys), add `isolation = \"in-process\"` to its [skills.{skill}] table", path.display())]
+    Unconfined {
+        /// The library.
+        path: PathBuf,
+        /// The skill's name, as far as the file name says.
+        skill: String,
+        /// Why there is no cell.
+        reason: String,
+    },
     /// This process has mapped as many bytes of libraries as it may.
     #[error("{}: not loaded: this host has already mapped {loaded} bytes of skill libraries, and this build would pass the cap of {max} (plugins.max_load_mib); loaded code is never unloaded: restart the host to load more", path.display())]
     ByteLimit {
@@ -250,6 +262,7 @@ impl LoadError {
             | Self::InitPanicked { path, .. }
             | Self::LoadLimit { path, .. }
             | Self::ByteLimit { path, .. }
+            | Self::Unconfined { path, .. }
             | Self::Hung { path, .. } => path,
         }
     }
@@ -342,8 +355,41 @@ pub struct Opened {
     pub identity: FileIdentity,
     /// The manifest.
     pub info: SkillInfo,
-    module: SkillModRef,
+    backend: Backend,
     opened_in: Duration,
+}
+
+impl Opened {
+    /// Where its code runs.
+    pub fn backend(&self) -> &Backend {
+        &self.backend
+    }
+}
+
+/// Where a loaded skill's code runs.
+#[derive(Debug, Clone)]
+pub enum Backend {
+    /// Mapped into the host's process: its root module. Valid for the life
+    /// of the process: libraries are never closed.
+    InProcess(SkillModRef),
+    /// In a cell of its own ([`foveal_cell`]), and how long its `init`
+    /// may take.
+    Cell(Arc<foveal_cell::Cell>, Duration),
+}
+
+/// How to start a library in a cell ([`Loader::open_in_cell`]).
+#[derive(Debug, Clone)]
+pub struct CellPlan {
+    /// The `foveal-cell` executable.
+    pub exe: PathBuf,
+    /// What its cell may allocate.
+    pub memory_mib: u32,
+    /// What its cell may read, and the network.
+    pub grants: foveal_cell::Grants,
+    /// Start as on a kernel without Landlock (tests).
+    pub simulate_no_landlock: bool,
+    /// How long `init` may take.
+    pub init_timeout: Duration,
 }
 
 /// A skill library that is loaded and initialised, ready to be called.
@@ -355,17 +401,35 @@ pub struct Loaded {
     pub identity: FileIdentity,
     /// The manifest.
     pub info: SkillInfo,
-    /// The root module. Valid for the life of the process: libraries are
-    /// never closed.
-    pub module: SkillModRef,
+    /// Where its code runs.
+    pub backend: Backend,
     /// From the start of the copy to the end of `init`.
     pub load_time: Duration,
 }
 
 impl Loaded {
     /// The embedded literate source.
-    pub fn source(&self) -> &'static str {
-        self.module.manifest().source.as_str()
+    pub fn source(&self) -> &str {
+        match &self.backend {
+            Backend::InProcess(module) => module.manifest().source.as_str(),
+            Backend::Cell(cell, _) => &cell.manifest().source,
+        }
+    }
+
+    /// The root module, when the library is mapped in this process.
+    pub fn module(&self) -> Option<&SkillModRef> {
+        match &self.backend {
+            Backend::InProcess(module) => Some(module),
+            Backend::Cell(..) => None,
+        }
+    }
+
+    /// The cell, when the skill runs in one.
+    pub fn cell(&self) -> Option<&Arc<foveal_cell::Cell>> {
+        match &self.backend {
+            Backend::InProcess(_) => None,
+            Backend::Cell(cell, _) => Some(cell),
+        }
     }
 }
 
@@ -490,6 +554,65 @@ impl Loader {
     /// folder (the registry checks the folders it scans).
     pub fn open(&self, path: &Path) -> Result<Opened, LoadError> {
         let started = Instant::now();
+        let (identity, copy, copied, shadow) = self.checked_copy(path, true)?;
+        self.map_in_process(path, identity, copy, copied, &shadow, started)
+    }
+
+    /// Checks the library at `path` as [`open`](Self::open) does and
+    /// starts it in a cell ([`foveal_cell`]) on `plan`: the copy is a file
+    /// in the shadow folder that the cell, and only it, may read; nothing
+    /// of the library is mapped in this process. The cell confines itself
+    /// before it loads the library, so its constructors run inside.
+    pub fn open_in_cell(&self, path: &Path, plan: &CellPlan) -> Result<Opened, LoadError> {
+        let started = Instant::now();
+        let (identity, copy, _, _) = self.checked_copy(path, false)?;
+        let library = copy.keep();
+        let options = foveal_cell::CellOptions {
+            exe: plan.exe.clone(),
+            library: library.clone(),
+            origin: path.to_owned(),
+            memory_mib: plan.memory_mib,
+            grants: plan.grants.clone(),
+            simulate_no_landlock: plan.simulate_no_landlock,
+        };
+        let cell = match foveal_cell::Cell::start(options, host_api::host_api()) {
+            Ok(cell) => cell,
+            Err(error) => {
+                let _ = fs::remove_file(&library);
+                return Err(cell_error(path, error));
+            }
+        };
+        let m = cell.manifest();
+        let info = check_info(
+            path,
+            SkillInfo {
+                name: m.name.clone(),
+                version: m.version.clone(),
+                sdk_version: m.sdk_version.clone(),
+                priority: m.priority,
+                dependencies: m.dependencies.clone(),
+                hooks: m.hooks.clone(),
+                description: m.description.clone(),
+                component_ids: m.component_ids.clone(),
+            },
+            &self.components,
+        )?;
+        Ok(Opened {
+            path: path.to_owned(),
+            identity,
+            info,
+            backend: Backend::Cell(Arc::new(cell), plan.init_timeout),
+            opened_in: started.elapsed(),
+        })
+    }
+
+    /// The checks every library passes and its private copy: in memory
+    /// when `in_memory` allows, else a file in the shadow folder.
+    fn checked_copy(
+        &self,
+        path: &Path,
+        in_memory: bool,
+    ) -> Result<(FileIdentity, ShadowCopy, u64, PathBuf), LoadError> {
         let io = |source| LoadError::Io {
             path: path.to_owned(),
             source,
@@ -532,7 +655,7 @@ impl Loader {
         let hashed = self.allow.is_required();
         let wanted = if hashed { identity.len } else { extent.copied };
         let shadow = self.shadow_path(path);
-        let copy = ShadowCopy::of(&source, wanted, &shadow).map_err(io)?;
+        let copy = ShadowCopy::of(&source, wanted, &shadow, in_memory).map_err(io)?;
         drop(source);
         let copied = copy.len().map_err(io)?;
         if copied < wanted {
@@ -555,6 +678,22 @@ impl Loader {
             }
         }
 
+        Ok((identity, copy, copied, shadow))
+    }
+
+    fn map_in_process(
+        &self,
+        path: &Path,
+        identity: FileIdentity,
+        copy: ShadowCopy,
+        copied: u64,
+        shadow: &Path,
+        started: Instant,
+    ) -> Result<Opened, LoadError> {
+        let io = |source| LoadError::Io {
+            path: path.to_owned(),
+            source,
+        };
         let previous = self.loads.fetch_add(1, Ordering::Relaxed);
         if previous >= self.max_loads {
             self.loads.fetch_sub(1, Ordering::Relaxed);
@@ -585,7 +724,7 @@ impl Loader {
         let raw = copy.map().map_err(io)?;
         let raw = raw.map_err(|e| LoadError::Open {
             path: path.to_owned(),
-            message: dl_message(&e, &shadow, path),
+            message: dl_message(&e, shadow, path),
         })?;
         // Never dlclose (see the module docs): the library lives as long as
         // the process.
@@ -627,7 +766,7 @@ impl Loader {
             path: path.to_owned(),
             identity,
             info,
-            module,
+            backend: Backend::InProcess(module),
             opened_in: started.elapsed(),
         })
     }
@@ -636,13 +775,20 @@ impl Loader {
     /// the library.
     pub fn init(&self, opened: Opened) -> Result<Loaded, LoadError> {
         let started = Instant::now();
-        match (opened.module.init())(host_api::host_api()) {
+        let answer = match &opened.backend {
+            Backend::InProcess(module) => (module.init())(host_api::host_api()),
+            Backend::Cell(cell, timeout) => match cell.init(*timeout) {
+                Ok(answer) => answer,
+                Err(error) => RErr(SkillError::new(SkillError::UNAVAILABLE, error.to_string())),
+            },
+        };
+        match answer {
             ROk(()) => Ok(Loaded {
                 load_time: opened.opened_in + started.elapsed(),
                 path: opened.path,
                 identity: opened.identity,
                 info: opened.info,
-                module: opened.module,
+                backend: opened.backend,
             }),
             RErr(error) if error.code == SkillError::PANIC => Err(LoadError::InitPanicked {
                 path: opened.path,
@@ -683,12 +829,6 @@ fn read_info(
 ) -> Result<SkillInfo, LoadError> {
     let manifest = module.manifest();
     let name = manifest.name.as_str().to_owned();
-    if let Err(reason) = check_skill_name(&name) {
-        return Err(LoadError::InvalidManifest {
-            path: path.to_owned(),
-            reason: format!("skill name {name:?} {reason}"),
-        });
-    }
     let mut hooks = Vec::new();
     if module.components().is_some() {
         hooks.push("components");
@@ -716,14 +856,7 @@ fn read_info(
     if module.run_tool().flatten().is_some() {
         hooks.push("run_tool");
     }
-    let component_ids = manifest.component_ids.as_slice().to_vec();
-    if let Err(reason) = (components.check_declared)(&component_ids) {
-        return Err(LoadError::InvalidManifest {
-            path: path.to_owned(),
-            reason,
-        });
-    }
-    Ok(SkillInfo {
+    let info = SkillInfo {
         name,
         version: manifest.version.as_str().to_owned(),
         sdk_version: manifest.sdk_version.as_str().to_owned(),
@@ -735,8 +868,78 @@ fn read_info(
             .collect(),
         hooks,
         description: manifest.description.as_str().to_owned(),
-        component_ids,
-    })
+        component_ids: manifest.component_ids.as_slice().to_vec(),
+    };
+    check_info(path, info, components)
+}
+
+/// The manifest checks, wherever the manifest was read (in this process or
+/// in a cell): the name, and the component ids against `components`.
+fn check_info(
+    path: &Path,
+    info: SkillInfo,
+    components: &ComponentPolicy,
+) -> Result<SkillInfo, LoadError> {
+    if let Err(reason) = check_skill_name(&info.name) {
+        return Err(LoadError::InvalidManifest {
+            path: path.to_owned(),
+            reason: format!("skill name {:?} {reason}", info.name),
+        });
+    }
+    if let Err(reason) = (components.check_declared)(&info.component_ids) {
+        return Err(LoadError::InvalidManifest {
+            path: path.to_owned(),
+            reason,
+        });
+    }
+    Ok(info)
+}
+
+/// What a cell that did not start means for its library.
+fn cell_error(path: &Path, error: foveal_cell::StartError) -> LoadError {
+    use foveal_cell::StartError;
+    let path = path.to_owned();
+    match error {
+        StartError::Spawn { .. } | StartError::Unconfined(_) => LoadError::Unconfined {
+            skill: guess_name(&path),
+            path,
+            reason: error.to_string(),
+        },
+        StartError::Died(message) => LoadError::Open {
+            path,
+            message: format!("its cell ended while loading it ({message})"),
+        },
+        StartError::Load {
+            kind,
+            message,
+            extra,
+        } => match kind {
+            load_failed::NOT_A_SKILL => LoadError::NotASkill { path },
+            load_failed::INCOMPATIBLE_SDK => LoadError::IncompatibleSdk {
+                path,
+                expected: extra.first().cloned().unwrap_or_default(),
+                found: extra.get(1).cloned().unwrap_or_default(),
+            },
+            load_failed::ABI_STABLE => LoadError::IncompatibleAbiStable { path, message },
+            load_failed::LAYOUT => LoadError::Layout {
+                path,
+                details: summarize_layout_error(&message),
+            },
+            _ => LoadError::Open { path, message },
+        },
+    }
+}
+
+/// The skill name a library file most likely holds (`libfoveal_skill_x.so`
+/// → `x`), for messages before its manifest could be read.
+fn guess_name(path: &Path) -> String {
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let stem = stem.strip_prefix(std::env::consts::DLL_PREFIX).unwrap_or(&stem);
+    let stem = stem.strip_prefix("foveal_skill_").unwrap_or(stem);
+    stem.replace('_', "-")
 }
 
 /// A skill name is what users type: `skill-source NAME`. Lowercase ASCII
@@ -943,20 +1146,24 @@ struct ShadowCopy {
     file: fs::File,
     shadow: PathBuf,
     in_memory: bool,
+    /// Left on disk when dropped ([`ShadowCopy::keep`]).
+    kept: bool,
 }
 
 impl ShadowCopy {
     /// A copy of the first `len` bytes of `source`.
-    fn of(source: &fs::File, len: u64, shadow: &Path) -> std::io::Result<Self> {
+    fn of(source: &fs::File, len: u64, shadow: &Path, in_memory: bool) -> std::io::Result<Self> {
         use std::io::Read as _;
         #[cfg(target_os = "linux")]
-        if let Some(mut memfd) = memfd()
+        if in_memory
+            && let Some(mut memfd) = memfd()
             && std::io::copy(&mut source.take(len), &mut memfd).is_ok()
         {
             return Ok(Self {
                 file: memfd,
                 shadow: shadow.to_owned(),
                 in_memory: true,
+                kept: false,
             });
         }
         let mut file = Self::create(shadow)?;
@@ -978,7 +1185,15 @@ impl ShadowCopy {
             file,
             shadow: shadow.to_owned(),
             in_memory: false,
+            kept: false,
         })
+    }
+
+    /// The copy on disk, kept after this value is gone (a cell loads it,
+    /// and removes it when it ends).
+    fn keep(mut self) -> PathBuf {
+        self.kept = true;
+        self.shadow.clone()
     }
 
     /// The copy's length.
@@ -1029,7 +1244,7 @@ impl ShadowCopy {
 
 impl Drop for ShadowCopy {
     fn drop(&mut self) {
-        if !self.in_memory {
+        if !self.in_memory && !self.kept {
             let _ = fs::remove_file(&self.shadow);
         }
     }

@@ -43,7 +43,8 @@ use arc_swap::ArcSwap;
 use foveal_sdk::{SkillError, SkillModRef};
 
 pub use crate::loader::ComponentPolicy;
-use crate::loader::{FileIdentity, LoadError, Loaded, Loader, Opened};
+use crate::loader::{Backend, CellPlan, FileIdentity, LoadError, Loaded, Loader, Opened};
+use crate::isolation::{IsolationPolicy, Where};
 
 /// Selects one hook of the root module, with its function type.
 #[derive(Debug, Clone, Copy)]
@@ -51,11 +52,15 @@ pub struct Hook<F> {
     /// The hook's name, as listed by `skill-list`.
     pub name: &'static str,
     get: fn(&SkillModRef) -> Option<F>,
+    /// The same hook for a skill in a cell: a function of the same type
+    /// that carries the call to the cell ([`foveal_cell::lend`]).
+    trampoline: F,
 }
 
 /// The hooks a skill may implement.
 pub mod hooks {
     use super::Hook;
+    use foveal_cell::lend;
     use foveal_sdk::{
         BudgetFn, CallToolFn, ComponentsFn, InvokeFn, PrefixFn, RedactFn, RunToolFn, ToolsFn,
     };
@@ -64,42 +69,50 @@ pub mod hooks {
     pub const COMPONENTS: Hook<ComponentsFn> = Hook {
         name: "components",
         get: |m| m.components(),
+        trampoline: lend::components,
     };
     /// `redact(text) -> text`.
     pub const REDACT: Hook<RedactFn> = Hook {
         name: "redact",
         get: |m| m.redact(),
+        trampoline: lend::redact,
     };
     /// `invoke(method, args_json) -> json`.
     pub const INVOKE: Hook<InvokeFn> = Hook {
         name: "invoke",
         get: |m| m.invoke(),
+        trampoline: lend::invoke,
     };
     /// `prefix(request) -> Prefix` (token economics, seed 003 contract 1).
     pub const PREFIX: Hook<PrefixFn> = Hook {
         name: "prefix",
         get: |m| m.prefix().flatten(),
+        trampoline: lend::prefix,
     };
     /// `budget(request) -> BudgetPlan` (token economics, seed 003 contract 3).
     pub const BUDGET: Hook<BudgetFn> = Hook {
         name: "budget",
         get: |m| m.budget().flatten(),
+        trampoline: lend::budget,
     };
     /// `tools() -> Vec<ToolDecl>`: the tools a skill offers the model.
     pub const TOOLS: Hook<ToolsFn> = Hook {
         name: "tools",
         get: |m| m.tools().flatten(),
+        trampoline: lend::tools,
     };
     /// `call_tool(name, args_json) -> text`: the form before `run_tool`.
     pub const CALL_TOOL: Hook<CallToolFn> = Hook {
         name: "call_tool",
         get: |m| m.call_tool().flatten(),
+        trampoline: lend::call_tool,
     };
     /// `run_tool(&ToolCallRequest) -> text`: the tool lent the memex view,
     /// the focus and the skill's configuration (SDK 0.2.1).
     pub const RUN_TOOL: Hook<RunToolFn> = Hook {
         name: "run_tool",
         get: |m| m.run_tool().flatten(),
+        trampoline: lend::run_tool,
     };
 }
 
@@ -278,7 +291,7 @@ impl Skill {
     }
 
     /// The embedded literate source.
-    pub fn source(&self) -> &'static str {
+    pub fn source(&self) -> &str {
         self.loaded.source()
     }
 
@@ -406,14 +419,30 @@ impl Slot {
         hook: Hook<F>,
         invoke: impl FnOnce(F) -> RResult<T, SkillError> + Send + 'static,
     ) -> Result<T, Unavailable> {
+        self.call_lending(hook, None, invoke)
+    }
+
+    /// [`call`](Self::call) of a hook that is lent the memex (`components`,
+    /// `run_tool`): `view` is the view `invoke` lends, which a skill in a
+    /// cell receives as sealed files (in-process it is not needed).
+    pub fn call_lending<F: Copy + Send + 'static, T: Send + 'static>(
+        &self,
+        hook: Hook<F>,
+        view: Option<&crate::memex::view::SnapshotView>,
+        invoke: impl FnOnce(F) -> RResult<T, SkillError> + Send + 'static,
+    ) -> Result<T, Unavailable> {
         let skill = &*self.skill;
         if !self.missing.is_empty() || skill.health.quarantined.load(Ordering::Relaxed) {
             return Err(self.blocked());
         }
-        let Some(function) = (hook.get)(&skill.loaded.module) else {
+        let timeout = skill.hook_timeout;
+        let module = match &skill.loaded.backend {
+            Backend::InProcess(module) => module,
+            Backend::Cell(cell, _) => return self.call_cell(cell, hook, view, timeout, invoke),
+        };
+        let Some(function) = (hook.get)(module) else {
             return Err(self.no_hook(hook.name));
         };
-        let timeout = skill.hook_timeout;
         match crate::companion::run(timeout, move || invoke(function)) {
             Ok(ROk(value)) => {
                 skill.record_success();
@@ -424,9 +453,61 @@ impl Slot {
         }
     }
 
+    /// The `components` hook with `call`'s request and view.
+    pub fn call_components(
+        &self,
+        call: crate::memex::view::ComponentsCall,
+    ) -> Result<abi_stable::std_types::RVec<foveal_sdk::Component>, Unavailable> {
+        if matches!(self.skill.loaded.backend, Backend::Cell(..)) {
+            let view = call.view.clone();
+            return self.call_lending(hooks::COMPONENTS, Some(&view), move |f| call.call(f));
+        }
+        self.call(hooks::COMPONENTS, move |f| call.call(f))
+    }
+
+    /// A hook of a skill in a cell: on the calling thread (the cell keeps
+    /// the deadline and kills a cell that passes it), through the hook's
+    /// trampoline.
+    fn call_cell<F: Copy, T>(
+        &self,
+        cell: &Arc<foveal_cell::Cell>,
+        hook: Hook<F>,
+        view: Option<&crate::memex::view::SnapshotView>,
+        timeout: Duration,
+        invoke: impl FnOnce(F) -> RResult<T, SkillError>,
+    ) -> Result<T, Unavailable> {
+        if !self.skill.loaded.info.hooks.contains(&hook.name) {
+            return Err(self.no_hook(hook.name));
+        }
+        let lent = match view.map(foveal_cell::lend::lend).transpose() {
+            Ok(lent) => lent,
+            Err(e) => {
+                return Err(self.failed(
+                    hook.name,
+                    SkillError::new(
+                        SkillError::UNAVAILABLE,
+                        format!("the memex could not be lent to its cell: {e}"),
+                    ),
+                ));
+            }
+        };
+        let (answer, _failure) =
+            foveal_cell::lend::with_cell(cell, timeout, lent, || invoke(hook.trampoline));
+        match answer {
+            ROk(value) => {
+                self.skill.record_success();
+                Ok(value)
+            }
+            // A cell that died or hung answers with a PANIC error: counted
+            // toward quarantine like a panic (the cell said what happened).
+            RErr(error) => Err(self.failed(hook.name, error)),
+        }
+    }
+
     /// [`call`](Self::call) on the calling thread, without a deadline, for
     /// callers that measure the ABI itself (benchmarks) or lend borrowed
-    /// data (tests). The host's own paths all take `call`.
+    /// data (tests). The host's own paths all take `call`. A skill in a
+    /// cell is called as by `call` (the cell keeps the deadline).
     #[inline]
     pub fn call_inline<F: Copy, T>(
         &self,
@@ -437,7 +518,13 @@ impl Slot {
         if !self.missing.is_empty() || skill.health.quarantined.load(Ordering::Relaxed) {
             return Err(self.blocked());
         }
-        let Some(function) = (hook.get)(&skill.loaded.module) else {
+        let module = match &skill.loaded.backend {
+            Backend::InProcess(module) => module,
+            Backend::Cell(cell, _) => {
+                return self.call_cell(cell, hook, None, skill.hook_timeout, invoke);
+            }
+        };
+        let Some(function) = (hook.get)(module) else {
             return Err(self.no_hook(hook.name));
         };
         match invoke(function) {
@@ -663,6 +750,32 @@ impl Snapshot {
         }
     }
 
+    /// [`Slot::call_lending`] of skill `name`.
+    pub fn call_lending<F: Copy + Send + 'static, T: Send + 'static>(
+        &self,
+        name: &str,
+        hook: Hook<F>,
+        view: Option<&crate::memex::view::SnapshotView>,
+        invoke: impl FnOnce(F) -> RResult<T, SkillError> + Send + 'static,
+    ) -> Result<T, Unavailable> {
+        match self.skills.get(name) {
+            Some(slot) => slot.call_lending(hook, view, invoke),
+            None => Err(not_loaded(name)),
+        }
+    }
+
+    /// [`Slot::call_components`] of skill `name`.
+    pub fn call_components(
+        &self,
+        name: &str,
+        call: crate::memex::view::ComponentsCall,
+    ) -> Result<abi_stable::std_types::RVec<foveal_sdk::Component>, Unavailable> {
+        match self.skills.get(name) {
+            Some(slot) => slot.call_components(call),
+            None => Err(not_loaded(name)),
+        }
+    }
+
     /// [`Slot::call_inline`] of skill `name`.
     #[inline]
     pub fn call_inline<F: Copy, T>(
@@ -854,8 +967,11 @@ pub struct RegistryOptions {
     /// Which builds may run, by digest (`plugins.require_trusted`).
     pub allow: crate::trust::AllowList,
     /// How long a hook may run before the call is abandoned, the fallback
-    /// taken and the skill quarantined (`plugins.hook_timeout_ms`).
+    /// taken and the skill quarantined (`plugins.hook_timeout_ms`); for a
+    /// skill in a cell, before its cell is killed and started again.
     pub hook_timeout: Duration,
+    /// Which skills run in cells, and what each cell is granted.
+    pub isolation: IsolationPolicy,
 }
 
 /// What each loaded skill is held to.
@@ -877,6 +993,7 @@ impl Default for RegistryOptions {
             max_loads: 500,
             allow: crate::trust::AllowList::Any,
             hook_timeout: Duration::from_millis(DEFAULT_HOOK_TIMEOUT_MS),
+            isolation: IsolationPolicy::default(),
         }
     }
 }
@@ -899,6 +1016,7 @@ pub enum Change {
 pub struct Registry {
     loader: Loader,
     dirs: Vec<PluginDir>,
+    isolation: IsolationPolicy,
     limits: Limits,
     current: ArcSwap<Snapshot>,
     writer: Mutex<()>,
@@ -927,6 +1045,7 @@ impl Registry {
         Ok(Self {
             loader,
             dirs: options.dirs,
+            isolation: options.isolation,
             limits: Limits {
                 quarantine_after: options.quarantine_after.max(1),
                 hook_timeout: options.hook_timeout.max(Duration::from_millis(1)),
@@ -1066,7 +1185,7 @@ impl Registry {
             return self.refuse_unsafe(&current, error);
         }
 
-        let opened = match self.loader.open(path) {
+        let opened = match self.open(path, self.dirs[rank].first_party_only) {
             Ok(opened) => opened,
             Err(error @ LoadError::Unsafe { .. }) => return self.refuse_unsafe(&current, error),
             Err(error) => {
@@ -1162,6 +1281,65 @@ impl Registry {
             Err(error) => self.refuse(&mut next, error, Some(identity)),
         }
         self.publish(next)
+    }
+
+    /// The isolation rules of this registry.
+    pub fn isolation(&self) -> &IsolationPolicy {
+        &self.isolation
+    }
+
+    /// Opens the library at `path` where the isolation rules say: first by
+    /// its folder's default, then, once its name is known, by its own
+    /// `[skills.<name>]` table (in-process, or a cell with its grants).
+    fn open(&self, path: &Path, first_party: bool) -> Result<Opened, LoadError> {
+        let opened = match self.isolation.default_for(first_party) {
+            Where::InProcess => self.loader.open(path)?,
+            Where::Cell => self.open_in_cell(path, &crate::isolation::SkillIsolation::default())?,
+        };
+        let name = opened.info.name.clone();
+        let settings = self.isolation.settings(&name);
+        let wanted = self.isolation.for_skill(&name, first_party);
+        let in_cell = matches!(opened.backend(), Backend::Cell(..));
+        match (wanted, in_cell) {
+            (Where::InProcess, true) => {
+                tracing::info!(skill = %name, path = %path.display(), "skill runs in the host's process ([skills.{name}] isolation = \"in-process\")");
+                self.loader.open(path)
+            }
+            (Where::Cell, false) => self.open_in_cell(path, &settings),
+            (Where::Cell, true) if settings != crate::isolation::SkillIsolation::default() => {
+                // Its grants are known only now: a cell with them.
+                self.open_in_cell(path, &settings)
+            }
+            _ => Ok(opened),
+        }
+    }
+
+    fn open_in_cell(
+        &self,
+        path: &Path,
+        settings: &crate::isolation::SkillIsolation,
+    ) -> Result<Opened, LoadError> {
+        let Some(exe) = self.isolation.exe.clone() else {
+            return Err(LoadError::Unconfined {
+                path: path.to_owned(),
+                skill: path
+                    .file_stem()
+                    .map(|s| s.to_string_lossy().into_owned())
+                    .unwrap_or_default(),
+                reason: "the foveal-cell executable was not found beside foveal (set FOVEAL_CELL to its path)".to_owned(),
+            });
+        };
+        let plan = CellPlan {
+            exe,
+            memory_mib: settings.memory_mib,
+            grants: foveal_cell::Grants {
+                read: settings.allow_read.clone(),
+                network: settings.allow_network,
+            },
+            simulate_no_landlock: self.isolation.simulate_no_landlock,
+            init_timeout: self.limits.hook_timeout,
+        };
+        self.loader.open_in_cell(path, &plan)
     }
 
     /// Forgets the library at `path` (it was removed or renamed away). The

@@ -61,6 +61,7 @@ pub fn first_party_registry(shadow: &Path, skills: &[&str]) -> Registry {
         hook_timeout: std::time::Duration::from_millis(foveal::registry::DEFAULT_HOOK_TIMEOUT_MS),
         max_loads: 100,
         allow: foveal::trust::AllowList::Any,
+        isolation: foveal::isolation::IsolationPolicy::in_process(),
     })
     .expect("registry");
     registry.scan();

@@ -1045,7 +1045,8 @@ pub(crate) fn call_skill_tool(
         .get(skill)
         .is_some_and(|slot| slot.skill().info().hooks.contains(&hooks::RUN_TOOL.name));
     let result = if has_run_tool {
-        skills.call(skill, hooks::RUN_TOOL, move |f| {
+        let lent = view.clone();
+        skills.call_lending(skill, hooks::RUN_TOOL, Some(&lent), move |f| {
             let files = view.file_views();
             let memex = view.view_of(&files);
             let request = foveal_sdk::ToolCallRequest {

@@ -129,6 +129,7 @@ fn failed_step(error: &LoadError) -> &'static str {
         | LoadError::NotASkill { .. }
         | LoadError::LoadLimit { .. }
         | LoadError::ByteLimit { .. }
+        | LoadError::Unconfined { .. }
         | LoadError::Hung { .. } => "library",
         LoadError::IncompatibleSdk { .. } | LoadError::IncompatibleAbiStable { .. } => "sdk",
         LoadError::Layout { .. } => "layout",
@@ -489,7 +490,7 @@ fn call_hooks(
                     config: skill_config.clone(),
                     explain: false,
                 };
-                match slot.call(hooks::COMPONENTS, move |f| call.call(f)) {
+                match slot.call_components(call) {
                     Ok(components) => {
                         let bytes = components.iter().map(|c| c.content.len()).sum();
                         let undeclared: Vec<u32> = components

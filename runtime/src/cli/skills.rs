@@ -45,6 +45,7 @@ pub fn registry_options(config: &Config) -> RegistryOptions {
         hook_timeout: Duration::from_millis(config.plugins.hook_timeout_ms),
         max_loads: config.plugins.max_loads,
         allow: config.plugins.allow_list(),
+        isolation: config.isolation(),
     }
 }
 

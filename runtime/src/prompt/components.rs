@@ -182,7 +182,7 @@ pub fn probe_undeclared(skills: &crate::registry::Snapshot, view: &SnapshotView)
             config: "{}".to_owned(),
             explain: false,
         };
-        if let Ok(components) = slot.call(hooks::COMPONENTS, move |f| call.call(f)) {
+        if let Ok(components) = slot.call_components(call) {
             for component in components.iter() {
                 if !info.component_ids.contains(&component.id) {
                     slot.skill()
@@ -414,7 +414,7 @@ impl SkillComponents {
             if let Some((_, config)) = self.configs.iter().find(|(name, _)| *name == info.name) {
                 call.config = merge_config(&call.config, config);
             }
-            let components = match slot.call(hooks::COMPONENTS, move |f| call.call(f)) {
+            let components = match slot.call_components(call) {
                 Ok(components) => components,
                 Err(unavailable) => {
                     failed |=

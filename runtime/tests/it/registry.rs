@@ -234,6 +234,7 @@ fn a_library_in_the_drop_in_folder_shadows_a_built_in_one_and_gives_way_when_rem
                 first_party_only: true,
             },
         ],
+        isolation: foveal::isolation::IsolationPolicy::in_process(),
         ..sandbox.options()
     };
     let registry = Arc::new(Registry::new(options).unwrap());
@@ -289,6 +290,7 @@ fn a_hook_that_never_returns_is_abandoned_at_its_deadline_and_the_skill_quaranti
     let with_timeout = |ms| {
         let registry = Registry::new(RegistryOptions {
             hook_timeout: Duration::from_millis(ms),
+            isolation: foveal::isolation::IsolationPolicy::in_process(),
             ..sandbox.options()
         })
         .unwrap();

@@ -94,6 +94,7 @@ impl Sandbox {
             hook_timeout: std::time::Duration::from_millis(
                 foveal::registry::DEFAULT_HOOK_TIMEOUT_MS,
             ),
+            isolation: foveal::isolation::IsolationPolicy::in_process(),
         }
     }
 

@@ -204,6 +204,7 @@ fn require_trusted_runs_a_listed_library_and_refuses_an_unlisted_one() {
     let digest = Sha256::of_file(&listed).unwrap();
     let registry = Registry::new(RegistryOptions {
         allow: AllowList::Only([digest].into()),
+        isolation: foveal::isolation::IsolationPolicy::in_process(),
         ..sandbox.options()
     })
     .unwrap();
