@@ -366,6 +366,31 @@ impl Opened {
     }
 }
 
+impl Backend {
+    /// How `skill-list` says where it runs: `cell: no files, no network,
+    /// 256 MiB` or `in-process`.
+    pub fn describe(&self) -> String {
+        match self {
+            Self::InProcess(_) => crate::isolation::describe(
+                crate::isolation::Where::InProcess,
+                &crate::isolation::SkillIsolation::default(),
+            ),
+            Self::Cell(cell, _) => {
+                let options = cell.options();
+                crate::isolation::describe(
+                    crate::isolation::Where::Cell,
+                    &crate::isolation::SkillIsolation {
+                        isolation: Some(crate::isolation::Where::Cell),
+                        memory_mib: options.memory_mib,
+                        allow_network: options.grants.network,
+                        allow_read: options.grants.read.clone(),
+                    },
+                )
+            }
+        }
+    }
+}
+
 /// Where a loaded skill's code runs.
 #[derive(Debug, Clone)]
 pub enum Backend {

@@ -295,6 +295,12 @@ impl Skill {
         self.loaded.source()
     }
 
+    /// Its cell's state (pid, memory, restarts, refused acts), when it
+    /// runs in one.
+    pub fn cell_status(&self) -> Option<foveal_cell::CellStatus> {
+        self.loaded.cell().map(|cell| cell.status())
+    }
+
     /// How long loading this build took (copy, map, checks, init).
     pub fn load_time(&self) -> Duration {
         self.loaded.load_time
@@ -712,6 +718,9 @@ pub struct Row {
     pub dependencies: Vec<String>,
     /// The hooks it implements.
     pub hooks: Vec<&'static str>,
+    /// Where it runs and what it is granted: `cell: no files, no network,
+    /// 256 MiB` or `in-process` (empty when refused).
+    pub isolation: String,
     /// `loaded`, `quarantined`, `missing dependency: …`, `shadowed by …`,
     /// `untrusted: …` or `refused: …`.
     pub status: String,
@@ -843,6 +852,7 @@ impl Snapshot {
                 priority: Some(info.priority),
                 dependencies: info.dependencies.clone(),
                 hooks: info.hooks.clone(),
+                isolation: skill.loaded.backend.describe(),
                 status,
                 warnings: skill.warnings(),
                 path: skill.loaded.path.clone(),
@@ -859,6 +869,7 @@ impl Snapshot {
                     priority: None,
                     dependencies: Vec::new(),
                     hooks: Vec::new(),
+                    isolation: String::new(),
                     status: error.status(),
                     warnings: Vec::new(),
                     path: path.clone(),
@@ -875,6 +886,10 @@ impl Snapshot {
                         priority: Some(info.priority),
                         dependencies: info.dependencies.clone(),
                         hooks: info.hooks.clone(),
+                        isolation: match candidate {
+                            Candidate::Opened(o) => o.backend().describe(),
+                            Candidate::Ready(s) => s.loaded.backend.describe(),
+                        },
                         status: format!("shadowed by {}", by.display()),
                         warnings: Vec::new(),
                         path: path.clone(),

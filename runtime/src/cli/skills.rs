@@ -189,6 +189,7 @@ fn json_rows(snapshot: &Snapshot, rows: Vec<Row>, serving_privacy: Option<&Path>
                 priority: None,
                 dependencies: Vec::new(),
                 hooks: Vec::new(),
+                isolation: String::new(),
                 status: "not loaded: the host applies its built-in filter (privacy tags + secret patterns)"
                     .to_owned(),
                 warnings: Vec::new(),
@@ -248,16 +249,17 @@ fn print_list(
 
 /// The human table: aligned columns, `-` for an empty cell.
 pub fn table(rows: &[Row], registry: &Registry) -> String {
-    const HEADERS: [&str; 7] = [
+    const HEADERS: [&str; 8] = [
         "NAME",
         "VERSION",
         "PRIORITY",
         "DEPENDENCIES",
         "HOOKS",
         "FILE",
+        "ISOLATION",
         "STATUS",
     ];
-    let cells: Vec<[String; 7]> = rows
+    let cells: Vec<[String; 8]> = rows
         .iter()
         .map(|row| {
             let or_dash = |s: String| if s.is_empty() { "-".to_owned() } else { s };
@@ -269,6 +271,7 @@ pub fn table(rows: &[Row], registry: &Registry) -> String {
                 or_dash(row.dependencies.join(",")),
                 or_dash(row.hooks.join(",")),
                 row.path.display().to_string(),
+                or_dash(row.isolation.clone()),
                 std::iter::once(row.status.clone())
                     .chain(row.warnings.iter().map(|w| format!("warning: {w}")))
                     .collect::<Vec<_>>()
@@ -283,7 +286,7 @@ pub fn table(rows: &[Row], registry: &Registry) -> String {
         }
     }
     let mut text = String::new();
-    let mut line = |cols: [&str; 7]| {
+    let mut line = |cols: [&str; 8]| {
         let mut l = String::new();
         for (i, col) in cols.iter().enumerate() {
             if i + 1 == cols.len() {
