@@ -509,11 +509,10 @@ impl Cell {
                 seen.push(text.clone());
             }
             drop(seen);
-            let message = format!("skill {} tried to {text}: refused", self.manifest.name);
-            (self.host.log())(
-                LogLevel::WARN,
-                RStr::from_str(&self.manifest.name),
-                RStr::from_str(&message),
+            tracing::warn!(
+                skill = %self.manifest.name,
+                "skill {} tried to {text}: refused",
+                self.manifest.name
             );
         }
         Ok(())

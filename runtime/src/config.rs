@@ -585,13 +585,12 @@ impl Config {
         }
 
         if let Some(value) = env("FOVEAL_BUILTIN_ISOLATION").filter(|v| !v.trim().is_empty()) {
-            plugins.builtin_isolation = crate::isolation::Where::parse(value.trim()).ok_or_else(
-                || ConfigError::Env {
+            plugins.builtin_isolation =
+                crate::isolation::Where::parse(value.trim()).ok_or_else(|| ConfigError::Env {
                     name: "FOVEAL_BUILTIN_ISOLATION",
                     value: value.clone(),
                     message: "expected cell or in-process".to_owned(),
-                },
-            )?;
+                })?;
         }
 
         // Flags win over both.

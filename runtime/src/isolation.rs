@@ -80,17 +80,12 @@ impl SkillIsolation {
     ) -> Result<Self, (String, String)> {
         let mut out = Self::default();
         if let Some(value) = table.remove("isolation") {
-            out.isolation = Some(
-                value
-                    .as_str()
-                    .and_then(Where::parse)
-                    .ok_or_else(|| {
-                        (
-                            "isolation".to_owned(),
-                            format!("{value:?} is not a place to run; write \"cell\" or \"in-process\""),
-                        )
-                    })?,
-            );
+            out.isolation = Some(value.as_str().and_then(Where::parse).ok_or_else(|| {
+                (
+                    "isolation".to_owned(),
+                    format!("{value:?} is not a place to run; write \"cell\" or \"in-process\""),
+                )
+            })?);
         }
         if let Some(value) = table.remove("memory_mib") {
             out.memory_mib = value
@@ -180,7 +175,11 @@ impl IsolationPolicy {
     /// Where a library from a first-party folder (or not) runs before its
     /// name is known.
     pub fn default_for(&self, first_party: bool) -> Where {
-        if first_party { self.builtin } else { self.drop_in }
+        if first_party {
+            self.builtin
+        } else {
+            self.drop_in
+        }
     }
 
     /// Where skill `name` runs once its name is known.
@@ -246,7 +245,8 @@ mod tests {
             "allow_read = \"/x\"",
         ] {
             let mut table: toml::Table = toml::from_str(bad).unwrap();
-            let (key, message) = SkillIsolation::take_from(&mut table, |p| PathBuf::from(p)).unwrap_err();
+            let (key, message) =
+                SkillIsolation::take_from(&mut table, |p| PathBuf::from(p)).unwrap_err();
             assert!(bad.starts_with(&key), "{bad}: {key}: {message}");
         }
     }

@@ -962,7 +962,9 @@ fn guess_name(path: &Path) -> String {
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let stem = stem.strip_prefix(std::env::consts::DLL_PREFIX).unwrap_or(&stem);
+    let stem = stem
+        .strip_prefix(std::env::consts::DLL_PREFIX)
+        .unwrap_or(&stem);
     let stem = stem.strip_prefix("foveal_skill_").unwrap_or(stem);
     stem.replace('_', "-")
 }

@@ -18,7 +18,7 @@ fn main() -> ExitCode {
     let explicit = EnvFilter::try_from_env("FOVEAL_LOG").ok();
     // Without FOVEAL_LOG, the commands that run cycles still say on stderr
     // when a skill is refused, panics or is quarantined (the registry's
-    // warnings) and when a memex file cannot be loaded, one plain line each;
+    // warnings), when a skill's cell refuses an act or dies and when a memex file cannot be loaded, one plain line each;
     // and how the background embedding goes (a line when it starts, every
     // 10 s, and when it ends).
     let trouble = (explicit.is_none() && cli.runs_cycles()).then(|| {
@@ -28,7 +28,7 @@ fn main() -> ExitCode {
             .with_target(false)
             .with_ansi(false)
             .with_filter(EnvFilter::new(
-                "off,foveal::registry=warn,foveal::memex=warn,foveal::embed=info",
+                "off,foveal::registry=warn,foveal_cell=warn,foveal::memex=warn,foveal::embed=info",
             ))
     });
     let filter = explicit.unwrap_or_else(|| EnvFilter::new("off"));

@@ -42,9 +42,9 @@ use abi_stable::std_types::{RErr, ROk, RResult};
 use arc_swap::ArcSwap;
 use foveal_sdk::{SkillError, SkillModRef};
 
+use crate::isolation::{IsolationPolicy, Where};
 pub use crate::loader::ComponentPolicy;
 use crate::loader::{Backend, CellPlan, FileIdentity, LoadError, Loaded, Loader, Opened};
-use crate::isolation::{IsolationPolicy, Where};
 
 /// Selects one hook of the root module, with its function type.
 #[derive(Debug, Clone, Copy)]

@@ -203,6 +203,7 @@ mod tests {
             priority: Some(1),
             dependencies: Vec::new(),
             hooks: Vec::new(),
+            isolation: "in-process".to_owned(),
             status: status.to_owned(),
             warnings: Vec::new(),
             path: path.into(),

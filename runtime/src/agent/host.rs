@@ -74,15 +74,7 @@ const EVENT_BACKLOG: usize = 256;
 
 /// The `skills` event for `snapshot`.
 fn skills_event(snapshot: &crate::registry::Snapshot) -> Reply {
-    let skills: Vec<super::SkillStatus> = snapshot
-        .rows()
-        .into_iter()
-        .map(|r| super::SkillStatus {
-            name: r.name,
-            version: r.version,
-            status: r.status,
-        })
-        .collect();
+    let skills = super::skill_statuses(snapshot);
     Reply::Skills {
         generation: snapshot.generation(),
         skills: serde_json::to_value(skills).unwrap_or_default(),

@@ -335,6 +335,52 @@ pub struct SkillStatus {
     pub version: Option<String>,
     /// loaded, quarantined, …
     pub status: String,
+    /// `cell: …` with its grants, or `in-process`.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub isolation: String,
+    /// Its cell, when it runs in one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cell: Option<CellState>,
+}
+
+/// A skill's cell as `foveal status` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CellState {
+    /// The cell's process (none while it restarts).
+    pub pid: Option<u32>,
+    /// Its resident memory, bytes.
+    pub rss_bytes: Option<u64>,
+    /// Times it was started again after dying or hanging.
+    pub restarts: u32,
+    /// What it tried and was refused, each once.
+    pub refused: Vec<String>,
+}
+
+/// The skills of `snapshot` as `foveal status` shows them.
+pub fn skill_statuses(snapshot: &crate::registry::Snapshot) -> Vec<SkillStatus> {
+    snapshot
+        .rows()
+        .into_iter()
+        .map(|r| {
+            let cell = snapshot
+                .get(&r.name)
+                .filter(|slot| slot.skill().path() == r.path)
+                .and_then(|slot| slot.skill().cell_status())
+                .map(|c| CellState {
+                    pid: c.pid,
+                    rss_bytes: c.rss_bytes,
+                    restarts: c.restarts,
+                    refused: c.refused,
+                });
+            SkillStatus {
+                name: r.name,
+                version: r.version,
+                status: r.status,
+                isolation: r.isolation,
+                cell,
+            }
+        })
+        .collect()
 }
 
 /// Why an agent could not start.
@@ -880,15 +926,7 @@ impl Agent {
         status.uptime_secs = self.started.elapsed().as_secs();
         status.registry_generation = skills.generation();
         status.memex_generation = self.memex.snapshot().generation();
-        status.skills = skills
-            .rows()
-            .into_iter()
-            .map(|r| SkillStatus {
-                name: r.name,
-                version: r.version,
-                status: r.status,
-            })
-            .collect();
+        status.skills = skill_statuses(&skills);
         status.usage_percent = self.usage_percent;
         status.loaded_libraries = self.registry.loader().loads();
         status.loaded_library_bytes = self.registry.loader().loaded_bytes().0;

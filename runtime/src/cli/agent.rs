@@ -464,11 +464,32 @@ pub fn status(config: &Config, json: bool) -> anyhow::Result<Exit> {
         for skill in skills {
             writeln!(
                 out,
-                "  {} {} — {}",
+                "  {} {} — {}{}",
                 skill["name"].as_str().unwrap_or(""),
                 skill["version"].as_str().unwrap_or(""),
-                skill["status"].as_str().unwrap_or("")
+                skill["status"].as_str().unwrap_or(""),
+                skill["isolation"]
+                    .as_str()
+                    .map(|i| format!(" ({i})"))
+                    .unwrap_or_default()
             )?;
+            let cell = &skill["cell"];
+            if !cell.is_null() {
+                writeln!(
+                    out,
+                    "    cell pid {}, {} MiB resident, {} restarts",
+                    cell["pid"]
+                        .as_u64()
+                        .map_or("- (restarting)".to_owned(), |p| p.to_string()),
+                    cell["rss_bytes"]
+                        .as_u64()
+                        .map_or("-".to_owned(), |b| format!("{:.1}", b as f64 / 1048576.0)),
+                    cell["restarts"]
+                )?;
+                for act in cell["refused"].as_array().into_iter().flatten() {
+                    writeln!(out, "    refused: {}", act.as_str().unwrap_or(""))?;
+                }
+            }
         }
     }
     match get("last_cycle") {

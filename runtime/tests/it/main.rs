@@ -13,6 +13,7 @@ mod server;
 
 mod awareness;
 mod awareness_projects;
+mod cells;
 mod cli;
 mod computed;
 mod context_cli;

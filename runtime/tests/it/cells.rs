@@ -1,0 +1,234 @@
+//! Skill cells through the real host: the `rogue` fixture dropped into the
+//! plugins folder runs confined, is refused what it tries, says so on
+//! stderr at the default log level, and its crash ends only its cell —
+//! the prompt is still made, with every other skill's section in it.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+use crate::support::{file_name, install, library};
+
+struct Host {
+    dir: tempfile::TempDir,
+}
+
+impl Host {
+    /// A folder with a plugins folder holding the rogue, a memex with a
+    /// private diary, and a config whose `[skills.rogue]` table is `rogue`.
+    fn new(rogue: &str) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let plugins = dir.path().join("plugins");
+        std::fs::create_dir(&plugins).unwrap();
+        install(&library("rogue"), &plugins, &file_name("rogue"));
+        let memex = dir.path().join("memex");
+        std::fs::create_dir(&memex).unwrap();
+        std::fs::write(
+            memex.join("notes.org"),
+            "* Work :project:\nPublic plans.\n* Diary :@personal:\nThe cell canary sleeps under the stairs.\n",
+        )
+        .unwrap();
+        let config = dir.path().join("foveal.toml");
+        std::fs::write(&config, format!("[skills.rogue]\n{rogue}\n")).unwrap();
+        Self { dir }
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_foveal"));
+        command.current_dir(self.dir.path());
+        for (name, _) in std::env::vars() {
+            if name.starts_with("FOVEAL_") || name.starts_with("CONTEXT_") {
+                command.env_remove(name);
+            }
+        }
+        command
+            .args(["--config", "foveal.toml"])
+            .args(args)
+            .env("FOVEAL_DATA_DIR", self.path("data"))
+            .env("XDG_CONFIG_HOME", self.path("xdg"))
+            .env("OPENAI_API_KEY", "sk-cell-test-key-0123456789");
+        command
+    }
+
+    fn prompt(&self) -> Output {
+        self.command(&[
+            "prompt",
+            "--plugins",
+            "plugins",
+            "--memex",
+            "memex",
+            "--message",
+            "hi",
+        ])
+        .output()
+        .expect("run foveal")
+    }
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// The rogue's line in a prompt.
+fn rogue_line(out: &str) -> &str {
+    let at = out.find("=== 4600 rogue").expect("the rogue's section");
+    out[at..].lines().nth(1).unwrap_or("")
+}
+
+fn private_file(host: &Host) -> String {
+    host.path("memex").join("notes.org").display().to_string()
+}
+
+#[test]
+fn a_dropped_in_skill_runs_in_a_cell_that_refuses_the_private_file_and_says_so() {
+    let host = Host::new("act = \"read_file\"\npath = \"memex/notes.org\"");
+    let config = std::fs::read_to_string(host.path("foveal.toml")).unwrap();
+    std::fs::write(
+        host.path("foveal.toml"),
+        config.replace("memex/notes.org", &private_file(&host)),
+    )
+    .unwrap();
+    let list = host
+        .command(&["skill-list", "--plugins", "plugins"])
+        .output()
+        .unwrap();
+    let listed = text(&list.stdout);
+    let row = listed.lines().find(|l| l.starts_with("rogue")).unwrap();
+    assert!(
+        row.contains("cell: no files, no network, 256 MiB"),
+        "{listed}"
+    );
+    assert!(
+        listed
+            .lines()
+            .find(|l| l.starts_with("awareness"))
+            .unwrap()
+            .contains("in-process"),
+        "{listed}"
+    );
+
+    let output = host.prompt();
+    let (out, err) = (text(&output.stdout), text(&output.stderr));
+    assert!(output.status.success(), "{err}");
+    assert!(rogue_line(&out).starts_with("read_file: refused"), "{out}");
+    assert!(!out.contains("canary"), "{out}");
+    // Said on stderr without FOVEAL_LOG, once per act.
+    assert!(
+        err.contains(&format!(
+            "skill rogue tried to open {}: refused",
+            private_file(&host)
+        )),
+        "{err}"
+    );
+    assert_eq!(err.matches("tried to open a socket").count(), 1, "{err}");
+    // The constructor ran inside the cell.
+    let host = Host::new("act = \"constructor\"");
+    let output = host.prompt();
+    let out = text(&output.stdout);
+    let line = rogue_line(&out);
+    for refused in [
+        "read_etc_passwd=refused",
+        "env_api_key=refused",
+        "udp=refused",
+        "exec=refused",
+        "write_tmp=refused",
+    ] {
+        assert!(line.contains(refused), "{line}");
+    }
+}
+
+#[test]
+fn a_crashing_cell_takes_its_fallback_and_the_prompt_is_made_without_it() {
+    for (act, signal) in [("abort", "SIGABRT"), ("segv", "SIGSEGV")] {
+        let host = Host::new(&format!("act = \"{act}\""));
+        let output = host.prompt();
+        let (out, err) = (text(&output.stdout), text(&output.stderr));
+        assert!(output.status.success(), "{act}: {err}");
+        assert!(!out.contains("=== 4600 rogue"), "{out}");
+        assert!(out.contains("=== 2000 semantic_memories"), "{out}");
+        assert!(out.contains("* Work"), "{out}");
+        assert!(
+            err.contains("skill cell died in its components hook") && err.contains(signal),
+            "{act}: {err}"
+        );
+    }
+}
+
+#[test]
+fn a_skill_the_user_trusts_in_process_behaves_as_before() {
+    let host = Host::new("isolation = \"in-process\"\nact = \"env\"\nvar = \"OPENAI_API_KEY\"");
+    let list = host
+        .command(&["skill-list", "--plugins", "plugins"])
+        .output()
+        .unwrap();
+    let listed = text(&list.stdout);
+    let row = listed.lines().find(|l| l.starts_with("rogue")).unwrap();
+    assert!(row.contains("in-process"), "{listed}");
+    let output = host.prompt();
+    let out = text(&output.stdout);
+    // In the host's process it sees the host's environment: what the
+    // cell takes away.
+    assert!(rogue_line(&out).starts_with("env: ok present"), "{out}");
+}
+
+#[test]
+fn without_landlock_a_dropped_in_skill_is_refused_with_the_reason_and_the_opt_out() {
+    let host = Host::new("act = \"ok\"");
+    let output = host
+        .command(&["skill-list", "--plugins", "plugins"])
+        .env("FOVEAL_CELL_SIMULATE", "no-landlock")
+        .output()
+        .unwrap();
+    let listed = text(&output.stdout);
+    let row = listed.lines().find(|l| l.contains("rogue")).unwrap();
+    assert!(row.contains("refused"), "{listed}");
+    assert!(row.contains("Landlock"), "{listed}");
+    assert!(row.contains("isolation = \"in-process\""), "{listed}");
+    // The first-party skills, in-process, still serve.
+    assert!(
+        listed
+            .lines()
+            .any(|l| l.starts_with("awareness") && l.contains("loaded")),
+        "{listed}"
+    );
+}
+
+#[test]
+fn every_first_party_skill_in_a_cell_makes_the_same_prompt() {
+    let host = Host::new("act = \"ok\"");
+    let in_process = host.prompt();
+    let cells = host
+        .command(&[
+            "prompt",
+            "--plugins",
+            "plugins",
+            "--memex",
+            "memex",
+            "--message",
+            "hi",
+        ])
+        .env("FOVEAL_BUILTIN_ISOLATION", "cell")
+        .output()
+        .unwrap();
+    assert!(cells.status.success(), "{}", text(&cells.stderr));
+    assert_eq!(text(&cells.stdout), text(&in_process.stdout));
+    let list = host
+        .command(&["skill-list", "--plugins", "plugins"])
+        .env("FOVEAL_BUILTIN_ISOLATION", "cell")
+        .output()
+        .unwrap();
+    let listed = text(&list.stdout);
+    for skill in [
+        "privacy",
+        "token-economics",
+        "awareness",
+        "computed-context",
+        "context-window",
+    ] {
+        let row = listed.lines().find(|l| l.starts_with(skill)).unwrap();
+        assert!(row.contains("cell: no files"), "{listed}");
+    }
+}
