@@ -21,16 +21,28 @@ fn main() -> ExitCode {
     // warnings), when a skill's cell refuses an act or dies and when a memex file cannot be loaded, one plain line each;
     // and how the background embedding goes (a line when it starts, every
     // 10 s, and when it ends).
-    let trouble = (explicit.is_none() && cli.runs_cycles()).then(|| {
-        tracing_subscriber::fmt::layer()
-            .with_writer(foveal::logs::GatedStderr)
-            .without_time()
-            .with_target(false)
-            .with_ansi(false)
-            .with_filter(EnvFilter::new(
-                "off,foveal::registry=warn,foveal_cell=warn,foveal::memex=warn,foveal::embed=info",
-            ))
-    });
+    // The commands that call hooks without running cycles say when a
+    // skill's cell refuses an act or dies.
+    let trouble = explicit
+        .is_none()
+        .then(|| {
+            if cli.runs_cycles() {
+                Some("off,foveal::registry=warn,foveal_cell=warn,foveal::memex=warn,foveal::embed=info")
+            } else if cli.calls_hooks() {
+                Some("off,foveal_cell=warn")
+            } else {
+                None
+            }
+        })
+        .flatten()
+        .map(|directives| {
+            tracing_subscriber::fmt::layer()
+                .with_writer(foveal::logs::GatedStderr)
+                .without_time()
+                .with_target(false)
+                .with_ansi(false)
+                .with_filter(EnvFilter::new(directives))
+        });
     let filter = explicit.unwrap_or_else(|| EnvFilter::new("off"));
     tracing_subscriber::registry()
         .with(

@@ -50,6 +50,19 @@ impl Cli {
     pub fn runs_cycles(&self) -> bool {
         matches!(self.command, Command::Run { .. } | Command::Ask { .. })
     }
+
+    /// Whether the command calls skills' hooks without running cycles
+    /// (`prompt`, `context`, `tool`, `skill`): it says on stderr when a
+    /// skill's cell refuses an act or dies.
+    pub fn calls_hooks(&self) -> bool {
+        matches!(
+            self.command,
+            Command::Prompt { .. }
+                | Command::Context { .. }
+                | Command::Tool { .. }
+                | Command::Skill { .. }
+        )
+    }
 }
 
 /// Options shared by the commands that load skills.
