@@ -59,6 +59,15 @@ pub mod acts {
     pub const OPEN: u32 = 8;
     /// Change its signal handling for SIGSYS.
     pub const SIGSYS: u32 = 9;
+    /// Change a file's mode, owner, times or extended attributes, or
+    /// truncate it by name.
+    pub const METADATA: u32 = 10;
+    /// Use System V or POSIX IPC (shared memory, queues, semaphores).
+    pub const IPC: u32 = 11;
+    /// Watch files (inotify, fanotify).
+    pub const WATCH: u32 = 12;
+    /// Signal, or change the scheduling of, another process.
+    pub const OTHERS: u32 = 13;
 
     /// The phrase after "tried to".
     pub fn describe(kind: u32) -> &'static str {
@@ -72,6 +81,10 @@ pub mod acts {
             LIMITS => "raise its resource limits",
             OPEN => "open a file",
             SIGSYS => "replace the cell's SIGSYS handler",
+            METADATA => "change a file's mode, owner, times or attributes",
+            IPC => "use shared memory or message queues",
+            WATCH => "watch files",
+            OTHERS => "signal or reschedule another process",
             _ => "make a forbidden system call",
         }
     }
@@ -223,15 +236,21 @@ mod linux {
             };
             libc::setrlimit(libc::RLIMIT_CORE, &none);
         }
+        // Out of the host's process group and session: a signal to the
+        // group does not reach the host from here, nor the host's to here.
+        // SAFETY: setsid has no arguments; failure (already a leader) is fine.
+        unsafe {
+            libc::setsid();
+        }
         // The host may have died before the death signal was armed.
         // SAFETY: getppid has no arguments.
         if unsafe { libc::getppid() } == 1 {
             return Err("the host is gone".to_owned());
         }
         let flags = if grants.network {
-            libc::CLONE_NEWUSER
+            libc::CLONE_NEWUSER | libc::CLONE_NEWIPC
         } else {
-            libc::CLONE_NEWUSER | libc::CLONE_NEWNET
+            libc::CLONE_NEWUSER | libc::CLONE_NEWIPC | libc::CLONE_NEWNET
         };
         // SAFETY: unshare with namespace flags; failure is allowed.
         confinement.namespaces = unsafe { libc::unshare(flags) } == 0;
@@ -240,6 +259,7 @@ mod linux {
             return Err("this kernel does not enforce Landlock (simulated)".to_owned());
         }
         confinement.landlock_abi = landlock(grants, library)?;
+        let _ = TABLE.set(forbidden(false));
         install_sigsys_handler()?;
         seccomp(grants)?;
         confinement.seccomp = true;
@@ -251,7 +271,12 @@ mod linux {
         // SAFETY: close_range on a range of descriptors this process owns.
         let rc = unsafe { libc::syscall(libc::SYS_close_range, 4u32, u32::MAX, 0u32) };
         if rc != 0 {
-            for fd in 4..1024 {
+            // SAFETY: getrlimit into a zeroed struct.
+            let mut limit: libc::rlimit = unsafe { std::mem::zeroed() };
+            // SAFETY: as above.
+            unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) };
+            let top = i32::try_from(limit.rlim_cur.min(1 << 20)).unwrap_or(1 << 20);
+            for fd in 4..top {
                 // SAFETY: closing a descriptor number; unused ones fail harmlessly.
                 unsafe {
                     libc::close(fd);
@@ -266,11 +291,16 @@ mod linux {
         // lent view, which is mapped shared and read-only, nor address
         // space reserved and never used (malloc's arenas reserve 64 MiB
         // each).
+        // RLIMIT_AS as a wide backstop: shared anonymous memory is not
+        // data, but it is address space (the lent view fits many times).
         let data = u64::from(memory_mib.max(16)) << 20;
         let limits = [
             (libc::RLIMIT_DATA, data),
+            (libc::RLIMIT_AS, data * 2 + (2 << 30)),
             (libc::RLIMIT_NOFILE, 64),
             (libc::RLIMIT_FSIZE, 1 << 20),
+            // Counted per user namespace (Linux 5.14 and later).
+            (libc::RLIMIT_NPROC, 512),
         ];
         for (resource, value) in limits {
             let limit = libc::rlimit {
@@ -509,6 +539,41 @@ mod linux {
             (SYS_open_by_handle_at, acts::SYSTEM),
             (SYS_setrlimit, acts::LIMITS),
             (SYS_openat, acts::OPEN),
+            (SYS_fchmod, acts::METADATA),
+            (SYS_fchmodat, acts::METADATA),
+            (452, acts::METADATA), // fchmodat2
+            (SYS_fchown, acts::METADATA),
+            (SYS_fchownat, acts::METADATA),
+            (SYS_setxattr, acts::METADATA),
+            (SYS_lsetxattr, acts::METADATA),
+            (SYS_fsetxattr, acts::METADATA),
+            (SYS_removexattr, acts::METADATA),
+            (SYS_lremovexattr, acts::METADATA),
+            (SYS_fremovexattr, acts::METADATA),
+            (463, acts::METADATA), // setxattrat
+            (466, acts::METADATA), // removexattrat
+            (SYS_utimensat, acts::METADATA),
+            (SYS_truncate, acts::METADATA),
+            (SYS_shmget, acts::IPC),
+            (SYS_shmat, acts::IPC),
+            (SYS_shmctl, acts::IPC),
+            (SYS_msgget, acts::IPC),
+            (SYS_msgsnd, acts::IPC),
+            (SYS_msgrcv, acts::IPC),
+            (SYS_msgctl, acts::IPC),
+            (SYS_semget, acts::IPC),
+            (SYS_semop, acts::IPC),
+            (SYS_semctl, acts::IPC),
+            (SYS_semtimedop, acts::IPC),
+            (SYS_mq_open, acts::IPC),
+            (SYS_mq_unlink, acts::IPC),
+            (SYS_inotify_init1, acts::WATCH),
+            (SYS_inotify_add_watch, acts::WATCH),
+            (SYS_fanotify_init, acts::WATCH),
+            (SYS_fanotify_mark, acts::WATCH),
+            (SYS_pidfd_send_signal, acts::OTHERS),
+            (SYS_pidfd_open, acts::OTHERS),
+            (SYS_tkill, acts::OTHERS),
         ];
         #[cfg(target_arch = "x86_64")]
         list.extend([(SYS_open, acts::OPEN), (SYS_creat, acts::OPEN)]);
@@ -527,6 +592,11 @@ mod linux {
     }
 
     /// The act a trapped call `nr` was.
+    /// The trapped calls and their acts, filled before the handler is
+    /// installed: the handler only reads it (no allocation in a signal
+    /// handler).
+    static TABLE: std::sync::OnceLock<Vec<(i64, u32)>> = std::sync::OnceLock::new();
+
     fn classify(nr: i64) -> u32 {
         // Calls trapped by an argument rule, then the unconditional list
         // (a linear scan: traps are rare).
@@ -534,9 +604,19 @@ mod linux {
             libc::SYS_prlimit64 => acts::LIMITS,
             libc::SYS_rt_sigaction => acts::SIGSYS,
             libc::SYS_socket => acts::SOCKET,
-            _ => forbidden(false)
-                .iter()
-                .find(|(n, _)| *n == nr)
+            libc::SYS_kill
+            | libc::SYS_tgkill
+            | libc::SYS_rt_sigqueueinfo
+            | libc::SYS_rt_tgsigqueueinfo
+            | libc::SYS_sched_setscheduler
+            | libc::SYS_sched_setparam
+            | libc::SYS_sched_setattr
+            | libc::SYS_sched_setaffinity
+            | libc::SYS_setpriority
+            | libc::SYS_ioprio_set => acts::OTHERS,
+            _ => TABLE
+                .get()
+                .and_then(|t| t.iter().find(|(n, _)| *n == nr))
                 .map_or(acts::SYSTEM, |(_, k)| *k),
         }
     }
@@ -557,14 +637,50 @@ mod linux {
         let mut trapped: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
         for (nr, _) in forbidden(grants.network) {
             trapped.insert(nr, vec![]);
-            #[cfg(target_arch = "x86_64")]
-            trapped.insert(nr | 0x4000_0000, vec![]);
         }
-        // x32 numbers of calls whose x32 form has a number of its own.
-        #[cfg(target_arch = "x86_64")]
-        for nr in [520, 521, 539, 540, 545] {
-            trapped.insert(0x4000_0000 | nr, vec![]);
+        // Signals and scheduling: only this process (Landlock's signal
+        // scope does the same from ABI 6; this holds on older kernels too).
+        // SAFETY: getpid has no arguments.
+        let me = unsafe { libc::getpid() } as u64;
+        for nr in [
+            libc::SYS_kill,
+            libc::SYS_tgkill,
+            libc::SYS_rt_sigqueueinfo,
+            libc::SYS_rt_tgsigqueueinfo,
+        ] {
+            trapped.insert(nr, vec![rule(vec![cond(0, SeccompCmpOp::Ne, me)?])?]);
         }
+        for nr in [
+            libc::SYS_sched_setscheduler,
+            libc::SYS_sched_setparam,
+            libc::SYS_sched_setattr,
+            libc::SYS_sched_setaffinity,
+        ] {
+            trapped.insert(
+                nr,
+                vec![rule(vec![
+                    cond(0, SeccompCmpOp::Ne, 0)?,
+                    cond(0, SeccompCmpOp::Ne, me)?,
+                ])?],
+            );
+        }
+        trapped.insert(
+            libc::SYS_setpriority,
+            vec![
+                rule(vec![cond(0, SeccompCmpOp::Ne, libc::PRIO_PROCESS as u64)?])?,
+                rule(vec![
+                    cond(1, SeccompCmpOp::Ne, 0)?,
+                    cond(1, SeccompCmpOp::Ne, me)?,
+                ])?,
+            ],
+        );
+        trapped.insert(
+            libc::SYS_ioprio_set,
+            vec![rule(vec![
+                cond(1, SeccompCmpOp::Ne, 0)?,
+                cond(1, SeccompCmpOp::Ne, me)?,
+            ])?],
+        );
         // prlimit64 may read limits, not set them.
         trapped.insert(
             libc::SYS_prlimit64,
@@ -618,7 +734,6 @@ mod linux {
         #[cfg(target_arch = "x86_64")]
         for nr in [libc::SYS_fork, libc::SYS_vfork] {
             fork.insert(nr, vec![]);
-            fork.insert(nr | 0x4000_0000, vec![]);
         }
         let fork = SeccompFilter::new(
             fork,
@@ -630,6 +745,42 @@ mod linux {
         for filter in [clone3, fork] {
             let program: BpfProgram = filter.try_into().map_err(|e| format!("seccomp: {e}"))?;
             seccompiler::apply_filter(&program).map_err(|e| format!("seccomp: {e}"))?;
+        }
+        // Every x32 system call fails: the rules above name x86-64 numbers,
+        // and an argument rule has no x32 twin.
+        #[cfg(target_arch = "x86_64")]
+        {
+            use seccompiler::sock_filter;
+            const LD_W_ABS: u16 = 0x20;
+            const JSET_K: u16 = 0x45;
+            const RET_K: u16 = 0x06;
+            let x32: BpfProgram = vec![
+                sock_filter {
+                    code: LD_W_ABS,
+                    jt: 0,
+                    jf: 0,
+                    k: 0,
+                },
+                sock_filter {
+                    code: JSET_K,
+                    jt: 0,
+                    jf: 1,
+                    k: 0x4000_0000,
+                },
+                sock_filter {
+                    code: RET_K,
+                    jt: 0,
+                    jf: 0,
+                    k: 0x0005_0000 | libc::EPERM as u32,
+                },
+                sock_filter {
+                    code: RET_K,
+                    jt: 0,
+                    jf: 0,
+                    k: 0x7fff_0000,
+                },
+            ];
+            seccompiler::apply_filter(&x32).map_err(|e| format!("seccomp: {e}"))?;
         }
         seccompiler::apply_filter(&program).map_err(|e| format!("seccomp: {e}"))?;
         Ok(())

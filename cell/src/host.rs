@@ -194,6 +194,9 @@ impl std::fmt::Debug for Cell {
     }
 }
 
+/// Log lines and host API calls one hook call may make.
+const MAX_CHATTER: u32 = 100_000;
+
 /// How long a cell has to confine itself, load its library and say so.
 const START_TIMEOUT: Duration = Duration::from_secs(10);
 /// The first wait before a dead cell is started again; it doubles with
@@ -205,7 +208,7 @@ impl Cell {
     /// Starts a cell on `options` and waits for its manifest. The
     /// library's `init` has not run: call [`init`](Self::init).
     pub fn start(options: CellOptions, host: HostApiRef) -> Result<Self, StartError> {
-        let (process, manifest) = spawn(&options)?;
+        let (process, manifest) = spawn(&options, START_TIMEOUT)?;
         let pid = process.child.id();
         Ok(Self {
             options,
@@ -326,12 +329,17 @@ impl Cell {
                 return Err(CallError::Restarting(at - now));
             }
         }
-        let (process, manifest) = spawn(&self.options).map_err(|e| {
+        let start_timeout = START_TIMEOUT.min(timeout + Duration::from_secs(1));
+        let (process, manifest) = spawn(&self.options, start_timeout).map_err(|e| {
             state.retry_at = Some(Instant::now() + MAX_BACKOFF);
             CallError::Start(e.to_string())
         })?;
         if manifest.name != self.manifest.name {
-            return Err(CallError::Start(format!(
+            let mut process = process;
+            let _ = process.child.kill();
+            let _ = process.child.wait();
+            state.retry_at = Some(Instant::now() + MAX_BACKOFF);
+            return Err(CallError::Protocol(format!(
                 "the library now says it is skill `{}`",
                 manifest.name
             )));
@@ -366,15 +374,18 @@ impl Cell {
 
     /// Reaps the process (killing it first when `kill`): how it ended and
     /// the last line of its standard error.
-    fn bury(&self, state: &mut State, kill: bool) -> (String, String) {
+    fn bury(&self, state: &mut State, killed: bool) -> (String, String) {
         let Some(mut process) = state.process.take() else {
             return (String::new(), String::new());
         };
-        if kill {
-            let _ = process.child.kill();
-        }
+        // Killed whatever `kill` says: a cell that closed its channel may
+        // still be running (a hook that closed descriptor 3 and sleeps).
+        let _ = process.child.kill();
         let how = match process.child.wait() {
+            // A cell killed here for a deadline or a broken protocol says
+            // SIGKILL; one that died on its own says its signal.
             Ok(status) => match status.signal() {
+                Some(libc::SIGKILL) if !killed => "SIGKILL (out of memory?)".to_owned(),
                 Some(sig) => signal_name(sig),
                 None => format!("exit status {}", status.code().unwrap_or(-1)),
             },
@@ -408,7 +419,9 @@ impl Cell {
                     files_frame.u64(file.key);
                 }
                 let fds: Vec<RawFd> = chunk.iter().map(|f| f.raw_fd()).collect();
-                process.channel.send(&files_frame.finish(), &fds)?;
+                process
+                    .channel
+                    .send_by(&files_frame.finish(), &fds, Some(deadline))?;
             }
             w.u64(generation).u32(files.len() as u32);
             for file in files {
@@ -416,17 +429,31 @@ impl Cell {
                 keys.push(file.key);
             }
         }
-        process.channel.send(&w.finish(), &[])?;
+        process.channel.send_by(&w.finish(), &[], Some(deadline))?;
         if view.is_some() {
             process.sent = keys.into_iter().collect();
         }
+        // What a cell may say during one call besides its answer: a
+        // chattier one is cut off as broken.
+        let mut chatter = 0u32;
         loop {
             let frame = process.channel.recv(Some(deadline))?;
+            if Instant::now() >= deadline {
+                return Err(WireError::Timeout);
+            }
+            if frame.kind != Kind::Reply {
+                chatter += 1;
+                if chatter > MAX_CHATTER {
+                    return Err(WireError::Malformed(
+                        "more log lines and host calls in one hook call than allowed",
+                    ));
+                }
+            }
             match frame.kind {
                 Kind::Log => self.log(&frame),
                 Kind::HostCall => {
                     let reply = self.host_call(&frame)?;
-                    process.channel.send(&reply, &[])?;
+                    process.channel.send_by(&reply, &[], Some(deadline))?;
                 }
                 Kind::Reply => {
                     let mut r = frame.reader();
@@ -445,6 +472,12 @@ impl Cell {
     fn log(&self, frame: &Frame) {
         let mut r = frame.reader();
         if let (Ok(level), Ok(message)) = (r.u8(), r.str()) {
+            // A log line is a line: capped like a skill's error message.
+            let mut end = message.len().min(4096);
+            while !message.is_char_boundary(end) {
+                end -= 1;
+            }
+            let message = &message[..end];
             (self.host.log())(
                 LogLevel(level),
                 RStr::from_str(&self.manifest.name),
@@ -630,7 +663,7 @@ fn stderr_file() -> std::io::Result<File> {
     Ok(File::from(unsafe { OwnedFd::from_raw_fd(fd) }))
 }
 
-fn spawn(options: &CellOptions) -> Result<(Process, Manifest), StartError> {
+fn spawn(options: &CellOptions, timeout: Duration) -> Result<(Process, Manifest), StartError> {
     let spawn_error = |source| StartError::Spawn {
         exe: options.exe.clone(),
         source,
@@ -660,9 +693,18 @@ fn spawn(options: &CellOptions) -> Result<(Process, Manifest), StartError> {
     }
     let child = spawn_child(command).map_err(spawn_error)?;
     drop(theirs);
+    let channel = match Channel::for_host(ours) {
+        Ok(channel) => channel,
+        Err(e) => {
+            let mut child = child;
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(spawn_error(e));
+        }
+    };
     let mut process = Process {
         child,
-        channel: Channel::new(ours),
+        channel,
         stderr,
         sent: HashSet::new(),
     };
@@ -678,7 +720,7 @@ fn spawn(options: &CellOptions) -> Result<(Process, Manifest), StartError> {
     let answer = process
         .channel
         .send(&w.finish(), &[])
-        .and_then(|()| process.channel.recv(Some(Instant::now() + START_TIMEOUT)));
+        .and_then(|()| process.channel.recv(Some(Instant::now() + timeout)));
     let frame = match answer {
         Ok(frame) => frame,
         Err(e) => {

@@ -56,6 +56,13 @@ fn send(frame: Writer) {
 
 /// The cell's entry point: never returns.
 pub fn main() -> ! {
+    // Two malloc arenas at most, so that their reservations fit the cell's
+    // address-space limit (the environment is empty: no MALLOC_ARENA_MAX).
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt with a documented parameter, before any thread.
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, 2);
+    }
     // SAFETY: the host passes the channel as descriptor 3; nothing else in
     // this process owns it.
     let fd = unsafe { OwnedFd::from_raw_fd(CHANNEL_FD) };

@@ -273,6 +273,10 @@ impl Frame {
     }
 }
 
+/// The largest frame the host accepts from a cell: a whole prompt's
+/// section many times over, far from what would strain the host.
+pub const MAX_FRAME_FROM_CELL: usize = 64 << 20;
+
 /// One end of the channel: a connected Unix stream socket.
 #[derive(Debug)]
 pub struct Channel {
@@ -281,10 +285,16 @@ pub struct Channel {
     start: usize,
     end: usize,
     fds: VecDeque<OwnedFd>,
+    /// Whether descriptors that come with frames are kept (the cell's
+    /// end) or discarded by the kernel (the host's: a cell has nothing to
+    /// pass the host).
+    accept_fds: bool,
+    max_frame: usize,
 }
 
 impl Channel {
-    /// The channel over `fd`, a connected `AF_UNIX` stream socket.
+    /// The cell's end of the channel over `fd`, a connected `AF_UNIX`
+    /// stream socket: blocking, descriptors kept.
     pub fn new(fd: OwnedFd) -> Self {
         Self {
             fd,
@@ -292,7 +302,28 @@ impl Channel {
             start: 0,
             end: 0,
             fds: VecDeque::new(),
+            accept_fds: true,
+            max_frame: MAX_FRAME,
         }
+    }
+
+    /// The host's end: non-blocking (every send and receive waits at most
+    /// to its deadline), descriptors refused, frames of at most
+    /// [`MAX_FRAME_FROM_CELL`].
+    pub fn for_host(fd: OwnedFd) -> io::Result<Self> {
+        // SAFETY: fcntl on a descriptor we own.
+        unsafe {
+            let flags = libc::fcntl(fd.as_raw_fd(), libc::F_GETFL);
+            if flags < 0 || libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK) < 0
+            {
+                return Err(io::Error::last_os_error());
+            }
+        }
+        Ok(Self {
+            accept_fds: false,
+            max_frame: MAX_FRAME_FROM_CELL,
+            ..Self::new(fd)
+        })
     }
 
     /// A connected pair, both ends close-on-exec.
@@ -321,12 +352,30 @@ impl Channel {
 
     /// Sends one frame (from [`Writer::finish`]) with `fds` beside it.
     pub fn send(&self, frame: &[u8], fds: &[RawFd]) -> Result<(), WireError> {
+        self.send_by(frame, fds, None)
+    }
+
+    /// [`send`](Self::send), giving up at `deadline` (on a non-blocking
+    /// end: a peer that stops reading cannot hold the sender).
+    pub fn send_by(
+        &self,
+        frame: &[u8],
+        fds: &[RawFd],
+        deadline: Option<Instant>,
+    ) -> Result<(), WireError> {
         let mut sent = 0;
         let mut fds = fds;
         while sent < frame.len() {
-            let n = send_some(self.fd.as_raw_fd(), &frame[sent..], fds)?;
-            fds = &[];
-            sent += n;
+            match send_some(self.fd.as_raw_fd(), &frame[sent..], fds) {
+                Ok(n) => {
+                    fds = &[];
+                    sent += n;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    wait_for(self.fd.as_raw_fd(), libc::POLLOUT, deadline)?;
+                }
+                Err(e) => return Err(e.into()),
+            }
         }
         Ok(())
     }
@@ -344,10 +393,18 @@ impl Channel {
             if let Some(frame) = self.buffered()? {
                 return Ok(frame);
             }
-            if let Some(deadline) = deadline {
-                wait_readable(self.fd.as_raw_fd(), deadline)?;
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return Err(WireError::Timeout);
             }
-            self.fill()?;
+            if deadline.is_some() {
+                wait_for(self.fd.as_raw_fd(), libc::POLLIN, deadline)?;
+            }
+            match self.fill() {
+                Err(WireError::Io(e)) if e.kind() == io::ErrorKind::WouldBlock => {
+                    wait_for(self.fd.as_raw_fd(), libc::POLLIN, deadline)?;
+                }
+                other => other?,
+            }
         }
     }
 
@@ -358,7 +415,7 @@ impl Channel {
         }
         let b = &self.buf[self.start..self.start + 4];
         let len = u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize;
-        if len == 0 || len > MAX_FRAME {
+        if len == 0 || len > self.max_frame {
             return Err(WireError::Malformed("frame length out of range"));
         }
         if have < 4 + len {
@@ -401,7 +458,7 @@ impl Channel {
         let n = recv_some(
             self.fd.as_raw_fd(),
             &mut self.buf[self.end..],
-            &mut self.fds,
+            self.accept_fds.then_some(&mut self.fds),
         )?;
         if n == 0 {
             return Err(WireError::Closed);
@@ -411,14 +468,20 @@ impl Channel {
     }
 }
 
-/// Waits until `fd` is readable or `deadline` passes.
-fn wait_readable(fd: RawFd, deadline: Instant) -> Result<(), WireError> {
+/// Waits until `fd` is ready for `events` or `deadline` passes (forever
+/// without one).
+fn wait_for(fd: RawFd, events: libc::c_short, deadline: Option<Instant>) -> Result<(), WireError> {
     loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let ms = i32::try_from(left.as_millis().div_ceil(1)).unwrap_or(i32::MAX);
+        let ms = match deadline {
+            Some(deadline) => {
+                let left = deadline.saturating_duration_since(Instant::now());
+                i32::try_from(left.as_millis()).unwrap_or(i32::MAX)
+            }
+            None => -1,
+        };
         let mut pfd = libc::pollfd {
             fd,
-            events: libc::POLLIN,
+            events,
             revents: 0,
         };
         // SAFETY: one valid pollfd.
@@ -427,7 +490,7 @@ fn wait_readable(fd: RawFd, deadline: Instant) -> Result<(), WireError> {
             return Ok(());
         }
         if rc == 0 {
-            if Instant::now() >= deadline {
+            if deadline.is_none_or(|d| Instant::now() >= d) {
                 return Err(WireError::Timeout);
             }
             continue;
@@ -487,19 +550,31 @@ fn cmsg_space(fds: usize) -> usize {
     unsafe { libc::CMSG_SPACE((fds * std::mem::size_of::<RawFd>()) as u32) as usize }
 }
 
-fn recv_some(fd: RawFd, buf: &mut [u8], out: &mut VecDeque<OwnedFd>) -> io::Result<usize> {
+/// Receives into `buf`; descriptors that come along go to `out`, or,
+/// without one, are discarded by the kernel (no control buffer).
+fn recv_some(
+    fd: RawFd,
+    buf: &mut [u8],
+    mut out: Option<&mut VecDeque<OwnedFd>>,
+) -> io::Result<usize> {
     let mut iov = libc::iovec {
         iov_base: buf.as_mut_ptr().cast(),
         iov_len: buf.len(),
     };
-    let space = cmsg_space(MAX_FDS);
+    let space = if out.is_some() {
+        cmsg_space(MAX_FDS)
+    } else {
+        0
+    };
     let mut control = vec![0u8; space];
     // SAFETY: as in `send_some`.
     let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
     msg.msg_iov = &mut iov;
     msg.msg_iovlen = 1;
-    msg.msg_control = control.as_mut_ptr().cast();
-    msg.msg_controllen = space as _;
+    if space > 0 {
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = space as _;
+    }
     let n = loop {
         // SAFETY: `msg` describes live buffers.
         let n = unsafe { libc::recvmsg(fd, &mut msg, libc::MSG_CMSG_CLOEXEC) };
@@ -522,7 +597,10 @@ fn recv_some(fd: RawFd, buf: &mut [u8], out: &mut VecDeque<OwnedFd>) -> io::Resu
                 let count = len / std::mem::size_of::<RawFd>();
                 for i in 0..count {
                     let raw = std::ptr::read_unaligned(data.cast::<RawFd>().add(i));
-                    out.push_back(OwnedFd::from_raw_fd(raw));
+                    let owned = OwnedFd::from_raw_fd(raw);
+                    if let Some(out) = out.as_deref_mut() {
+                        out.push_back(owned);
+                    }
                 }
             }
             cmsg = libc::CMSG_NXTHDR(&msg, cmsg);

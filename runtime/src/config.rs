@@ -210,6 +210,7 @@ impl Config {
         crate::isolation::IsolationPolicy {
             builtin: self.plugins.builtin_isolation,
             skills: self.skill_isolation.clone(),
+            pinned: self.plugins.trusted.iter().copied().collect(),
             ..crate::isolation::IsolationPolicy::default()
         }
     }

@@ -137,6 +137,10 @@ pub struct IsolationPolicy {
     /// Start cells as on a kernel without Landlock (tests:
     /// `FOVEAL_CELL_SIMULATE=no-landlock`).
     pub simulate_no_landlock: bool,
+    /// The builds the user pinned (`plugins.trusted`): a drop-in skill
+    /// runs in-process only as one of them — its table names a skill, and
+    /// a library chooses the name it gives.
+    pub pinned: std::collections::BTreeSet<crate::trust::Sha256>,
 }
 
 impl Default for IsolationPolicy {
@@ -148,6 +152,7 @@ impl Default for IsolationPolicy {
             skills: BTreeMap::new(),
             simulate_no_landlock: std::env::var("FOVEAL_CELL_SIMULATE").as_deref()
                 == Ok("no-landlock"),
+            pinned: std::collections::BTreeSet::new(),
         }
     }
 }

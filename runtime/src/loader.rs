@@ -201,8 +201,19 @@ pub enum LoadError {
         /// Abandoned calls.
         count: u32,
     },
+    /// `isolation = "in-process"` for a drop-in library whose build is not
+    /// pinned in `plugins.trusted`.
+    #[error("{}: not run in the host's process: [skills.{skill}] says isolation = \"in-process\", which gives a library all your rights, and this build ({sha256}) is not pinned in plugins.trusted; if you trust this very file, run foveal skill trust {}", path.display(), path.display())]
+    NotPinned {
+        /// The library.
+        path: PathBuf,
+        /// The skill its table names.
+        skill: String,
+        /// The digest of the build.
+        sha256: Sha256,
+    },
     /// The library should run in a cell, and no cell can confine it here.
-    #[error("{}: not run: it should run confined in a cell, and {reason}; a skill is never run unconfined by default. To run it in foveal's own process anyway, with your rights (your files, your keys), add `isolation = \"in-process\"` to its [skills.{skill}] table", path.display())]
+    #[error("{}: not run: it should run confined in a cell, and {reason}; a skill is never run unconfined by default. To run it in foveal's own process anyway, with your rights (your files, your keys), add `isolation = \"in-process\"` to its [skills.{skill}] table and pin this build: foveal skill trust {}", path.display(), path.display())]
     Unconfined {
         /// The library.
         path: PathBuf,
@@ -263,6 +274,7 @@ impl LoadError {
             | Self::LoadLimit { path, .. }
             | Self::ByteLimit { path, .. }
             | Self::Unconfined { path, .. }
+            | Self::NotPinned { path, .. }
             | Self::Hung { path, .. } => path,
         }
     }
@@ -578,8 +590,16 @@ impl Loader {
     /// the loader has an allow-list, be on it; neither check looks at the
     /// folder (the registry checks the folders it scans).
     pub fn open(&self, path: &Path) -> Result<Opened, LoadError> {
+        self.open_allowing(path, &self.allow)
+    }
+
+    /// [`open`](Self::open) holding the build to `allow` instead of this
+    /// loader's allow-list: a drop-in skill the user moved in-process runs
+    /// only as the build they pinned (`plugins.trusted`), hashed from the
+    /// copy that is mapped.
+    pub fn open_allowing(&self, path: &Path, allow: &AllowList) -> Result<Opened, LoadError> {
         let started = Instant::now();
-        let (identity, copy, copied, shadow) = self.checked_copy(path, true)?;
+        let (identity, copy, copied, shadow) = self.checked_copy(path, true, allow)?;
         self.map_in_process(path, identity, copy, copied, &shadow, started)
     }
 
@@ -590,7 +610,7 @@ impl Loader {
     /// before it loads the library, so its constructors run inside.
     pub fn open_in_cell(&self, path: &Path, plan: &CellPlan) -> Result<Opened, LoadError> {
         let started = Instant::now();
-        let (identity, copy, _, _) = self.checked_copy(path, false)?;
+        let (identity, copy, _, _) = self.checked_copy(path, false, &self.allow)?;
         let library = copy.keep();
         let options = foveal_cell::CellOptions {
             exe: plan.exe.clone(),
@@ -637,6 +657,7 @@ impl Loader {
         &self,
         path: &Path,
         in_memory: bool,
+        allow: &AllowList,
     ) -> Result<(FileIdentity, ShadowCopy, u64, PathBuf), LoadError> {
         let io = |source| LoadError::Io {
             path: path.to_owned(),
@@ -677,7 +698,7 @@ impl Loader {
         // what the dynamic loader maps — or of the whole file when it is to
         // be hashed, so that the digest is `sha256sum`'s; the copy is what
         // is mapped.
-        let hashed = self.allow.is_required();
+        let hashed = allow.is_required();
         let wanted = if hashed { identity.len } else { extent.copied };
         let shadow = self.shadow_path(path);
         let copy = ShadowCopy::of(&source, wanted, &shadow, in_memory).map_err(io)?;
@@ -695,7 +716,7 @@ impl Loader {
             // The copy, not the file: nobody else can change it between
             // this check and the mapping.
             let sha256 = copy.sha256().map_err(io)?;
-            if !self.allow.allows(&sha256) {
+            if !allow.allows(&sha256) {
                 return Err(LoadError::Untrusted {
                     path: path.to_owned(),
                     sha256,
@@ -957,7 +978,7 @@ fn cell_error(path: &Path, error: foveal_cell::StartError) -> LoadError {
 
 /// The skill name a library file most likely holds (`libfoveal_skill_x.so`
 /// → `x`), for messages before its manifest could be read.
-fn guess_name(path: &Path) -> String {
+pub fn guess_name(path: &Path) -> String {
     let stem = path
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())

@@ -346,7 +346,7 @@ impl Skill {
         self.health.total_panics.load(Ordering::Relaxed)
     }
 
-    fn record(&self, hook: &'static str, error: &SkillError) {
+    fn record(&self, hook: &'static str, error: &SkillError, said: bool) {
         if error.code != SkillError::PANIC {
             // An error returned on purpose is not a sign of a broken skill;
             // it ends a run of panics like a success does.
@@ -367,7 +367,7 @@ impl Skill {
                 panics = run,
                 "skill quarantined after {run} consecutive panics; its fallback is used until a new build is installed"
             );
-        } else {
+        } else if !said {
             tracing::warn!(
                 skill = %self.loaded.info.name,
                 path = %self.loaded.path.display(),
@@ -497,16 +497,28 @@ impl Slot {
                 ));
             }
         };
-        let (answer, _failure) =
+        let (answer, failure) =
             foveal_cell::lend::with_cell(cell, timeout, lent, || invoke(hook.trampoline));
+        let health = &self.skill.health;
         match answer {
             ROk(value) => {
                 self.skill.record_success();
+                let mut hung = health.hung.lock().unwrap_or_else(|e| e.into_inner());
+                if hung.is_some() {
+                    *hung = None;
+                }
                 Ok(value)
             }
             // A cell that died or hung answers with a PANIC error: counted
             // toward quarantine like a panic (the cell said what happened).
-            RErr(error) => Err(self.failed(hook.name, error)),
+            // Nothing is abandoned: the hung cell was killed.
+            RErr(error) => {
+                if let Some(foveal_cell::CallError::Timeout(limit)) = failure {
+                    *health.hung.lock().unwrap_or_else(|e| e.into_inner()) =
+                        Some((hook.name, limit));
+                }
+                Err(self.failed_said(hook.name, error, failure.is_some()))
+            }
         }
     }
 
@@ -605,7 +617,13 @@ impl Slot {
 
     #[cold]
     #[inline(never)]
-    fn failed(&self, hook: &'static str, mut error: SkillError) -> Unavailable {
+    fn failed(&self, hook: &'static str, error: SkillError) -> Unavailable {
+        self.failed_said(hook, error, false)
+    }
+
+    /// [`failed`](Self::failed), `said` when the failure was already on
+    /// the log (a cell that died or hung says so itself).
+    fn failed_said(&self, hook: &'static str, mut error: SkillError, said: bool) -> Unavailable {
         // A skill's message goes into logs, tool results and the next
         // prompt: capped, so a skill cannot fill them.
         if error.message.len() > MAX_SKILL_MESSAGE {
@@ -619,7 +637,7 @@ impl Slot {
             );
             error.message = capped.into();
         }
-        self.skill.record(hook, &error);
+        self.skill.record(hook, &error, said);
         Reason::Failed {
             skill: self.skill.loaded.info.name.clone(),
             hook,
@@ -831,7 +849,7 @@ impl Snapshot {
             let skill = &slot.skill;
             let info = &skill.loaded.info;
             let hung = *skill.health.hung.lock().unwrap_or_else(|e| e.into_inner());
-            let status = if let Some((hook, timeout)) = hung {
+            let status = if let Some((hook, timeout)) = hung.filter(|_| skill.is_quarantined()) {
                 format!(
                     "quarantined: its {hook} hook did not return within {} ms",
                     timeout.as_millis()
@@ -1309,7 +1327,19 @@ impl Registry {
     fn open(&self, path: &Path, first_party: bool) -> Result<Opened, LoadError> {
         let opened = match self.isolation.default_for(first_party) {
             Where::InProcess => self.loader.open(path)?,
-            Where::Cell => self.open_in_cell(path, &crate::isolation::SkillIsolation::default())?,
+            Where::Cell => {
+                match self.open_in_cell(path, &crate::isolation::SkillIsolation::default()) {
+                    Ok(opened) => opened,
+                    // No cell can run here: the user's opt-out, found by
+                    // the name the file gives, is the only way to run it.
+                    Err(LoadError::Unconfined { skill, .. })
+                        if self.isolation.for_skill(&skill, first_party) == Where::InProcess =>
+                    {
+                        return self.open_in_process(path, &skill, first_party);
+                    }
+                    Err(error) => return Err(error),
+                }
+            }
         };
         let name = opened.info.name.clone();
         let settings = self.isolation.settings(&name);
@@ -1317,8 +1347,8 @@ impl Registry {
         let in_cell = matches!(opened.backend(), Backend::Cell(..));
         match (wanted, in_cell) {
             (Where::InProcess, true) => {
-                tracing::info!(skill = %name, path = %path.display(), "skill runs in the host's process ([skills.{name}] isolation = \"in-process\")");
-                self.loader.open(path)
+                drop(opened);
+                self.open_in_process(path, &name, first_party)
             }
             (Where::Cell, false) => self.open_in_cell(path, &settings),
             (Where::Cell, true) if settings != crate::isolation::SkillIsolation::default() => {
@@ -1326,6 +1356,39 @@ impl Registry {
                 self.open_in_cell(path, &settings)
             }
             _ => Ok(opened),
+        }
+    }
+
+    /// A drop-in library the user moved in-process: only the build they
+    /// pinned in `plugins.trusted` (checked on the copy that is mapped).
+    fn open_in_process(
+        &self,
+        path: &Path,
+        name: &str,
+        first_party: bool,
+    ) -> Result<Opened, LoadError> {
+        if first_party {
+            return self.loader.open(path);
+        }
+        let pinned = crate::trust::AllowList::Only(self.isolation.pinned.clone());
+        match self.loader.open_allowing(path, &pinned) {
+            Ok(opened) if opened.info.name == name => {
+                tracing::info!(skill = %name, path = %path.display(), "skill runs in the host's process ([skills.{name}] isolation = \"in-process\", pinned in plugins.trusted)");
+                Ok(opened)
+            }
+            Ok(opened) => Err(LoadError::InvalidManifest {
+                path: path.to_owned(),
+                reason: format!(
+                    "the library says it is skill `{}` in the host's process and `{name}` in its cell",
+                    opened.info.name
+                ),
+            }),
+            Err(LoadError::Untrusted { path, sha256 }) => Err(LoadError::NotPinned {
+                skill: name.to_owned(),
+                path,
+                sha256,
+            }),
+            Err(error) => Err(error),
         }
     }
 
@@ -1337,10 +1400,7 @@ impl Registry {
         let Some(exe) = self.isolation.exe.clone() else {
             return Err(LoadError::Unconfined {
                 path: path.to_owned(),
-                skill: path
-                    .file_stem()
-                    .map(|s| s.to_string_lossy().into_owned())
-                    .unwrap_or_default(),
+                skill: crate::loader::guess_name(path),
                 reason: "the foveal-cell executable was not found beside foveal (set FOVEAL_CELL to its path)".to_owned(),
             });
         };

@@ -5,6 +5,7 @@
 
 pub mod agent;
 pub mod bench;
+mod bench_cells;
 pub mod context;
 pub mod embed;
 pub mod memex;
@@ -499,6 +500,32 @@ pub enum BenchCommand {
         /// decode_tokens_per_second), first_reply_ms, follow_up_ms,
         /// prefill_tokens_per_second, decode_tokens_per_second,
         /// peak_rss_mib, llama_server and load_average.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Time a skill cell on the real path (the loader's checks and copy,
+    /// `foveal-cell` confining itself, the registry's trampoline): a
+    /// `components` call's round trip against a raw socketpair's, a new
+    /// cell's start to serving, the idle cell's memory, and the host's
+    /// memory and mapped regions around --swaps cells started and ended.
+    /// FILE must answer `components` with config `{}` (the `rogue` test
+    /// fixture, target/debug/libfoveal_fixture_rogue.so, does: 100 bytes).
+    Cells {
+        #[command(flatten)]
+        host: HostArgs,
+        /// The skill library to run in the cells.
+        #[arg(long, value_name = "FILE")]
+        library: PathBuf,
+        /// Calls timed.
+        #[arg(long, default_value_t = 20000)]
+        calls: usize,
+        /// Cells started and ended for the host's memory figures.
+        #[arg(long, default_value_t = 300)]
+        swaps: usize,
+        /// Print JSON: raw_round_trip, components_round_trip and start as
+        /// {p50_us, p99_us, max_us}; ratio_to_raw, idle_rss_mib,
+        /// library_rss_mib, swaps, host_rss_mib and host_maps (before,
+        /// after), calls.
         #[arg(long)]
         json: bool,
     },
@@ -1036,6 +1063,15 @@ fn run_bench(config_file: Option<&PathBuf>, command: BenchCommand) -> anyhow::Re
             json,
         } => with_config(&host.overrides(config_file), |config| {
             bench::model(config, llama_server, json)
+        }),
+        BenchCommand::Cells {
+            host,
+            library,
+            calls,
+            swaps,
+            json,
+        } => with_config(&host.overrides(config_file), |config| {
+            bench_cells::cells(config, &library, calls, swaps, json)
         }),
     }
 }

@@ -130,6 +130,7 @@ fn failed_step(error: &LoadError) -> &'static str {
         | LoadError::LoadLimit { .. }
         | LoadError::ByteLimit { .. }
         | LoadError::Unconfined { .. }
+        | LoadError::NotPinned { .. }
         | LoadError::Hung { .. } => "library",
         LoadError::IncompatibleSdk { .. } | LoadError::IncompatibleAbiStable { .. } => "sdk",
         LoadError::Layout { .. } => "layout",

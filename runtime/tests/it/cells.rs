@@ -157,6 +157,27 @@ fn a_crashing_cell_takes_its_fallback_and_the_prompt_is_made_without_it() {
 #[test]
 fn a_skill_the_user_trusts_in_process_behaves_as_before() {
     let host = Host::new("isolation = \"in-process\"\nact = \"env\"\nvar = \"OPENAI_API_KEY\"");
+    // Not pinned: a table names a skill, and a library chooses its name.
+    let list = host
+        .command(&["skill-list", "--plugins", "plugins"])
+        .output()
+        .unwrap();
+    let listed = text(&list.stdout);
+    let row = listed.lines().find(|l| l.contains("rogue")).unwrap();
+    assert!(
+        row.contains("refused") && row.contains("not pinned"),
+        "{listed}"
+    );
+    // Pinned: the user's own choice, with all their rights.
+    let config = std::fs::read_to_string(host.path("foveal.toml")).unwrap();
+    std::fs::write(
+        host.path("foveal.toml"),
+        format!(
+            "[plugins]\ntrusted = [\"{}\"]\n\n{config}",
+            crate::support::sha256_of(&library("rogue"))
+        ),
+    )
+    .unwrap();
     let list = host
         .command(&["skill-list", "--plugins", "plugins"])
         .output()
@@ -189,6 +210,29 @@ fn without_landlock_a_dropped_in_skill_is_refused_with_the_reason_and_the_opt_ou
         listed
             .lines()
             .any(|l| l.starts_with("awareness") && l.contains("loaded")),
+        "{listed}"
+    );
+    // The opt-out the message names works there: the user's own choice,
+    // for the build they pinned.
+    let host = Host::new("isolation = \"in-process\"\nact = \"ok\"");
+    let config = std::fs::read_to_string(host.path("foveal.toml")).unwrap();
+    std::fs::write(
+        host.path("foveal.toml"),
+        format!(
+            "[plugins]\ntrusted = [\"{}\"]\n\n{config}",
+            crate::support::sha256_of(&library("rogue"))
+        ),
+    )
+    .unwrap();
+    let output = host
+        .command(&["skill-list", "--plugins", "plugins"])
+        .env("FOVEAL_CELL_SIMULATE", "no-landlock")
+        .output()
+        .unwrap();
+    let listed = text(&output.stdout);
+    let row = listed.lines().find(|l| l.starts_with("rogue")).unwrap();
+    assert!(
+        row.contains("in-process") && row.contains("loaded"),
         "{listed}"
     );
 }

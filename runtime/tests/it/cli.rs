@@ -95,6 +95,7 @@ fn skill_list_json_has_the_documented_keys_and_lists_refusals() {
         [
             "dependencies",
             "hooks",
+            "isolation",
             "name",
             "path",
             "priority",
@@ -252,7 +253,7 @@ fn a_bad_config_file_stops_the_command_naming_file_line_and_key() {
     let output = foveal(&sandbox, &["skill-list", "--config", "foveal.toml"]);
     assert_eq!(output.status.code(), Some(2));
     assert!(stdout(&output).is_empty());
-    insta::assert_snapshot!(stderr(&output), @"error: foveal.toml:3:1: unknown key `plugins.dri`; did you mean `dir`? Known keys here: dir, builtin, watch, quarantine_after, max_loads, max_load_mib, hook_timeout_ms, debounce_ms, trusted, require_trusted.");
+    insta::assert_snapshot!(stderr(&output), @"error: foveal.toml:3:1: unknown key `plugins.dri`; did you mean `dir`? Known keys here: dir, builtin, watch, quarantine_after, max_loads, max_load_mib, hook_timeout_ms, debounce_ms, trusted, require_trusted, builtin_isolation.");
 
     std::fs::write(&config, "[context]\nsemantic_threshold = 2\n").unwrap();
     let output = foveal(&sandbox, &["skill-list", "--config", "foveal.toml"]);

@@ -882,7 +882,13 @@ async fn a_skill_hook_that_never_returns_costs_one_deadline_and_the_host_answers
     std::fs::create_dir_all(dir.path().join("config")).unwrap();
     std::fs::write(
         dir.path().join("config/foveal.toml"),
-        "[plugins]\nhook_timeout_ms = 300\n",
+        // In the host's process (trusted by the user): the hung call is
+        // abandoned on its thread. In a cell (the default) the cell is
+        // killed instead: see the test below.
+        format!(
+            "[plugins]\nhook_timeout_ms = 300\ntrusted = [\"{}\"]\n\n[skills.sleepy]\nisolation = \"in-process\"\n",
+            crate::support::sha256_of(&library("sleepy"))
+        ),
     )
     .unwrap();
     let plugins = dir.path().join("plugins");
@@ -920,6 +926,58 @@ async fn a_skill_hook_that_never_returns_costs_one_deadline_and_the_host_answers
         "{err}"
     );
     assert!(hung[0].contains("timeout_ms=300"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hung_hook_in_a_cell_kills_the_cell_each_time_until_the_skill_is_quarantined() {
+    let dir = workspace();
+    std::fs::create_dir_all(dir.path().join("config")).unwrap();
+    std::fs::write(
+        dir.path().join("config/foveal.toml"),
+        "[plugins]\nhook_timeout_ms = 300\nquarantine_after = 2\n",
+    )
+    .unwrap();
+    let plugins = dir.path().join("plugins");
+    std::fs::create_dir_all(&plugins).unwrap();
+    install(&library("sleepy"), &plugins, &file_name("sleepy"));
+    let server = Server::start(vec![
+        text_reply("First."),
+        text_reply("Second."),
+        text_reply("Third."),
+    ])
+    .await;
+    let mut host = start_host(dir.path(), &server, &["--no-repl"]);
+    for (message, reply) in [("one", "First."), ("two", "Second."), ("three", "Third.")] {
+        let sent = run_to_end(command(dir.path(), &server, &["send", message])).await;
+        assert!(sent.status.success(), "{}", stderr(&sent));
+        assert!(String::from_utf8_lossy(&sent.stdout).contains(reply));
+    }
+    // Two hangs in a row (quarantine_after = 2): quarantined, as a skill
+    // that keeps panicking is; the third turn does not call it.
+    let status = skill_status(dir.path(), &server, "sleepy").await;
+    assert_eq!(
+        status, "quarantined: its components hook did not return within 300 ms",
+        "{status}"
+    );
+    // Nothing of the skill runs any more: its hung cells were killed and
+    // a quarantined skill gets no new one.
+    let status = run_to_end(command(dir.path(), &server, &["status", "--json"])).await;
+    let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    let sleepy = status["skills"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "sleepy")
+        .unwrap();
+    assert!(sleepy["cell"]["pid"].is_null(), "{sleepy}");
+    assert_eq!(sleepy["cell"]["restarts"], 1, "{sleepy}");
+    let err = stop_host(dir.path(), &server, &mut host).await;
+    let killed: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("its cell was killed"))
+        .collect();
+    assert_eq!(killed.len(), 2, "{err}");
+    assert!(killed[0].contains("components"), "{err}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -221,3 +221,13 @@ pub fn clean_env(command: &mut std::process::Command, cwd: &Path) {
 pub fn run_foveal(cwd: &Path, args: &[&str]) -> std::process::Output {
     foveal_command(cwd, args).output().expect("run foveal")
 }
+
+/// `sha256:<hex>` of `file`, as `plugins.trusted` holds it (`sha256sum`).
+pub fn sha256_of(file: &Path) -> String {
+    let out = std::process::Command::new("sha256sum")
+        .arg(file)
+        .output()
+        .expect("sha256sum");
+    let text = String::from_utf8(out.stdout).unwrap();
+    format!("sha256:{}", text.split_whitespace().next().unwrap())
+}
