@@ -119,6 +119,9 @@ fn a_rogue_skill_in_a_cell_is_refused_everything_and_its_crashes_end_only_the_ce
     let cell = started(&setup);
     let c = cell.manifest().confinement;
     assert!(c.landlock_abi >= 1 && c.seccomp, "{c:?}");
+    // SAFETY: getuid has no arguments.
+    let uid = unsafe { libc::getuid() };
+    eprintln!("as uid {uid}: {c:?}");
     let memex = Memex::open(std::slice::from_ref(&setup.memex_dir)).unwrap();
 
     assert_eq!(
