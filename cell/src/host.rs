@@ -70,6 +70,9 @@ pub struct Manifest {
     pub hooks: Vec<&'static str>,
     /// How the cell is confined.
     pub confinement: Confinement,
+    /// What the library says it needs (`needs` of `export_skill!`):
+    /// `network`, `read:PATH`.
+    pub needs: Vec<String>,
 }
 
 /// Why a cell did not start.
@@ -799,6 +802,11 @@ fn read_hello(r: &mut Reader<'_>) -> Result<Manifest, WireError> {
         seccomp: r.bool()?,
         namespaces: r.bool()?,
     };
+    let n = r.count(4)?;
+    let mut needs = Vec::with_capacity(n.min(64));
+    for _ in 0..n.min(64) {
+        needs.push(r.str()?.chars().take(300).collect());
+    }
     Ok(Manifest {
         name,
         version,
@@ -810,6 +818,7 @@ fn read_hello(r: &mut Reader<'_>) -> Result<Manifest, WireError> {
         component_ids,
         hooks,
         confinement,
+        needs,
     })
 }
 

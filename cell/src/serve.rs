@@ -131,22 +131,39 @@ fn run(frame: &Frame) -> Result<(), ()> {
             return Err(());
         }
     };
-    let module = match load(&setup.library) {
-        Ok(module) => module,
+    let (module, needs) = match load(&setup.library) {
+        Ok(loaded) => loaded,
         Err((kind, message, extra)) => {
             let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
             fail(kind, &message, &extra);
             return Err(());
         }
     };
-    hello(&module, confinement);
+    hello(&module, confinement, &needs);
     serve(module);
     Ok(())
 }
 
 type LoadFailure = (u8, String, Vec<String>);
 
-fn load(path: &std::path::Path) -> Result<SkillModRef, LoadFailure> {
+/// What the library says it needs (`needs` of `export_skill!`), from its
+/// `foveal_skill_needs` symbol; none when it has no such symbol.
+fn needs(raw: &'static RawLibrary) -> Vec<String> {
+    // SAFETY: the symbol, when present, is the function `export_skill!`
+    // writes, of exactly this type; the library stays mapped for good.
+    let symbol = unsafe { raw.get::<extern "C" fn() -> RStr<'static>>(b"foveal_skill_needs\0") };
+    match symbol {
+        Ok(f) => (*f)()
+            .as_str()
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| l.trim().to_owned())
+            .collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+fn load(path: &std::path::Path) -> Result<(SkillModRef, Vec<String>), LoadFailure> {
     let raw = RawLibrary::load_at(path).map_err(|e| {
         let text = match &e {
             LibraryError::OpenError { err, .. } => err.to_string(),
@@ -156,11 +173,12 @@ fn load(path: &std::path::Path) -> Result<SkillModRef, LoadFailure> {
     })?;
     // Never closed: the cell exits instead.
     let raw: &'static RawLibrary = Box::leak(Box::new(raw));
+    let needs = needs(raw);
     // SAFETY: `raw` is leaked, so the library and every `'static` reference
     // in its header stay mapped for the life of the process.
     let header: &'static LibHeader =
         unsafe { lib_header_from_raw_library(raw) }.map_err(classify)?;
-    match header.init_root_module::<SkillModRef>() {
+    let module = match header.init_root_module::<SkillModRef>() {
         Ok(module) => Ok(module),
         Err(error @ LibraryError::AbiInstability(_)) => {
             if header
@@ -177,7 +195,8 @@ fn load(path: &std::path::Path) -> Result<SkillModRef, LoadFailure> {
                 .map_err(classify)
         }
         Err(error) => Err(classify(error)),
-    }
+    }?;
+    Ok((module, needs))
 }
 
 fn classify(error: LibraryError) -> LoadFailure {
@@ -207,7 +226,7 @@ fn classify(error: LibraryError) -> LoadFailure {
     }
 }
 
-fn hello(module: &SkillModRef, confinement: confine::Confinement) {
+fn hello(module: &SkillModRef, confinement: confine::Confinement, needs: &[String]) {
     let m = module.manifest();
     let mut w = Writer::new(Kind::Hello);
     w.str(m.name.as_str())
@@ -241,6 +260,10 @@ fn hello(module: &SkillModRef, confinement: confine::Confinement) {
         .u32(confinement.landlock_abi)
         .bool(confinement.seccomp)
         .bool(confinement.namespaces);
+    w.u32(needs.len() as u32);
+    for need in needs {
+        w.str(need);
+    }
     send(w);
 }
 

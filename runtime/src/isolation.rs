@@ -227,6 +227,31 @@ pub fn describe(place: Where, grants: &SkillIsolation) -> String {
     }
 }
 
+/// The needs a skill declares (`needs` of `export_skill!`: `network`,
+/// `read:PATH`) that its grants do not cover, each as `skill-list` says
+/// it: `needs network (not granted)`. A need is shown, never granted by
+/// itself.
+pub fn ungranted(needs: &[String], grants: &SkillIsolation) -> Vec<String> {
+    let home = dirs::home_dir();
+    needs
+        .iter()
+        .filter_map(|need| {
+            if need == "network" {
+                return (!grants.allow_network).then(|| "needs network (not granted)".to_owned());
+            }
+            if let Some(path) = need.strip_prefix("read:") {
+                let wanted = match (path.strip_prefix("~/"), &home) {
+                    (Some(rest), Some(home)) => home.join(rest),
+                    _ => PathBuf::from(path),
+                };
+                let covered = grants.allow_read.iter().any(|g| wanted.starts_with(g));
+                return (!covered).then(|| format!("needs read {path} (not granted)"));
+            }
+            Some(format!("needs `{need}` (unknown to this host)"))
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -273,5 +298,24 @@ mod tests {
             describe(Where::Cell, &SkillIsolation::default()),
             "cell: no files, no network, 256 MiB"
         );
+        let needs = [
+            "network".to_owned(),
+            "read:/srv/papers".to_owned(),
+            "gpu".to_owned(),
+        ];
+        assert_eq!(
+            ungranted(&needs, &SkillIsolation::default()),
+            [
+                "needs network (not granted)",
+                "needs read /srv/papers (not granted)",
+                "needs `gpu` (unknown to this host)"
+            ]
+        );
+        let granted = SkillIsolation {
+            allow_network: true,
+            allow_read: vec![PathBuf::from("/srv")],
+            ..SkillIsolation::default()
+        };
+        assert_eq!(ungranted(&needs[..2], &granted), Vec::<String>::new());
     }
 }

@@ -389,15 +389,19 @@ impl Backend {
             ),
             Self::Cell(cell, _) => {
                 let options = cell.options();
-                crate::isolation::describe(
-                    crate::isolation::Where::Cell,
-                    &crate::isolation::SkillIsolation {
-                        isolation: Some(crate::isolation::Where::Cell),
-                        memory_mib: options.memory_mib,
-                        allow_network: options.grants.network,
-                        allow_read: options.grants.read.clone(),
-                    },
-                )
+                let granted = crate::isolation::SkillIsolation {
+                    isolation: Some(crate::isolation::Where::Cell),
+                    memory_mib: options.memory_mib,
+                    allow_network: options.grants.network,
+                    allow_read: options.grants.read.clone(),
+                };
+                let mut text = crate::isolation::describe(crate::isolation::Where::Cell, &granted);
+                let missing = crate::isolation::ungranted(&cell.manifest().needs, &granted);
+                if !missing.is_empty() {
+                    text.push_str("; ");
+                    text.push_str(&missing.join("; "));
+                }
+                text
             }
         }
     }

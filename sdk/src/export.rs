@@ -55,6 +55,7 @@ pub fn panic_message(payload: &(dyn Any + Send)) -> String {
 /// | `dependencies` | yes | names of skills this one needs |
 /// | `description` | yes | one line |
 /// | `component_ids` | no | the prompt component ids the `components` hook fills (see [`crate::prompt`]) |
+/// | `needs` | no | what the skill needs beyond computing, when it runs confined in a cell: `"network"`, `"read:PATH"` (e.g. `"read:~/papers"`); the user grants it in `[skills.<name>]` (`allow_network`, `allow_read`), and `foveal skill-list` shows a need not granted |
 /// | `source` | no | the literate source; defaults to what the build script embedded |
 /// | `init` | no | `fn(&HostApiRef) -> Result<(), SkillError>`, run once at load |
 /// | `hooks` | yes | any of `components`, `redact`, `invoke`, `prefix`, `budget`, `tools`, `run_tool`, `call_tool`, each naming a function |
@@ -113,6 +114,7 @@ macro_rules! export_skill {
         dependencies: [$($dep:literal),* $(,)?],
         description: $description:literal,
         $(component_ids: [$($component_id:expr),* $(,)?],)?
+        $(needs: [$($need:literal),* $(,)?],)?
         $(source: $source:expr,)?
         $(init: $init:path,)?
         hooks: { $($hook:ident : $hook_fn:path),* $(,)? } $(,)?
@@ -163,6 +165,16 @@ macro_rules! export_skill {
                 ..$crate::__private::NO_HOOKS
             }
             .leak_into_prefix()
+        }
+
+        /// What the skill needs beyond computing (`needs` of
+        /// `export_skill!`), one per line: read by the host's cell with
+        /// the manifest. A symbol of its own, so that the root module's
+        /// layout — and every library built before it — is unchanged.
+        #[doc(hidden)]
+        #[unsafe(no_mangle)]
+        pub extern "C" fn foveal_skill_needs() -> $crate::__private::RStr<'static> {
+            $crate::__private::RStr::from_str(::core::concat!($($($need, "\n",)*)?))
         }
 
         // What abi_stable's `#[export_root_module]` writes, spelled through

@@ -334,6 +334,36 @@ pub fn check_library(config: &Config, file: &Path, memex: &[PathBuf]) -> anyhow:
     );
     let memex_snapshot = example_snapshot(memex)?;
     report.calls = call_hooks(config, &snapshot, &slot, &info, &memex_snapshot);
+    // Where it ran, as the host would run it, and what its hooks tried
+    // and were refused there.
+    let isolation = snapshot
+        .rows()
+        .into_iter()
+        .find(|row| row.path == copy)
+        .map(|row| row.isolation)
+        .unwrap_or_default();
+    report
+        .checks
+        .push(Step::new("isolation", Status::Ok, isolation));
+    if let Some(cell) = slot.skill().cell_status() {
+        report.checks.push(if cell.refused.is_empty() {
+            Step::new(
+                "refused",
+                Status::Ok,
+                "its cell refused nothing while its hooks ran",
+            )
+        } else {
+            Step::new(
+                "refused",
+                Status::Warn,
+                format!(
+                    "its cell refused what its hooks (or its load) tried: {}; grant what it needs in [skills.{}] (docs/security.md)",
+                    cell.refused.join("; "),
+                    info.name
+                ),
+            )
+        });
+    }
     report.ok = report
         .checks
         .iter()

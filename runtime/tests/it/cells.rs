@@ -101,6 +101,11 @@ fn a_dropped_in_skill_runs_in_a_cell_that_refuses_the_private_file_and_says_so()
         row.contains("cell: no files, no network, 256 MiB"),
         "{listed}"
     );
+    // What it declares it needs and was not granted is shown, not given.
+    assert!(
+        row.contains("needs network (not granted); needs read /srv/rogue-data (not granted)"),
+        "{listed}"
+    );
     assert!(
         listed
             .lines()
