@@ -74,6 +74,8 @@ pub fn get_error(r: &mut Reader<'_>) -> Result<SkillError, WireError> {
 
 /// Writes components.
 pub fn put_components(w: &mut Writer, components: &[Component]) {
+    let text: usize = components.iter().map(|c| c.content.len() + 64).sum();
+    w.reserve(text);
     w.u32(components.len() as u32);
     for c in components {
         w.u32(c.id)

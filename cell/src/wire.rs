@@ -97,6 +97,12 @@ impl Writer {
         Self { buf }
     }
 
+    /// Room for `n` more bytes, so that a large value is copied once.
+    pub fn reserve(&mut self, n: usize) -> &mut Self {
+        self.buf.reserve(n);
+        self
+    }
+
     /// One byte.
     pub fn u8(&mut self, v: u8) -> &mut Self {
         self.buf.push(v);
@@ -273,6 +279,10 @@ impl Frame {
     }
 }
 
+/// How long the host's end reads again before it sleeps, waiting for an
+/// answer.
+const SPIN: std::time::Duration = std::time::Duration::from_micros(30);
+
 /// The largest frame the host accepts from a cell: a whole prompt's
 /// section many times over, far from what would strain the host.
 pub const MAX_FRAME_FROM_CELL: usize = 64 << 20;
@@ -389,6 +399,10 @@ impl Channel {
 
     /// The next frame, waiting until `deadline` (forever when none).
     pub fn recv(&mut self, deadline: Option<Instant>) -> Result<Frame, WireError> {
+        // On the host's non-blocking end, an answer that comes within
+        // [`SPIN`] is read without sleeping: waking a sleeping thread costs
+        // more than the rest of a round trip on a small virtual machine.
+        let mut spin_until = Instant::now() + SPIN;
         loop {
             if let Some(frame) = self.buffered()? {
                 return Ok(frame);
@@ -396,14 +410,18 @@ impl Channel {
             if deadline.is_some_and(|d| Instant::now() >= d) {
                 return Err(WireError::Timeout);
             }
-            if deadline.is_some() {
-                wait_for(self.fd.as_raw_fd(), libc::POLLIN, deadline)?;
-            }
             match self.fill() {
+                // A large frame comes in pieces: keep reading while they
+                // come.
+                Ok(()) => spin_until = Instant::now() + SPIN,
                 Err(WireError::Io(e)) if e.kind() == io::ErrorKind::WouldBlock => {
-                    wait_for(self.fd.as_raw_fd(), libc::POLLIN, deadline)?;
+                    if Instant::now() < spin_until {
+                        std::hint::spin_loop();
+                    } else {
+                        wait_for(self.fd.as_raw_fd(), libc::POLLIN, deadline)?;
+                    }
                 }
-                other => other?,
+                Err(e) => return Err(e),
             }
         }
     }
@@ -509,7 +527,7 @@ fn send_some(fd: RawFd, bytes: &[u8], fds: &[RawFd]) -> io::Result<usize> {
     };
     let fds = &fds[..fds.len().min(MAX_FDS)];
     let space = cmsg_space(fds.len());
-    let mut control = vec![0u8; space];
+    let mut control = [0u64; CONTROL_WORDS];
     // SAFETY: zeroed msghdr is a valid empty header; the pointers set below
     // point at live buffers for the duration of the call.
     let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
@@ -544,6 +562,10 @@ fn send_some(fd: RawFd, bytes: &[u8], fds: &[RawFd]) -> io::Result<usize> {
         }
     }
 }
+
+/// Room for one control message of [`MAX_FDS`] descriptors, in aligned
+/// words, on the stack.
+const CONTROL_WORDS: usize = 64;
 
 fn cmsg_space(fds: usize) -> usize {
     // SAFETY: CMSG_SPACE is a pure computation.
