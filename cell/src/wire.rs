@@ -300,6 +300,8 @@ pub struct Channel {
     /// pass the host).
     accept_fds: bool,
     max_frame: usize,
+    /// Whether the socket is non-blocking (the host's end).
+    nonblocking: bool,
 }
 
 impl Channel {
@@ -314,6 +316,7 @@ impl Channel {
             fds: VecDeque::new(),
             accept_fds: true,
             max_frame: MAX_FRAME,
+            nonblocking: false,
         }
     }
 
@@ -332,6 +335,7 @@ impl Channel {
         Ok(Self {
             accept_fds: false,
             max_frame: MAX_FRAME_FROM_CELL,
+            nonblocking: true,
             ..Self::new(fd)
         })
     }
@@ -409,6 +413,9 @@ impl Channel {
             }
             if deadline.is_some_and(|d| Instant::now() >= d) {
                 return Err(WireError::Timeout);
+            }
+            if !self.nonblocking && deadline.is_some() {
+                wait_for(self.fd.as_raw_fd(), libc::POLLIN, deadline)?;
             }
             match self.fill() {
                 // A large frame comes in pieces: keep reading while they

@@ -215,6 +215,11 @@ pub fn clean_env(command: &mut std::process::Command, cwd: &Path) {
     command
         .env("FOVEAL_DATA_DIR", cwd.join("data"))
         .env("XDG_CONFIG_HOME", cwd.join("xdg"));
+    // `FOVEAL_TEST_BUILTIN_ISOLATION=cell cargo test -p foveal --test it`
+    // runs every real-binary test with the first-party skills in cells.
+    if let Ok(place) = std::env::var("FOVEAL_TEST_BUILTIN_ISOLATION") {
+        command.env("FOVEAL_BUILTIN_ISOLATION", place);
+    }
 }
 
 /// Runs [`foveal_command`] to completion.
