@@ -204,14 +204,19 @@ mod linux {
     };
 
     /// Where the system's shared libraries are: what loading a library
-    /// may need to read.
-    const SYSTEM_LIBRARIES: [&str; 6] = [
+    /// may need to read; and what the standard libraries read to size
+    /// their thread pools (the CPUs online, the cell's cgroup quota, its
+    /// own `/proc` entry: `std::thread::available_parallelism`).
+    const SYSTEM_LIBRARIES: [&str; 9] = [
         "/lib",
         "/lib64",
         "/usr/lib",
         "/usr/lib64",
         "/usr/local/lib",
         "/etc/ld.so.cache",
+        "/sys/devices/system/cpu",
+        "/sys/fs/cgroup",
+        "/proc/self",
     ];
 
     /// Confines the calling process: see the module docs. `library` is the
@@ -235,6 +240,11 @@ mod linux {
                 rlim_max: 0,
             };
             libc::setrlimit(libc::RLIMIT_CORE, &none);
+        }
+        // Nowhere in particular: relative paths mean nothing here.
+        // SAFETY: chdir with a constant C string.
+        unsafe {
+            libc::chdir(c"/".as_ptr());
         }
         // Out of the host's process group and session: a signal to the
         // group does not reach the host from here, nor the host's to here.
