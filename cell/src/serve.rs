@@ -57,11 +57,18 @@ fn send(frame: Writer) {
 /// The cell's entry point: never returns.
 pub fn main() -> ! {
     // Two malloc arenas at most, so that their reservations fit the cell's
-    // address-space limit (the environment is empty: no MALLOC_ARENA_MAX).
+    // address-space limit (the environment is empty: no MALLOC_ARENA_MAX),
+    // and large blocks kept (see below).
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: mallopt with a documented parameter, before any thread.
     unsafe {
         libc::mallopt(libc::M_ARENA_MAX, 2);
+        // Memory a hook frees stays the cell's for the next call: without
+        // this, a skill that builds a large answer each call (awareness:
+        // ~1 MB) had its pages returned and faulted in again every time,
+        // the cell's largest cost. Bounded by RLIMIT_DATA all the same.
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, 128 << 20);
     }
     // SAFETY: the host passes the channel as descriptor 3; nothing else in
     // this process owns it.
