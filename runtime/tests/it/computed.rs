@@ -202,6 +202,35 @@ fn private_knowledge_never_appears_in_the_section_or_the_json() {
 }
 
 #[test]
+fn foveal_prompt_carries_the_computed_section_for_a_task_and_says_nothing_on_stderr() {
+    // The prompt of a live cycle is asked with the context window's
+    // session in every skill's configuration: the computed-context skill
+    // takes it, and its section reaches the prompt.
+    let dir = sandbox();
+    let output = run_foveal(
+        dir.path(),
+        &[
+            "prompt",
+            "--memex",
+            "memex",
+            "--focus",
+            "t-login",
+            "--message",
+            "Go on.",
+        ],
+    );
+    let (out, err) = (text(&output.stdout), text(&output.stderr));
+    assert!(output.status.success(), "{err}");
+    assert!(out.contains("## Context (Computed)\n"), "{out}");
+    assert!(
+        out.contains("- **Hash passwords with argon2id** (see: src/auth/hash.rs)\n"),
+        "{out}"
+    );
+    assert!(!err.contains("computed-context"), "{err}");
+    assert_no_canary(&out);
+}
+
+#[test]
 fn explain_prints_the_context_debug_report_then_the_section() {
     let dir = sandbox();
     let output = context(&dir, &["--focus", "t-login", "--explain"]);
