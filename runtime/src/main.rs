@@ -22,14 +22,15 @@ fn main() -> ExitCode {
     // and how the background embedding goes (a line when it starts, every
     // 10 s, and when it ends).
     // The commands that call hooks without running cycles say when a
-    // skill's cell refuses an act or dies.
+    // skill's cell refuses an act or dies, and when a skill's section is
+    // left out of the prompt (its hook failed).
     let trouble = explicit
         .is_none()
         .then(|| {
             if cli.runs_cycles() {
-                Some("off,foveal::registry=warn,foveal_cell=warn,foveal::memex=warn,foveal::embed=info")
+                Some("off,foveal::registry=warn,foveal_cell=warn,foveal::prompt=warn,foveal::memex=warn,foveal::embed=info")
             } else if cli.calls_hooks() {
-                Some("off,foveal_cell=warn")
+                Some("off,foveal_cell=warn,foveal::prompt=warn")
             } else {
                 None
             }

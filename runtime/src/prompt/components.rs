@@ -419,7 +419,19 @@ impl SkillComponents {
                 Err(unavailable) => {
                     failed |=
                         matches!(unavailable.reason(), crate::registry::Reason::Failed { .. });
-                    tracing::warn!(target: "foveal::prompt", skill = %info.name, "skill components left out: {unavailable}");
+                    // A panic, a dead or hung cell and a quarantine are said
+                    // by the registry; an error the skill returned is said
+                    // here, once a call, so that it is never silent.
+                    match unavailable.reason() {
+                        crate::registry::Reason::Failed { error, .. }
+                            if error.code != foveal_sdk::SkillError::PANIC =>
+                        {
+                            tracing::warn!(target: "foveal::prompt", skill = %info.name, "skill components left out: {unavailable}");
+                        }
+                        _ => {
+                            tracing::debug!(target: "foveal::prompt", skill = %info.name, "skill components left out: {unavailable}");
+                        }
+                    }
                     continue;
                 }
             };

@@ -278,3 +278,20 @@ fn every_first_party_skill_in_a_cell_makes_the_same_prompt() {
         assert!(row.contains("cell: no files"), "{listed}");
     }
 }
+
+#[test]
+fn a_skill_whose_hook_returns_an_error_is_said_on_stderr_without_foveal_log() {
+    // An error the skill returns (not a panic, not a crash) left its
+    // section out silently at the default log level before.
+    let host = Host::new("act = \"no-such-act\"");
+    let output = host.prompt();
+    let (out, err) = (text(&output.stdout), text(&output.stderr));
+    assert!(output.status.success(), "{err}");
+    assert!(!out.contains("=== 4600 rogue"), "{out}");
+    assert!(
+        err.contains(
+            "skill components left out: skill `rogue` hook `components` failed: invalid input"
+        ),
+        "{err}"
+    );
+}
