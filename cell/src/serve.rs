@@ -249,16 +249,7 @@ fn hello(module: &SkillModRef, confinement: confine::Confinement, needs: &[Strin
     for id in m.component_ids.iter() {
         w.u32(*id);
     }
-    let present = [
-        module.components().is_some(),
-        module.redact().is_some(),
-        module.invoke().is_some(),
-        module.prefix().flatten().is_some(),
-        module.budget().flatten().is_some(),
-        module.tools().flatten().is_some(),
-        module.call_tool().flatten().is_some(),
-        module.run_tool().flatten().is_some(),
-    ];
+    let present = module.hooks_present();
     let mask = present
         .iter()
         .enumerate()

@@ -879,33 +879,8 @@ fn read_info(
 ) -> Result<SkillInfo, LoadError> {
     let manifest = module.manifest();
     let name = manifest.name.as_str().to_owned();
-    let mut hooks = Vec::new();
-    if module.components().is_some() {
-        hooks.push("components");
-    }
-    if module.redact().is_some() {
-        hooks.push("redact");
-    }
-    if module.invoke().is_some() {
-        hooks.push("invoke");
-    }
-    // Hooks added after the prefix: absent (`None`) in older libraries.
-    if module.prefix().flatten().is_some() {
-        hooks.push("prefix");
-    }
-    if module.budget().flatten().is_some() {
-        hooks.push("budget");
-    }
-    if module.tools().flatten().is_some() {
-        hooks.push("tools");
-    }
-    if module.call_tool().flatten().is_some() {
-        hooks.push("call_tool");
-    }
-    // SDK 0.2.1: absent in a library built with 0.2.0.
-    if module.run_tool().flatten().is_some() {
-        hooks.push("run_tool");
-    }
+    // Hooks added after the prefix are absent (`None`) in older libraries.
+    let hooks = module.hook_names();
     let info = SkillInfo {
         name,
         version: manifest.version.as_str().to_owned(),

@@ -468,6 +468,34 @@ impl SkillMod {
     ];
 }
 
+impl SkillModRef {
+    /// Which hooks the module fills, in the order of
+    /// [`SkillMod::HOOK_NAMES`] (a hook added after a library was built
+    /// is absent).
+    pub fn hooks_present(&self) -> [bool; 8] {
+        [
+            self.components().is_some(),
+            self.redact().is_some(),
+            self.invoke().is_some(),
+            self.prefix().flatten().is_some(),
+            self.budget().flatten().is_some(),
+            self.tools().flatten().is_some(),
+            self.call_tool().flatten().is_some(),
+            self.run_tool().flatten().is_some(),
+        ]
+    }
+
+    /// The hooks the module fills, by name (as `foveal skill-list` shows
+    /// them).
+    pub fn hook_names(&self) -> Vec<&'static str> {
+        SkillMod::HOOK_NAMES
+            .into_iter()
+            .zip(self.hooks_present())
+            .filter_map(|(name, present)| present.then_some(name))
+            .collect()
+    }
+}
+
 impl std::fmt::Debug for SkillModRef {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SkillModRef")

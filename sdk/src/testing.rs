@@ -746,23 +746,7 @@ impl Skill {
     /// The hooks the module fills, by name (as `foveal skill-list` shows
     /// them).
     pub fn hooks(&self) -> Vec<&'static str> {
-        let m = &self.module;
-        let present = [
-            m.components().is_some(),
-            m.redact().is_some(),
-            m.invoke().is_some(),
-            m.prefix().flatten().is_some(),
-            m.budget().flatten().is_some(),
-            m.tools().flatten().is_some(),
-            m.call_tool().flatten().is_some(),
-            m.run_tool().flatten().is_some(),
-        ];
-        crate::SkillMod::HOOK_NAMES
-            .iter()
-            .zip(present)
-            .filter(|(_, p)| *p)
-            .map(|(n, _)| *n)
-            .collect()
+        self.module.hook_names()
     }
 
     /// Calls the `components` hook with `call`'s inputs. A component at an

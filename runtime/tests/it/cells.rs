@@ -53,6 +53,26 @@ impl Host {
         command
     }
 
+    /// Pins the rogue's build in `plugins.trusted` (`foveal skill trust`).
+    fn pin(&self) {
+        let config = std::fs::read_to_string(self.path("foveal.toml")).unwrap();
+        std::fs::write(
+            self.path("foveal.toml"),
+            format!(
+                "[plugins]\ntrusted = [\"{}\"]\n\n{config}",
+                crate::support::sha256_of(&library("rogue"))
+            ),
+        )
+        .unwrap();
+    }
+
+    /// `foveal skill-list` with `env` set: its table.
+    fn skill_list(&self, env: &[(&str, &str)]) -> String {
+        let mut command = self.command(&["skill-list", "--plugins", "plugins"]);
+        command.envs(env.iter().copied());
+        text(&command.output().expect("run foveal").stdout)
+    }
+
     fn prompt(&self) -> Output {
         self.command(&[
             "prompt",
@@ -91,11 +111,7 @@ fn a_dropped_in_skill_runs_in_a_cell_that_refuses_the_private_file_and_says_so()
         config.replace("memex/notes.org", &private_file(&host)),
     )
     .unwrap();
-    let list = host
-        .command(&["skill-list", "--plugins", "plugins"])
-        .output()
-        .unwrap();
-    let listed = text(&list.stdout);
+    let listed = host.skill_list(&[]);
     let row = listed.lines().find(|l| l.starts_with("rogue")).unwrap();
     assert!(
         row.contains("cell: no files, no network, 256 MiB"),
@@ -163,31 +179,15 @@ fn a_crashing_cell_takes_its_fallback_and_the_prompt_is_made_without_it() {
 fn a_skill_the_user_trusts_in_process_behaves_as_before() {
     let host = Host::new("isolation = \"in-process\"\nact = \"env\"\nvar = \"OPENAI_API_KEY\"");
     // Not pinned: a table names a skill, and a library chooses its name.
-    let list = host
-        .command(&["skill-list", "--plugins", "plugins"])
-        .output()
-        .unwrap();
-    let listed = text(&list.stdout);
+    let listed = host.skill_list(&[]);
     let row = listed.lines().find(|l| l.contains("rogue")).unwrap();
     assert!(
         row.contains("refused") && row.contains("not pinned"),
         "{listed}"
     );
     // Pinned: the user's own choice, with all their rights.
-    let config = std::fs::read_to_string(host.path("foveal.toml")).unwrap();
-    std::fs::write(
-        host.path("foveal.toml"),
-        format!(
-            "[plugins]\ntrusted = [\"{}\"]\n\n{config}",
-            crate::support::sha256_of(&library("rogue"))
-        ),
-    )
-    .unwrap();
-    let list = host
-        .command(&["skill-list", "--plugins", "plugins"])
-        .output()
-        .unwrap();
-    let listed = text(&list.stdout);
+    host.pin();
+    let listed = host.skill_list(&[]);
     let row = listed.lines().find(|l| l.starts_with("rogue")).unwrap();
     assert!(row.contains("in-process"), "{listed}");
     let output = host.prompt();
@@ -200,12 +200,7 @@ fn a_skill_the_user_trusts_in_process_behaves_as_before() {
 #[test]
 fn without_landlock_a_dropped_in_skill_is_refused_with_the_reason_and_the_opt_out() {
     let host = Host::new("act = \"ok\"");
-    let output = host
-        .command(&["skill-list", "--plugins", "plugins"])
-        .env("FOVEAL_CELL_SIMULATE", "no-landlock")
-        .output()
-        .unwrap();
-    let listed = text(&output.stdout);
+    let listed = host.skill_list(&[("FOVEAL_CELL_SIMULATE", "no-landlock")]);
     let row = listed.lines().find(|l| l.contains("rogue")).unwrap();
     assert!(row.contains("refused"), "{listed}");
     assert!(row.contains("Landlock"), "{listed}");
@@ -220,21 +215,8 @@ fn without_landlock_a_dropped_in_skill_is_refused_with_the_reason_and_the_opt_ou
     // The opt-out the message names works there: the user's own choice,
     // for the build they pinned.
     let host = Host::new("isolation = \"in-process\"\nact = \"ok\"");
-    let config = std::fs::read_to_string(host.path("foveal.toml")).unwrap();
-    std::fs::write(
-        host.path("foveal.toml"),
-        format!(
-            "[plugins]\ntrusted = [\"{}\"]\n\n{config}",
-            crate::support::sha256_of(&library("rogue"))
-        ),
-    )
-    .unwrap();
-    let output = host
-        .command(&["skill-list", "--plugins", "plugins"])
-        .env("FOVEAL_CELL_SIMULATE", "no-landlock")
-        .output()
-        .unwrap();
-    let listed = text(&output.stdout);
+    host.pin();
+    let listed = host.skill_list(&[("FOVEAL_CELL_SIMULATE", "no-landlock")]);
     let row = listed.lines().find(|l| l.starts_with("rogue")).unwrap();
     assert!(
         row.contains("in-process") && row.contains("loaded"),
@@ -261,12 +243,7 @@ fn every_first_party_skill_in_a_cell_makes_the_same_prompt() {
         .unwrap();
     assert!(cells.status.success(), "{}", text(&cells.stderr));
     assert_eq!(text(&cells.stdout), text(&in_process.stdout));
-    let list = host
-        .command(&["skill-list", "--plugins", "plugins"])
-        .env("FOVEAL_BUILTIN_ISOLATION", "cell")
-        .output()
-        .unwrap();
-    let listed = text(&list.stdout);
+    let listed = host.skill_list(&[("FOVEAL_BUILTIN_ISOLATION", "cell")]);
     for skill in [
         "privacy",
         "token-economics",
