@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 use abi_stable::std_types::{RErr, ROk, RResult, RStr};
 use foveal_sdk::{HostApiRef, LogLevel, SkillError};
 
+use crate::answer::AnswerArea;
 use crate::confine::{Confinement, Grants, acts};
 use crate::proto::{self, hook, host_call, load_failed};
 use crate::serve::CHANNEL_FD;
@@ -168,6 +169,8 @@ struct Process {
     stderr: File,
     /// Keys of the view files the cell holds.
     sent: HashSet<u64>,
+    /// Where the cell's large answers come (read-only here).
+    answers: AnswerArea,
 }
 
 struct State {
@@ -459,7 +462,7 @@ impl Cell {
                     process.channel.send_by(&reply, &[], Some(deadline))?;
                 }
                 Kind::Reply => {
-                    let mut r = frame.reader();
+                    let mut r = Reader::with_area(&frame.body, &process.answers);
                     self.note_refused(&mut r)?;
                     return Ok(if r.bool()? {
                         ROk(get(&mut r)?)
@@ -705,11 +708,21 @@ fn spawn(options: &CellOptions, timeout: Duration) -> Result<(Process, Manifest)
             return Err(spawn_error(e));
         }
     };
+    let (answers, answers_fd) = match AnswerArea::create() {
+        Ok(area) => area,
+        Err(e) => {
+            let mut child = child;
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(spawn_error(e));
+        }
+    };
     let mut process = Process {
         child,
         channel,
         stderr,
         sent: HashSet::new(),
+        answers,
     };
     let mut w = Writer::new(Kind::Setup);
     w.str(&options.library.to_string_lossy())
@@ -722,7 +735,7 @@ fn spawn(options: &CellOptions, timeout: Duration) -> Result<(Process, Manifest)
     w.bool(options.simulate_no_landlock);
     let answer = process
         .channel
-        .send(&w.finish(), &[])
+        .send(&w.finish(), &[answers_fd.as_raw_fd()])
         .and_then(|()| process.channel.recv(Some(Instant::now() + timeout)));
     let frame = match answer {
         Ok(frame) => frame,

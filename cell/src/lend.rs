@@ -201,7 +201,7 @@ fn put_prefix(w: &mut Writer, p: &PrefixRequest<'_>) {
 }
 
 fn get_string(r: &mut Reader<'_>) -> Result<RString, WireError> {
-    Ok(RString::from(r.str()?))
+    Ok(RString::from(r.string()?))
 }
 
 /// The `components` trampoline.

@@ -16,7 +16,8 @@
 //! - [`serve`]: the cell's side (`foveal-cell`).
 //! - [`confine`]: the walls (Landlock, seccomp, limits, namespaces).
 //! - [`view`]: one lent file version as a sealed memory file.
-//! - [`wire`], [`proto`]: the channel and what its frames say.
+//! - [`wire`], [`proto`]: the channel and what its frames say;
+//!   [`answer`]: the shared area large answers cross by.
 //!
 //! Architecture invariant: this crate knows the SDK and the memex's view,
 //! nothing of the host's registry, prompt or agent; the host decides
@@ -24,6 +25,7 @@
 
 #![cfg_attr(not(target_os = "linux"), allow(dead_code))]
 
+pub mod answer;
 pub mod confine;
 pub mod host;
 pub mod lend;

@@ -69,7 +69,7 @@ pub fn put_error(w: &mut Writer, e: &SkillError) {
 
 /// Reads a skill error.
 pub fn get_error(r: &mut Reader<'_>) -> Result<SkillError, WireError> {
-    Ok(SkillError::new(r.u32()?, r.str()?))
+    Ok(SkillError::new(r.u32()?, r.string()?))
 }
 
 /// Writes components.
@@ -100,23 +100,23 @@ pub fn get_components(r: &mut Reader<'_>) -> Result<RVec<Component>, WireError> 
     let mut out = RVec::with_capacity(n);
     for _ in 0..n {
         let id = r.u32()?;
-        let key = RString::from(r.str()?);
-        let name = RString::from(r.str()?);
+        let key = RString::from(r.string()?);
+        let name = RString::from(r.string()?);
         let role = Role(r.u8()?);
-        let content = RString::from(r.str()?);
+        let content = RString::from(r.string()?);
         let ns = r.count(8)?;
         let mut sources = RVec::with_capacity(ns);
         for _ in 0..ns {
             sources.push(Source {
-                id: r.str()?.into(),
-                reason: r.str()?.into(),
+                id: r.string()?.into(),
+                reason: r.string()?.into(),
             });
         }
         let no = r.count(8)?;
         let mut omitted = RVec::with_capacity(no);
         for _ in 0..no {
             omitted.push(Omitted {
-                reason: r.str()?.into(),
+                reason: r.string()?.into(),
                 count: r.u32()?,
             });
         }
@@ -141,7 +141,7 @@ pub fn put_prefix(w: &mut Writer, p: &Prefix) {
 /// Reads a prefix.
 pub fn get_prefix(r: &mut Reader<'_>) -> Result<Prefix, WireError> {
     Ok(Prefix {
-        text: RArc::new(RString::from(r.str()?)),
+        text: RArc::new(RString::from(r.string()?)),
         hit: r.bool()?,
     })
 }
@@ -198,10 +198,10 @@ pub fn get_tools(r: &mut Reader<'_>) -> Result<RVec<ToolDecl>, WireError> {
     let mut out = RVec::with_capacity(n);
     for _ in 0..n {
         out.push(ToolDecl {
-            name: r.str()?.into(),
-            description: r.str()?.into(),
-            parameters_json: r.str()?.into(),
-            category: r.str()?.into(),
+            name: r.string()?.into(),
+            description: r.string()?.into(),
+            parameters_json: r.string()?.into(),
+            category: r.string()?.into(),
         });
     }
     Ok(out)

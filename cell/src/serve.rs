@@ -30,6 +30,7 @@ use foveal_sdk::{
     ToolCallRequest,
 };
 
+use crate::answer::AnswerArea;
 use crate::confine::{self, Grants};
 use crate::proto::{self, hook, host_call, load_failed};
 use crate::view::MappedFile;
@@ -40,6 +41,8 @@ pub const CHANNEL_FD: RawFd = 3;
 
 static CHANNEL: OnceLock<Mutex<Channel>> = OnceLock::new();
 static IN_CALL: AtomicBool = AtomicBool::new(false);
+/// Where large answers go (the host's area, mapped writable here).
+static ANSWERS: OnceLock<AnswerArea> = OnceLock::new();
 
 fn channel() -> std::sync::MutexGuard<'static, Channel> {
     CHANNEL
@@ -78,6 +81,14 @@ pub fn main() -> ! {
         Ok(frame) if frame.kind == Kind::Setup => frame,
         _ => std::process::exit(2),
     };
+    // Mapped before the walls go up; the descriptor is closed at once.
+    if let Some(area) = channel
+        .take_fd()
+        .ok()
+        .and_then(|fd| AnswerArea::open(&fd).ok())
+    {
+        let _ = ANSWERS.set(area);
+    }
     let _ = CHANNEL.set(Mutex::new(channel));
     let code = match run(&setup) {
         Ok(()) => 0,
@@ -310,7 +321,10 @@ fn serve(module: SkillModRef) {
 
 /// A reply, starting with the acts refused since the last one.
 fn reply_head() -> Writer {
-    let mut w = Writer::new(Kind::Reply);
+    let mut w = match ANSWERS.get() {
+        Some(area) => Writer::with_area(Kind::Reply, area),
+        None => Writer::new(Kind::Reply),
+    };
     let refused = confine::take_refused();
     w.u32(refused.len() as u32);
     for r in &refused {

@@ -73,7 +73,7 @@ impl SealedFile {
     }
 }
 
-fn memfd(name: &str) -> io::Result<OwnedFd> {
+pub(crate) fn memfd(name: &str) -> io::Result<OwnedFd> {
     let name = std::ffi::CString::new(name).unwrap_or_default();
     // SAFETY: a valid C string; the flags are documented ones.
     let fd = unsafe {

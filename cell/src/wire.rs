@@ -14,6 +14,8 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::time::Instant;
 
+use crate::answer::{self, AnswerArea};
+
 /// The largest frame either side accepts (the literate source of a skill
 /// and a whole prompt's sections fit many times over).
 pub const MAX_FRAME: usize = 256 << 20;
@@ -87,14 +89,31 @@ pub enum WireError {
 #[derive(Debug, Default)]
 pub struct Writer {
     buf: Vec<u8>,
+    /// Where long strings go instead of the frame (a cell's answers), and
+    /// how much of it this frame has used.
+    area: Option<(&'static AnswerArea, usize)>,
 }
+
+/// The high bit of a string's length: the string is in the answer area,
+/// at the offset (u64) that follows.
+const IN_AREA: u32 = 1 << 31;
 
 impl Writer {
     /// A frame of `kind`.
     pub fn new(kind: Kind) -> Self {
         let mut buf = Vec::with_capacity(256);
         buf.extend_from_slice(&[0, 0, 0, 0, kind as u8]);
-        Self { buf }
+        Self { buf, area: None }
+    }
+
+    /// A frame of `kind` whose strings of [`answer::IN_AREA_FROM`] bytes
+    /// or more are put in `area` (as long as they fit) instead of the
+    /// frame: a cell's answer, read with [`Reader::with_area`].
+    pub fn with_area(kind: Kind, area: &'static AnswerArea) -> Self {
+        Self {
+            area: Some((area, 0)),
+            ..Self::new(kind)
+        }
     }
 
     /// Room for `n` more bytes, so that a large value is copied once.
@@ -141,6 +160,14 @@ impl Writer {
 
     /// A string.
     pub fn str(&mut self, v: &str) -> &mut Self {
+        if v.len() >= answer::IN_AREA_FROM
+            && let Some((area, used)) = &mut self.area
+            && area.put_at(*used, v.as_bytes())
+        {
+            let at = *used as u64;
+            *used += v.len();
+            return self.u32(v.len() as u32 | IN_AREA).u64(at);
+        }
         self.bytes(v.as_bytes())
     }
 
@@ -173,16 +200,32 @@ impl Writer {
 pub struct Reader<'a> {
     buf: &'a [u8],
     at: usize,
+    area: Option<&'a AnswerArea>,
 }
 
 type Decoded<T> = Result<T, WireError>;
 
 const SHORT: WireError = WireError::Malformed("frame ends early");
+const FAR: WireError = WireError::Malformed("a string beyond the answer area");
 
 impl<'a> Reader<'a> {
     /// Reads `buf` (a frame without its length, after its kind byte).
     pub fn new(buf: &'a [u8]) -> Self {
-        Self { buf, at: 0 }
+        Self {
+            buf,
+            at: 0,
+            area: None,
+        }
+    }
+
+    /// Reads `buf`, a cell's answer whose long strings are in `area`
+    /// (see [`Writer::with_area`]; only [`string`](Self::string) reads
+    /// them).
+    pub fn with_area(buf: &'a [u8], area: &'a AnswerArea) -> Self {
+        Self {
+            area: Some(area),
+            ..Self::new(buf)
+        }
     }
 
     fn take(&mut self, n: usize) -> Decoded<&'a [u8]> {
@@ -232,6 +275,20 @@ impl<'a> Reader<'a> {
         std::str::from_utf8(self.bytes()?).map_err(|_| WireError::Malformed("text is not UTF-8"))
     }
 
+    /// A string of one's own (UTF-8 checked after it is copied), from
+    /// the frame or from the answer area.
+    pub fn string(&mut self) -> Decoded<String> {
+        let n = self.u32()?;
+        let bytes = if n & IN_AREA != 0 {
+            let at = usize::try_from(self.u64()?).map_err(|_| FAR)?;
+            let area = self.area.ok_or(FAR)?;
+            area.copy_out(at, (n & !IN_AREA) as usize).ok_or(FAR)?
+        } else {
+            self.take(n as usize)?.to_vec()
+        };
+        String::from_utf8(bytes).map_err(|_| WireError::Malformed("text is not UTF-8"))
+    }
+
     /// An optional `u32`.
     pub fn opt_u32(&mut self) -> Decoded<Option<u32>> {
         Ok(if self.bool()? {
@@ -279,8 +336,7 @@ impl Frame {
     }
 }
 
-/// How long the host's end reads again before it sleeps, waiting for an
-/// answer.
+/// How long either end reads again before it sleeps.
 const SPIN: std::time::Duration = std::time::Duration::from_micros(30);
 
 /// The largest frame the host accepts from a cell: a whole prompt's
@@ -403,9 +459,11 @@ impl Channel {
 
     /// The next frame, waiting until `deadline` (forever when none).
     pub fn recv(&mut self, deadline: Option<Instant>) -> Result<Frame, WireError> {
-        // On the host's non-blocking end, an answer that comes within
-        // [`SPIN`] is read without sleeping: waking a sleeping thread costs
-        // more than the rest of a round trip on a small virtual machine.
+        // A frame that comes within [`SPIN`] is read without sleeping:
+        // waking a sleeping thread costs more than the rest of a round
+        // trip on a small virtual machine. Both ends spin, as the host's
+        // companion threads of in-process hooks do: the host waiting for
+        // an answer, the cell for the next call of a cycle.
         let mut spin_until = Instant::now() + SPIN;
         loop {
             if let Some(frame) = self.buffered()? {
@@ -414,17 +472,18 @@ impl Channel {
             if deadline.is_some_and(|d| Instant::now() >= d) {
                 return Err(WireError::Timeout);
             }
-            if !self.nonblocking && deadline.is_some() {
+            let spinning = Instant::now() < spin_until;
+            if !self.nonblocking && !spinning && deadline.is_some() {
                 wait_for(self.fd.as_raw_fd(), libc::POLLIN, deadline)?;
             }
-            match self.fill() {
+            match self.fill(spinning) {
                 // A large frame comes in pieces: keep reading while they
                 // come.
                 Ok(()) => spin_until = Instant::now() + SPIN,
                 Err(WireError::Io(e)) if e.kind() == io::ErrorKind::WouldBlock => {
-                    if Instant::now() < spin_until {
+                    if spinning {
                         std::hint::spin_loop();
-                    } else {
+                    } else if self.nonblocking {
                         wait_for(self.fd.as_raw_fd(), libc::POLLIN, deadline)?;
                     }
                 }
@@ -469,7 +528,9 @@ impl Channel {
         Ok(Some(frame))
     }
 
-    fn fill(&mut self) -> Result<(), WireError> {
+    /// Reads what has come; without waiting when `dont_wait` (or on the
+    /// non-blocking end).
+    fn fill(&mut self, dont_wait: bool) -> Result<(), WireError> {
         if self.end == self.buf.len() {
             if self.start > 0 {
                 self.buf.copy_within(self.start..self.end, 0);
@@ -484,6 +545,7 @@ impl Channel {
             self.fd.as_raw_fd(),
             &mut self.buf[self.end..],
             self.accept_fds.then_some(&mut self.fds),
+            dont_wait,
         )?;
         if n == 0 {
             return Err(WireError::Closed);
@@ -585,6 +647,7 @@ fn recv_some(
     fd: RawFd,
     buf: &mut [u8],
     mut out: Option<&mut VecDeque<OwnedFd>>,
+    dont_wait: bool,
 ) -> io::Result<usize> {
     let mut iov = libc::iovec {
         iov_base: buf.as_mut_ptr().cast(),
@@ -605,8 +668,13 @@ fn recv_some(
         msg.msg_controllen = space as _;
     }
     let n = loop {
+        let flags = if dont_wait {
+            libc::MSG_CMSG_CLOEXEC | libc::MSG_DONTWAIT
+        } else {
+            libc::MSG_CMSG_CLOEXEC
+        };
         // SAFETY: `msg` describes live buffers.
-        let n = unsafe { libc::recvmsg(fd, &mut msg, libc::MSG_CMSG_CLOEXEC) };
+        let n = unsafe { libc::recvmsg(fd, &mut msg, flags) };
         if n >= 0 {
             break n as usize;
         }
@@ -686,6 +754,44 @@ mod tests {
         let frame = w.finish();
         let mut r = Reader::new(&frame[5..]);
         assert!(r.count(8).is_err());
+    }
+
+    #[test]
+    fn long_strings_cross_by_the_answer_area_and_a_lying_frame_is_refused() {
+        let (host_area, fd) = AnswerArea::create().unwrap();
+        let cell_area: &'static AnswerArea = Box::leak(Box::new(AnswerArea::open(&fd).unwrap()));
+        let long = "é".repeat(answer::IN_AREA_FROM);
+        let mut w = Writer::with_area(Kind::Reply, cell_area);
+        w.str("short").str(&long).str(&long);
+        let frame = w.finish();
+        assert!(
+            frame.len() < 100,
+            "the long strings are not in the frame ({} bytes)",
+            frame.len()
+        );
+        let mut r = Reader::with_area(&frame[5..], &host_area);
+        assert_eq!(r.string().unwrap(), "short");
+        assert_eq!(r.string().unwrap(), long);
+        assert_eq!(r.string().unwrap(), long);
+        // Without the area the same frame does not decode.
+        assert!(Reader::new(&frame[5..]).str().is_ok());
+        let mut r = Reader::new(&frame[5..]);
+        r.string().unwrap();
+        assert!(r.string().is_err());
+        // A cell that points beyond the area, or at bytes that are not
+        // UTF-8, gets a malformed frame, not a read out of bounds.
+        for (len, at) in [(10u32, AREA as u64), (u32::MAX >> 1, 0), (8, u64::MAX)] {
+            let mut w = Writer::new(Kind::Reply);
+            w.u32(len | IN_AREA).u64(at);
+            let frame = w.finish();
+            let mut r = Reader::with_area(&frame[5..], &host_area);
+            assert!(r.string().is_err(), "{len} at {at}");
+        }
+        assert!(cell_area.put_at(0, &[0xff, 0xfe]));
+        let mut w = Writer::new(Kind::Reply);
+        w.u32(2 | IN_AREA).u64(0);
+        let frame = w.finish();
+        assert!(Reader::with_area(&frame[5..], &host_area).string().is_err());
     }
 
     #[test]
