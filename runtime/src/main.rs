@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use clap::Parser as _;
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::Layer as _;
+use tracing_subscriber::filter::FilterExt as _;
 use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
 
@@ -24,6 +25,9 @@ fn main() -> ExitCode {
     // The commands that call hooks without running cycles say when a
     // skill's cell refuses an act or dies, and when a skill's section is
     // left out of the prompt (its hook failed).
+    // Both say what a skill logs at warn level (the computed-context skill:
+    // a handoff that does not parse, once). A skill's error-level lines are
+    // its panics, which the registry says already.
     let trouble = explicit
         .is_none()
         .then(|| {
@@ -37,12 +41,16 @@ fn main() -> ExitCode {
         })
         .flatten()
         .map(|directives| {
+            let skill_warnings = tracing_subscriber::filter::filter_fn(|meta| {
+                meta.target() == "foveal::skill" && *meta.level() == tracing::Level::WARN
+            })
+            .with_max_level_hint(tracing::Level::WARN);
             tracing_subscriber::fmt::layer()
                 .with_writer(foveal::logs::GatedStderr)
                 .without_time()
                 .with_target(false)
                 .with_ansi(false)
-                .with_filter(EnvFilter::new(directives))
+                .with_filter(EnvFilter::new(directives).or(skill_warnings))
         });
     let filter = explicit.unwrap_or_else(|| EnvFilter::new("off"));
     tracing_subscriber::registry()

@@ -202,7 +202,7 @@ fn private_knowledge_never_appears_in_the_section_or_the_json() {
 }
 
 #[test]
-fn foveal_prompt_carries_the_computed_section_for_a_task_and_says_nothing_on_stderr() {
+fn foveal_prompt_carries_the_computed_section_and_says_only_the_broken_handoff_on_stderr() {
     // The prompt of a live cycle is asked with the context window's
     // session in every skill's configuration: the computed-context skill
     // takes it, and its section reaches the prompt.
@@ -226,8 +226,97 @@ fn foveal_prompt_carries_the_computed_section_for_a_task_and_says_nothing_on_std
         out.contains("- **Hash passwords with argon2id** (see: src/auth/hash.rs)\n"),
         "{out}"
     );
-    assert!(!err.contains("computed-context"), "{err}");
+    // The section is not left out; the one thing the skill says is the
+    // handoff that does not parse, with its file and line, once.
+    assert!(!err.contains("left out"), "{err}");
+    let line = ORG.lines().position(|l| l == "gotchas: [unclosed").unwrap() + 1;
+    let said = format!("main.org:{line}: the handoff of task t-broken does not parse");
+    assert_eq!(err.matches(&said).count(), 1, "{err}");
+    assert_eq!(err.matches("does not parse").count(), 1, "{err}");
     assert_no_canary(&out);
+}
+
+/// Issue 29, row 8: a dependency's handoff written as models often write
+/// YAML (flow mappings, escapes in double quotes, `''`, an anchor and its
+/// alias), beside one that is not YAML (a colon in a plain value).
+const FLOW_ORG: &str = r#"* DONE Set up tokens
+:PROPERTIES:
+:ID: t-tokens
+:END:
+#+begin_src yaml
+summary: "Tokens are signed \u2014 \"HS256\" only"
+patterns_discovered:
+  - {pattern: Validate tokens in middleware, applies_to: [auth, jwt], location: src/auth/middleware.rs}
+gotchas:
+  - {issue: "Clock skew: allow 30 s", severity: &high high}
+  - issue: 'Refresh tokens can''t be revoked yet'
+    severity: *high
+#+end_src
+* DONE Write the docs
+:PROPERTIES:
+:ID: t-docs
+:END:
+#+begin_src yaml
+gotchas:
+  - issue: Examples: out of date
+    severity: high
+#+end_src
+* TODO Add JWT login
+:PROPERTIES:
+:ID: t-login
+:DEPENDS_ON: t-tokens t-docs
+:END:
+"#;
+
+#[test]
+fn a_handoff_in_flow_style_is_read_whole_and_a_broken_one_is_said_once_on_stderr() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("memex")).unwrap();
+    std::fs::write(dir.path().join("memex/main.org"), FLOW_ORG).unwrap();
+    let line = FLOW_ORG
+        .lines()
+        .position(|l| l == "  - issue: Examples: out of date")
+        .unwrap()
+        + 1;
+    let said = format!("main.org:{line}: the handoff of task t-docs does not parse");
+    let context: &[&str] = &[
+        "context",
+        "--memex",
+        "memex",
+        "--computed",
+        "--focus",
+        "t-login",
+    ];
+    let prompt: &[&str] = &[
+        "prompt",
+        "--memex",
+        "memex",
+        "--focus",
+        "t-login",
+        "--message",
+        "Go on.",
+    ];
+    for args in [context, prompt] {
+        let output = run_foveal(dir.path(), args);
+        let (out, err) = (text(&output.stdout), text(&output.stderr));
+        assert!(output.status.success(), "{args:?}: {err}");
+        assert!(
+            out.contains("- **Validate tokens in middleware** (see: src/auth/middleware.rs)\n"),
+            "{args:?}: {out}"
+        );
+        assert!(
+            out.contains("- ⚠️ **high**: Clock skew: allow 30 s\n- ⚠️ **high**: Refresh tokens can't be revoked yet\n"),
+            "{args:?}: {out}"
+        );
+        assert!(
+            out.contains("#### Set up tokens\nTokens are signed \u{2014} \"HS256\" only\n"),
+            "{args:?}: {out}"
+        );
+        // Said at the default log level, once, with its file and line;
+        // the section is not left out for it.
+        assert_eq!(err.matches(&said).count(), 1, "{args:?}: {err}");
+        assert!(!err.contains("left out"), "{args:?}: {err}");
+    }
 }
 
 #[test]

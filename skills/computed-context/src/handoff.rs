@@ -2,9 +2,10 @@
 //! task's completed dependencies, read from the memex.
 //!
 //! A handoff is a `#+begin_src yaml` block or a `:HANDOFF:` drawer in a
-//! task's body ([`crate::org::body_parts`]), in the YAML subset of
-//! [`crate::yaml`]. One that does not parse is a [`HandoffError`] naming
-//! its file and line; the dependency is still used without it.
+//! task's body ([`crate::org::body_parts`]), in YAML 1.2 ([`crate::yaml`]).
+//! One that does not parse is a [`HandoffError`] naming its file and
+//! line; the dependency is still used without it, and the skill says the
+//! error on the host's log at warn level, which stderr shows.
 
 use foveal_sdk::memex::MemexView;
 

@@ -16,7 +16,10 @@
 //!   `:HANDOFF:` drawer there, holding `summary`,
 //!   `dependencies_for_next`, `patterns_discovered`, `gotchas` (with
 //!   `severity`), `open_questions` (with `blocking`), `files_created` and
-//!   `files_modified` ([`yaml`] says what YAML is read).
+//!   `files_modified`, in YAML 1.2 ([`yaml`]: flow mappings, quoted
+//!   escapes and anchors too). One that does not parse is said once on
+//!   stderr (the host's log at warn level) with its file and line, and in
+//!   `--explain` and `--json`; the rest of the section stays.
 //! - **A knowledge node** is a headline with `:KIND:` `pattern`, `gotcha`
 //!   or `decision`. Its own tags are what queries match; its title is its
 //!   summary; `:FILE:` (pattern), `:SEVERITY:` (gotcha, default `medium`)
@@ -53,6 +56,9 @@ pub mod yaml;
 
 #[cfg(test)]
 mod testing;
+
+use std::collections::BTreeSet;
+use std::sync::{Mutex, PoisonError};
 
 use foveal_sdk::{Component, ComponentsRequest, HostApiRef, Role, SignalKind, SkillError, Source};
 
@@ -171,7 +177,7 @@ fn components(request: &ComponentsRequest<'_>) -> Result<Vec<Component>, SkillEr
         return Ok(Vec::new());
     };
     for e in &computed.debug.errors {
-        foveal_sdk::skill_warn!("{e}");
+        warn_once(e.to_string());
     }
     let mut text = render::markdown(&computed);
     if settings.debug {
@@ -223,6 +229,21 @@ fn components(request: &ComponentsRequest<'_>) -> Result<Vec<Component>, SkillEr
         component.sources = sources.into();
     }
     Ok(vec![component])
+}
+
+/// Says `message` on the host's log at warn level — which the host
+/// prints on stderr at its default level — once per process: the section
+/// is computed every cycle, and a broken handoff said every turn would
+/// bury the rest of stderr.
+fn warn_once(message: String) {
+    static SAID: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
+    let first = SAID
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .insert(message.clone());
+    if first {
+        foveal_sdk::skill_warn!("{message}");
+    }
 }
 
 fn post_execution(

@@ -274,6 +274,63 @@ fn phase_3_takes_completed_dependencies_and_filters_their_handoffs() {
     });
 }
 
+/// A handoff as models often write it: flow mappings, escapes in double
+/// quotes, `''` in single quotes, an anchor and its alias.
+const FLOW_MEMEX: &str = r#"* DONE Set up tokens
+:PROPERTIES:
+:ID: t-tokens
+:END:
+#+begin_src yaml
+summary: "Tokens are signed \u2014 \"HS256\" only"
+patterns_discovered:
+  - {pattern: Validate tokens in middleware, applies_to: [auth, jwt], location: src/auth/middleware.rs}
+gotchas:
+  - {issue: "Clock skew: allow 30 s", severity: &high high}
+  - {issue: Logs are noisy, severity: low}
+  - issue: 'Refresh tokens can''t be revoked yet'
+    severity: *high
+open_questions:
+  - {question: Rotate keys monthly?, blocking: true, recommendation: "Yes, with overlap"}
+#+end_src
+* TODO Add JWT login
+:PROPERTIES:
+:ID: t-login
+:DEPENDS_ON: t-tokens
+:END:
+"#;
+
+#[test]
+fn a_handoff_in_flow_style_with_escapes_and_anchors_reaches_the_section_whole() {
+    // Issue 29, row 8: the subset reader this replaced refused the first
+    // `{…}` and the section lost the handoff's patterns and warnings.
+    TestMemex::one(FLOW_MEMEX).with(|view| {
+        let c = compute(view, "t-login", &opts()).unwrap();
+        assert!(c.debug.errors.is_empty(), "{:?}", c.debug.errors);
+        let text = render::markdown(&c);
+        assert!(
+            text.contains("- **Validate tokens in middleware** (see: src/auth/middleware.rs)\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("### Warnings\n- ⚠️ **high**: Clock skew: allow 30 s\n- ⚠️ **high**: Refresh tokens can't be revoked yet\n"),
+            "{text}"
+        );
+        assert!(!text.contains("Logs are noisy"), "a low gotcha: {text}");
+        assert!(
+            text.contains("#### Set up tokens\nTokens are signed \u{2014} \"HS256\" only\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("- **Rotate keys monthly?**\n  - Recommendation: Yes, with overlap\n"),
+            "{text}"
+        );
+        assert_eq!(
+            c.inherited_patterns[0].applies_to,
+            ["auth".to_owned(), "jwt".to_owned()]
+        );
+    });
+}
+
 #[test]
 fn phase_4_scores_plus_2_1_1_3_and_keeps_the_top_10() {
     let entry = |c: &str, l: &str, n: &str| MapEntry {
