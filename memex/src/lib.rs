@@ -57,6 +57,7 @@ pub mod write;
 #[cfg(test)]
 mod proptests;
 
+use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -168,7 +169,25 @@ pub struct Memex {
     vectors: Mutex<Option<Arc<dyn VectorSource>>>,
     /// The generation, sent on every publish: [`Memex::changes`].
     published: tokio::sync::watch::Sender<u64>,
+    /// The file versions this memex wrote itself, oldest first:
+    /// [`Memex::wrote`].
+    own_versions: Mutex<VecDeque<OwnVersion>>,
 }
+
+/// A file version the memex wrote itself: `path` went from the version
+/// whose content hash is `from` (`None`: a file the memex did not have) to
+/// the version whose content hash is `to`.
+#[derive(Debug, Clone)]
+struct OwnVersion {
+    path: PathBuf,
+    from: Option<u64>,
+    to: u64,
+}
+
+/// The own writes remembered: more than a host makes between two looks at
+/// the memex (it looks every quarter of a second, and after each turn),
+/// few enough to search on every look.
+const OWN_VERSIONS: usize = 256;
 
 /// Computed vectors for new file versions (the host's `embed::Vectors`):
 /// each version is filled before it is published, so an edit never takes
@@ -207,6 +226,7 @@ impl Memex {
             views: Mutex::new(None),
             vectors: Mutex::new(None),
             published: tokio::sync::watch::Sender::new(0),
+            own_versions: Mutex::new(VecDeque::new()),
         };
         let mut snapshot = MemexSnapshot::default();
         for path in memex.discover() {
@@ -285,6 +305,54 @@ impl Memex {
     /// polling).
     pub fn changes(&self) -> tokio::sync::watch::Receiver<u64> {
         self.published.subscribe()
+    }
+
+    /// Whether this memex itself turned the file at `path` from the version
+    /// whose content hash is `from` (`None`: a file it did not have) into
+    /// the version whose content hash is `to`, by its own writes alone
+    /// ([`Memex::commit`], [`Memex::adopt`]). An observer that compares two
+    /// snapshots tells the process's own writes from edits made outside
+    /// with it: false when an outside edit came in between, or when the
+    /// writes are too many writes ago.
+    pub fn wrote(&self, path: &Path, from: Option<u64>, to: u64) -> bool {
+        let own = self.own_versions.lock().unwrap_or_else(|e| e.into_inner());
+        let mut at = to;
+        // Each step goes one write back; no chain is longer than the list.
+        for _ in 0..own.len() {
+            let Some(step) = own.iter().rev().find(|v| v.to == at && v.path == path) else {
+                return false;
+            };
+            match step.from {
+                Some(before) if Some(before) == from => return true,
+                Some(before) => at = before,
+                None => return from.is_none(),
+            }
+        }
+        false
+    }
+
+    /// Notes a version this memex wrote: see [`Memex::wrote`].
+    fn note_own(&self, path: &Path, from: Option<u64>, to: u64) {
+        let mut own = self.own_versions.lock().unwrap_or_else(|e| e.into_inner());
+        if own.len() >= OWN_VERSIONS {
+            own.pop_front();
+        }
+        own.push_back(OwnVersion {
+            path: path.to_owned(),
+            from,
+            to,
+        });
+    }
+
+    /// Loads `path`, a file this process has just created inside the memex,
+    /// and counts the version read as the memex's own write (see
+    /// [`Memex::wrote`]). Returns the generation now current.
+    pub fn adopt(&self, path: &Path) -> u64 {
+        let generation = self.reload_file(path);
+        if let Some(file) = self.snapshot().file(path) {
+            self.note_own(path, None, file.content_hash);
+        }
+        generation
     }
 
     /// Tells the vector source, and those waiting on [`Memex::changes`],
@@ -937,6 +1005,44 @@ mod tests {
         let g = memex.snapshot().generation();
         assert_eq!(memex.reload_file(&path), g);
         assert_eq!(memex.reload_file(&dir.path().join("never.org")), g);
+    }
+
+    #[test]
+    fn the_memex_tells_the_versions_it_wrote_from_those_written_outside() {
+        let (dir, memex) = memex_with(&[("a.org", b"* A\n:PROPERTIES:\n:ID: a\n:END:\n")]);
+        let root = dir.path().canonicalize().unwrap();
+        let path = root.join("a.org");
+        let hash = |path: &Path| memex.snapshot().file(path).unwrap().content_hash;
+        let start = hash(&path);
+        // Two writes in a row: the chain leads back to where it started.
+        memex
+            .add_child(&memex.snapshot(), "a", "One", None)
+            .unwrap();
+        memex
+            .add_child(&memex.snapshot(), "a", "Two", None)
+            .unwrap();
+        let written = hash(&path);
+        assert!(memex.wrote(&path, Some(start), written));
+        // An edit made outside, then a write on top of it: that write is
+        // the memex's own, the way back from it to `start` is not.
+        let mut text = std::fs::read_to_string(&path).unwrap();
+        text.push_str("* Outside\n");
+        std::fs::write(&path, text).unwrap();
+        memex.reload_file(&path);
+        let outside = hash(&path);
+        assert!(!memex.wrote(&path, Some(written), outside));
+        memex
+            .add_child(&memex.snapshot(), "a", "Three", None)
+            .unwrap();
+        let last = hash(&path);
+        assert!(memex.wrote(&path, Some(outside), last));
+        assert!(!memex.wrote(&path, Some(start), last));
+        assert!(!memex.wrote(&path, None, last));
+        // A file this process created, then adopted.
+        let new = root.join("new.org");
+        std::fs::write(&new, "* New\n").unwrap();
+        memex.adopt(&new);
+        assert!(memex.wrote(&new, None, hash(&new)));
     }
 
     #[test]

@@ -21,7 +21,8 @@ fn main() -> ExitCode {
     // when a skill is refused, panics or is quarantined (the registry's
     // warnings), when a skill's cell refuses an act or dies and when a memex file cannot be loaded, one plain line each;
     // and how the background embedding goes (a line when it starts, every
-    // 10 s, and when it ends).
+    // 10 s, and when it ends); and when the control socket refuses clients
+    // (once per burst).
     // The commands that call hooks without running cycles say when a
     // skill's cell refuses an act or dies, and when a skill's section is
     // left out of the prompt (its hook failed).
@@ -32,7 +33,7 @@ fn main() -> ExitCode {
         .is_none()
         .then(|| {
             if cli.runs_cycles() {
-                Some("off,foveal::registry=warn,foveal_cell=warn,foveal::prompt=warn,foveal::memex=warn,foveal::embed=info")
+                Some("off,foveal::registry=warn,foveal_cell=warn,foveal::prompt=warn,foveal::memex=warn,foveal::embed=info,foveal::control=warn")
             } else if cli.calls_hooks() {
                 Some("off,foveal_cell=warn,foveal::prompt=warn")
             } else {

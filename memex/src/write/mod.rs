@@ -55,6 +55,10 @@
 //! - **Published at once.** After the rename the parsed new version replaces
 //!   the old one in a new snapshot with a higher generation, before
 //!   [`Memex::commit`] returns.
+//! - **Known as its own.** The memex remembers which version each of its
+//!   writes replaced ([`Memex::wrote`]): a host comparing two snapshots
+//!   tells its own writes from edits made outside, even when other
+//!   publishes came between.
 //!
 //! # Example
 //!
@@ -424,7 +428,9 @@ impl Memex {
             &seen,
         )?;
         // The same publish as `reload_file`, which we cannot call: it takes
-        // the writer lock we hold. The parsed plan is the file's new text.
+        // the writer lock we hold. The parsed plan is the file's new text,
+        // and a version of the memex's own (`Memex::wrote`).
+        self.note_own(&path, Some(plan.base.content_hash), plan.file.content_hash);
         let mut file = plan.file;
         file.modified = fs::metadata(&target)
             .and_then(|m| m.modified())

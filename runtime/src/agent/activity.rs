@@ -46,33 +46,93 @@ pub fn first_line(text: &str, max: usize) -> String {
     format!("{}…", &line[..end])
 }
 
-/// How the memex changed from `old` to `new`, a line per file; `roots`
-/// are the memex's folders and files, to name each file from its root.
+/// A memex file that changed between two snapshots.
+#[derive(Debug, Clone, Copy)]
+pub struct FileChange<'s> {
+    /// Its version before; `None` for a file that appeared.
+    pub before: Option<&'s Arc<MemexFile>>,
+    /// Its version after; `None` for a file that is gone.
+    pub after: Option<&'s Arc<MemexFile>>,
+}
+
+/// The files that changed from `old` to `new` other than by the host
+/// itself, in path order, then the files gone. A file with the same text
+/// and setup files has not changed (only its vectors were filled, or it
+/// was touched); a version that `own(path, from, to)` says the host wrote
+/// over the one before is its own write (content hashes; `from` is `None`
+/// for a file `old` does not have: [`Memex::wrote`]). Only what the user
+/// or another program changed is news for the activity log.
+///
+/// [`Memex::wrote`]: crate::memex::Memex::wrote
+pub fn outside_changes<'s>(
+    old: &'s MemexSnapshot,
+    new: &'s MemexSnapshot,
+    own: impl Fn(&Path, Option<u64>, u64) -> bool,
+) -> Vec<FileChange<'s>> {
+    let mut changes = Vec::new();
+    for file in new.files() {
+        let before = old.file(&file.path);
+        if before.is_some_and(|previous| same_version(previous, file))
+            || own(
+                file.path.as_path(),
+                before.map(|previous| previous.content_hash),
+                file.content_hash,
+            )
+        {
+            continue;
+        }
+        changes.push(FileChange {
+            before,
+            after: Some(file),
+        });
+    }
+    for file in old.files() {
+        if new.file(&file.path).is_none() {
+            changes.push(FileChange {
+                before: Some(file),
+                after: None,
+            });
+        }
+    }
+    changes
+}
+
+/// The same text and the same setup files: a new vector or a touch, not
+/// an edit (the memex publishes a version again when its vectors grow).
+fn same_version(a: &MemexFile, b: &MemexFile) -> bool {
+    std::ptr::eq(a, b)
+        || (a.content_hash == b.content_hash && a.text == b.text && a.setup == b.setup)
+}
+
+/// The `changes` from `old` to `new` ([`outside_changes`]) in words, a line
+/// per file; `roots` are the memex's folders and files, to name each file
+/// from its root.
 pub fn memex_changes<'a>(
     old: &MemexSnapshot,
     new: &MemexSnapshot,
+    changes: &[FileChange<'_>],
     privacy: &PrivacyTags,
     roots: impl Iterator<Item = &'a Path> + Clone,
 ) -> Vec<String> {
-    let before: BTreeMap<&Path, &Arc<MemexFile>> =
-        old.files().map(|f| (f.path.as_path(), f)).collect();
     let mut lines = Vec::new();
-    let mut seen = HashSet::new();
-    for file in new.files() {
-        seen.insert(file.path.as_path());
+    for change in changes {
+        let Some(file) = change.after else {
+            if let Some(gone) = change.before
+                && !privacy.file_is_private(gone)
+            {
+                lines.push(format!(
+                    "memex file {} is gone",
+                    shown_name(&gone.path, roots.clone())
+                ));
+            }
+            continue;
+        };
         if privacy.file_is_private(file) {
             continue;
         }
         let name = shown_name(&file.path, roots.clone());
-        match before.get(file.path.as_path()) {
-            Some(previous) if Arc::ptr_eq(previous, file) => {}
-            Some(previous) if privacy.file_is_private(previous) => {
-                lines.push(format!(
-                    "memex file {name} appeared ({})",
-                    headlines(visible_ids(new, file, privacy).len())
-                ));
-            }
-            Some(previous) => {
+        match change.before {
+            Some(previous) if !privacy.file_is_private(previous) => {
                 let was = visible_ids(old, previous, privacy);
                 let is = visible_ids(new, file, privacy);
                 let added = is.difference(&was).count();
@@ -93,18 +153,11 @@ pub fn memex_changes<'a>(
                     ),
                 });
             }
-            None => lines.push(format!(
+            // New, or private until now.
+            _ => lines.push(format!(
                 "memex file {name} appeared ({})",
                 headlines(visible_ids(new, file, privacy).len())
             )),
-        }
-    }
-    for (path, file) in before {
-        if !seen.contains(path) && !privacy.file_is_private(file) {
-            lines.push(format!(
-                "memex file {} is gone",
-                shown_name(path, roots.clone())
-            ));
         }
     }
     lines
@@ -274,7 +327,11 @@ mod tests {
                 "#+FILETAGS: :@personal:\n* Another secret\n",
             ))
             .with_file(parse("new.org", "* X\n"));
-        let lines = memex_changes(&old, &new, &privacy, roots.iter().copied());
+        let told = |old: &MemexSnapshot, new: &MemexSnapshot| {
+            let changes = outside_changes(old, new, |_, _, _| false);
+            memex_changes(old, new, &changes, &privacy, roots.iter().copied())
+        };
+        let lines = told(&old, &new);
         assert_eq!(
             lines,
             [
@@ -283,9 +340,81 @@ mod tests {
             ]
         );
         let gone = new.without_file(Path::new("/m/new.org"));
+        assert_eq!(told(&new, &gone), ["memex file new.org is gone"]);
+    }
+
+    /// Fills every object without a vector, while `ready`: the embedder
+    /// as the memex sees it.
+    #[derive(Debug, Default)]
+    struct Vectors {
+        ready: std::sync::atomic::AtomicBool,
+    }
+
+    impl Vectors {
+        fn ready(&self, ready: bool) {
+            self.ready.store(ready, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    impl crate::memex::VectorSource for Vectors {
+        fn fill(&self, file: &mut MemexFile) -> usize {
+            if !self.ready.load(std::sync::atomic::Ordering::SeqCst) {
+                return 0;
+            }
+            let objects = file.objects.len() as u32;
+            (0..objects)
+                .filter(|&index| file.set_vector(index, &[1.0, 0.0]))
+                .count()
+        }
+    }
+
+    #[test]
+    fn new_vectors_and_the_hosts_own_writes_are_not_outside_edits() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("work.org"),
+            "* Launch\n:PROPERTIES:\n:ID: launch\n:END:\n",
+        )
+        .unwrap();
+        let memex = crate::memex::Memex::open(&[dir.path().to_path_buf()]).unwrap();
+        let vectors = Arc::new(Vectors::default());
+        memex.attach_vectors(Arc::clone(&vectors) as Arc<dyn crate::memex::VectorSource>);
+        let privacy = PrivacyTags::new(["@personal"]);
+        let roots: Vec<&Path> = memex.roots().collect();
+        let paths: Vec<std::path::PathBuf> =
+            memex.snapshot().files().map(|f| f.path.clone()).collect();
+        let told = |old: &Arc<MemexSnapshot>, new: &Arc<MemexSnapshot>| {
+            let changes = outside_changes(old, new, |path, from, to| memex.wrote(path, from, to));
+            memex_changes(old, new, &changes, &privacy, roots.iter().copied())
+        };
+        // The embedding pass publishes the file again, with its vectors.
+        let before = memex.snapshot();
+        vectors.ready(true);
+        memex.refill(&paths);
+        let embedded = memex.snapshot();
+        assert!(embedded.generation() > before.generation());
+        assert_eq!(told(&before, &embedded), Vec::<String>::new());
+        // The host writes; the new headline's vector follows.
+        vectors.ready(false);
+        memex
+            .add_child(&embedded, "launch", "Record a demo", None)
+            .unwrap();
+        vectors.ready(true);
+        memex.refill(&paths);
+        let written = memex.snapshot();
+        assert!(written.generation() >= embedded.generation() + 2);
+        assert_eq!(told(&embedded, &written), Vec::<String>::new());
+        // An edit made outside is told once, its vectors or not.
+        let mut text = std::fs::read_to_string(&paths[0]).unwrap();
+        text.push_str("* Plan the review\n:PROPERTIES:\n:ID: review\n:END:\n");
+        std::fs::write(&paths[0], text).unwrap();
+        vectors.ready(false);
+        memex.reload_file(&paths[0]);
+        vectors.ready(true);
+        memex.refill(&paths);
         assert_eq!(
-            memex_changes(&new, &gone, &privacy, roots.iter().copied()),
-            ["memex file new.org is gone"]
+            told(&written, &memex.snapshot()),
+            ["memex file work.org was edited outside: 1 headline added"]
         );
     }
 

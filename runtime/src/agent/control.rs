@@ -15,6 +15,10 @@
 //! turn in flight) and `context` (the assembled context, explained).
 //! The one-shot requests of version 0 (`send`, `status`, `stop`,
 //! `window`) are unchanged.
+//!
+//! A request line must come within [`REQUEST_WAIT`] of connecting (or of
+//! the answer to `hello`); a connection that sends nothing is then
+//! answered with an error and closed.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -46,7 +50,8 @@ pub enum Request {
     },
     /// The host's status.
     Status,
-    /// Finish the cycle in flight, save the session, exit.
+    /// Cancel the turn in flight (as [`Request::Cancel`] does), save the
+    /// session, exit. Obeyed even from a client beyond the host's limit.
     Stop,
     /// A change to the context window of the host's session, or a look at
     /// it (`foveal window …`).
@@ -265,11 +270,27 @@ pub enum ControlError {
 #[derive(Debug)]
 pub struct ControlSocket {
     listener: UnixListener,
+    file: SocketFile,
+}
+
+/// The socket's file, to remove when the host exits — also when it exits
+/// at once, without dropping the socket (a second SIGINT or SIGTERM).
+#[derive(Debug, Clone)]
+pub struct SocketFile {
     path: PathBuf,
-    /// Device and inode of the socket file this host placed: on drop the
-    /// path is removed only while it is still this file, never a socket a
-    /// newer host has put there since.
+    /// Device and inode of the socket file this host placed: the path is
+    /// removed only while it is still this file, never a socket a newer
+    /// host has put there since.
     file_id: Option<(u64, u64)>,
+}
+
+impl SocketFile {
+    /// Removes the socket file, if it is still this host's.
+    pub fn remove(&self) {
+        if self.file_id.is_some() && file_id(&self.path) == self.file_id {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
 }
 
 impl ControlSocket {
@@ -320,14 +341,21 @@ impl ControlSocket {
         let file_id = file_id(path);
         Ok(Self {
             listener,
-            path: path.to_owned(),
-            file_id,
+            file: SocketFile {
+                path: path.to_owned(),
+                file_id,
+            },
         })
     }
 
     /// Its path.
     pub fn path(&self) -> &Path {
-        &self.path
+        &self.file.path
+    }
+
+    /// Its file, to remove at an exit that does not drop the socket.
+    pub fn file(&self) -> SocketFile {
+        self.file.clone()
     }
 
     /// The next client.
@@ -345,14 +373,18 @@ fn file_id(path: &Path) -> Option<(u64, u64)> {
 
 impl Drop for ControlSocket {
     fn drop(&mut self) {
-        if self.file_id.is_some() && file_id(&self.path) == self.file_id {
-            let _ = std::fs::remove_file(&self.path);
-        }
+        self.file.remove();
     }
 }
 
 /// The longest request line a client may send.
 pub const MAX_REQUEST_BYTES: usize = 1 << 20;
+
+/// How long a client may take to send a request line (its first, or the
+/// one after `hello`): a connection that sends nothing is answered with
+/// an error and closed then, so silent connections cannot hold the host's
+/// client slots.
+pub const REQUEST_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Reads one request line from a client.
 pub async fn read_request(
@@ -410,16 +442,21 @@ pub async fn request(
     let mut stream = BufReader::new(stream);
     let mut line = serde_json::to_vec(request).expect("a request serialises");
     line.push(b'\n');
-    stream
+    // A host that refuses the connection (too many clients) may answer and
+    // close it before reading the request: writing then fails, and its
+    // answer is still read.
+    let written = stream
         .get_mut()
         .write_all(&line)
         .await
-        .map_err(ClientError::Io)?;
+        .map_err(ClientError::Io);
     let mut buf = String::new();
     loop {
         buf.clear();
-        if stream.read_line(&mut buf).await.map_err(ClientError::Io)? == 0 {
-            return Ok(());
+        match stream.read_line(&mut buf).await {
+            Ok(0) => return written,
+            Ok(_) => {}
+            Err(error) => return Err(written.err().unwrap_or(ClientError::Io(error))),
         }
         let reply: Reply = serde_json::from_str(&buf)
             .map_err(|e| ClientError::Protocol(format!("{e}: {}", buf.trim())))?;

@@ -3,9 +3,12 @@
 //! Sources feed the queue: the REPL (lines from stdin), clients of the
 //! control socket (`foveal send`), the heartbeat, and the watchers (memex
 //! and skill changes, seen by their generation numbers). The loop takes
-//! one signal at a time and runs its turn to the end. Ctrl-C, SIGTERM,
-//! `foveal stop` and the end of stdin (in REPL mode) stop the host after
-//! the turn in flight; the session is synced and the socket removed.
+//! one signal at a time and runs its turn to the end. Ctrl-C (SIGINT),
+//! SIGTERM and `foveal stop` cancel the turn in flight at once (what the
+//! model sent so far is kept, as the socket's `cancel` keeps it) and stop
+//! the host; a second SIGINT or SIGTERM exits at once. The end of stdin
+//! (in REPL mode) stops the host once what came before it is answered.
+//! The session is synced and the socket removed.
 
 use std::io::Write as _;
 use std::pin::Pin;
@@ -81,13 +84,14 @@ fn skills_event(snapshot: &crate::registry::Snapshot) -> Reply {
     }
 }
 
-/// Runs the host until it is stopped. Returns when the turn in flight
-/// has finished and the session is synced.
+/// Runs the host until it is stopped. Returns once the turn in flight has
+/// ended (a stop cancels it) and the session is synced.
 pub async fn run(
     mut agent: Agent,
     socket: Option<ControlSocket>,
     options: HostOptions,
 ) -> anyhow::Result<()> {
+    raise_open_files_limit();
     let (queue, mut signals) = mpsc::unbounded_channel::<Queued>();
     let (stop_tx, mut stop) = watch::channel(false);
     let status = agent.status();
@@ -116,25 +120,24 @@ pub async fn run(
         });
     }
 
-    // Shutdown: Ctrl-C and SIGTERM.
+    // Shutdown: SIGINT (Ctrl-C) and SIGTERM cancel the turn in flight and
+    // stop the host; a second one exits at once. The handlers are in place
+    // before anything else can take a while.
     {
+        let mut shutdown = Shutdown::new();
         let stop_tx = stop_tx.clone();
+        let cancel = agent.canceller();
+        let socket_file = socket.as_ref().map(ControlSocket::file);
         tokio::spawn(async move {
-            let mut term =
-                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
-            let term = async {
-                match term.as_mut() {
-                    Some(term) => {
-                        term.recv().await;
-                    }
-                    None => std::future::pending::<()>().await,
-                }
-            };
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => tracing::info!("interrupted: stopping after the cycle in flight"),
-                () = term => tracing::info!("SIGTERM: stopping after the cycle in flight"),
+            let (name, _) = shutdown.next().await;
+            tracing::info!("{name}: stopping now; the turn in flight is cancelled");
+            stop_now(&stop_tx, &cancel);
+            let (name, number) = shutdown.next().await;
+            eprintln!("{name} again: exiting at once");
+            if let Some(file) = &socket_file {
+                file.remove();
             }
-            let _ = stop_tx.send(true);
+            std::process::exit(128 + number);
         });
     }
 
@@ -149,7 +152,9 @@ pub async fn run(
     }
 
     // The control socket. Its clients are counted, so that the host waits
-    // for their last replies to be written before it exits.
+    // for their last replies to be written before it exits. A client beyond
+    // the limit is answered in one line (and `stop` is obeyed); a client
+    // that sends nothing is closed after `control::REQUEST_WAIT`.
     let clients = Arc::new(tokio::sync::Semaphore::new(MAX_CLIENTS));
     if let Some(socket) = socket {
         let shared = Arc::new(Shared {
@@ -169,24 +174,48 @@ pub async fn run(
             model: agent.config().provider.model.clone(),
         });
         let clients = Arc::clone(&clients);
+        let beyond = Arc::new(tokio::sync::Semaphore::new(MAX_CLIENTS));
         tokio::spawn(async move {
+            let mut refusals = Burst::default();
+            let mut failures = Burst::default();
             loop {
                 match socket.accept().await {
                     Ok(stream) => {
                         let shared = Arc::clone(&shared);
-                        let Ok(permit) = Arc::clone(&clients).try_acquire_owned() else {
-                            tracing::warn!("control socket: too many clients at once; one refused");
+                        if let Ok(permit) = Arc::clone(&clients).try_acquire_owned() {
+                            tokio::spawn(async move {
+                                if let Err(error) = serve(stream, &shared).await {
+                                    tracing::debug!("control client: {error}");
+                                }
+                                drop(permit);
+                            });
                             continue;
-                        };
-                        tokio::spawn(async move {
-                            if let Err(error) = serve(stream, &shared).await {
-                                tracing::debug!("control client: {error}");
+                        }
+                        if refusals.starts() {
+                            tracing::warn!(
+                                target: CONTROL_LOG,
+                                "the control socket has {MAX_CLIENTS} clients at once; the ones beyond are refused (a `stop` among them is obeyed) until some finish"
+                            );
+                        }
+                        match Arc::clone(&beyond).try_acquire_owned() {
+                            Ok(permit) => {
+                                tokio::spawn(async move {
+                                    if let Err(error) = refuse(stream, &shared).await {
+                                        tracing::debug!("control client beyond the limit: {error}");
+                                    }
+                                    drop(permit);
+                                });
                             }
-                            drop(permit);
-                        });
+                            // Twice the limit: answered without being read.
+                            Err(_) => {
+                                let _ = stream.try_write(&busy_line());
+                            }
+                        }
                     }
                     Err(error) => {
-                        tracing::warn!("control socket: {error}");
+                        if failures.starts() {
+                            tracing::warn!(target: CONTROL_LOG, "control socket: {error}");
+                        }
                         tokio::time::sleep(Duration::from_millis(100)).await;
                     }
                 }
@@ -295,12 +324,20 @@ pub async fn run(
                 let memex = snapshot.generation();
                 if memex != seen_memex.generation() {
                     let previous = std::mem::replace(&mut seen_memex, snapshot);
-                    if !agent.is_own_write(memex) {
+                    // What the user or another program changed; the host's
+                    // own writes and the vectors it adds are not news.
+                    let outside = super::activity::outside_changes(
+                        &previous,
+                        &seen_memex,
+                        |path, from, to| agent.memex().wrote(path, from, to),
+                    );
+                    if !outside.is_empty() {
                         tracing::info!(generation = memex, "memex changed");
                         let roots: Vec<&std::path::Path> = agent.memex().roots().collect();
                         for line in super::activity::memex_changes(
                             &previous,
                             &seen_memex,
+                            &outside,
                             agent.privacy(),
                             roots.iter().copied(),
                         ) {
@@ -341,11 +378,7 @@ pub async fn run(
         }
     }
     agent.sync().await?;
-    let _ = tokio::time::timeout(
-        Duration::from_secs(5),
-        clients.acquire_many(MAX_CLIENTS as u32),
-    )
-    .await;
+    let _ = tokio::time::timeout(CLIENTS_WAIT, clients.acquire_many(MAX_CLIENTS as u32)).await;
     tracing::info!(
         session = agent.session().name(),
         "host stopped; session saved"
@@ -355,6 +388,126 @@ pub async fn run(
 
 /// Control clients served at once.
 const MAX_CLIENTS: usize = 1024;
+
+/// How long a stopping host waits for its clients' last replies to be
+/// written (a client that does not read its answer is not waited for).
+const CLIENTS_WAIT: Duration = Duration::from_millis(300);
+
+/// How long a client beyond [`MAX_CLIENTS`] may take to send its request
+/// before it is answered that the host is busy: long enough for `foveal
+/// stop`, short enough to free the connection soon.
+const BEYOND_WAIT: Duration = Duration::from_secs(1);
+
+/// The `tracing` target of the control socket's warnings, which the host
+/// shows on stderr at the default log level.
+pub const CONTROL_LOG: &str = "foveal::control";
+
+/// A warning said once per burst: again only after [`BURST_QUIET`] without
+/// one more.
+#[derive(Debug, Default)]
+struct Burst {
+    last: Option<std::time::Instant>,
+}
+
+/// The quiet time that ends a burst.
+const BURST_QUIET: Duration = Duration::from_secs(10);
+
+impl Burst {
+    /// Notes one more; true when it starts a burst.
+    fn starts(&mut self) -> bool {
+        let now = std::time::Instant::now();
+        let starts = self
+            .last
+            .is_none_or(|last| now.duration_since(last) >= BURST_QUIET);
+        self.last = Some(now);
+        starts
+    }
+}
+
+/// What a client beyond [`MAX_CLIENTS`] is told, as one reply line.
+fn busy_line() -> Vec<u8> {
+    let message = format!(
+        "the host is serving {MAX_CLIENTS} control clients at once (the most it serves); try again in a moment"
+    );
+    let mut line = serde_json::to_vec(&Reply::Error { message }).unwrap_or_default();
+    line.push(b'\n');
+    line
+}
+
+/// Stops the host: no new turn starts, and the turn in flight is cancelled
+/// at once — what the model sent so far is kept, as the socket's `cancel`
+/// keeps it; a tool running finishes.
+fn stop_now(stop: &watch::Sender<bool>, cancel: &super::Cancel) {
+    stop.send_replace(true);
+    if cancel.stop() {
+        tracing::info!("stopping: the turn in flight is cancelled");
+    }
+}
+
+/// SIGINT and SIGTERM, as they come.
+#[derive(Debug)]
+struct Shutdown {
+    interrupt: Option<tokio::signal::unix::Signal>,
+    terminate: Option<tokio::signal::unix::Signal>,
+}
+
+impl Shutdown {
+    fn new() -> Self {
+        use tokio::signal::unix::{SignalKind, signal};
+        Self {
+            interrupt: signal(SignalKind::interrupt()).ok(),
+            terminate: signal(SignalKind::terminate()).ok(),
+        }
+    }
+
+    /// The next of them: its name and number.
+    async fn next(&mut self) -> (&'static str, i32) {
+        async fn one(signal: &mut Option<tokio::signal::unix::Signal>) {
+            if let Some(signal) = signal
+                && signal.recv().await.is_some()
+            {
+                return;
+            }
+            // No handler, or no more signals: never.
+            std::future::pending::<()>().await;
+        }
+        let Self {
+            interrupt,
+            terminate,
+        } = self;
+        tokio::select! {
+            () = one(interrupt) => ("SIGINT", libc::SIGINT),
+            () = one(terminate) => ("SIGTERM", libc::SIGTERM),
+        }
+    }
+}
+
+/// Raises the soft limit of open files to the hard one (at most 65,536):
+/// each control client is a descriptor, and [`MAX_CLIENTS`] of them beside
+/// the memex, the skills and the model's connection pass the usual soft
+/// limit of 1,024. A cell sets its own, lower limit.
+fn raise_open_files_limit() {
+    const WANTED: libc::rlim_t = 1 << 16;
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into the struct we pass, and nothing else.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return;
+    }
+    let (current, wanted) = (limit.rlim_cur, limit.rlim_max.min(WANTED));
+    if current >= wanted {
+        return;
+    }
+    limit.rlim_cur = wanted;
+    // SAFETY: setrlimit reads the struct we pass; raising the soft limit
+    // up to the hard one needs no privilege.
+    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) } != 0 {
+        let error = std::io::Error::last_os_error();
+        tracing::debug!("the open-files limit stays at {current}: {error}");
+    }
+}
 
 fn change(source: SignalSource, generation: u64) -> Signal {
     Signal {
@@ -440,11 +593,31 @@ fn read_stdin(
     });
 }
 
-/// Serves one control client: one request, or `hello` and then one.
+/// Serves one control client: one request, or `hello` and then one. A
+/// request line must come within [`control::REQUEST_WAIT`]; a client that
+/// sends nothing is then told so and closed, and so is one still silent
+/// when the host stops.
 async fn serve(stream: tokio::net::UnixStream, shared: &Shared) -> std::io::Result<()> {
     let mut stream = BufReader::new(stream);
+    let mut stop = shared.stop.subscribe();
     loop {
-        let request = match control::read_request(&mut stream).await? {
+        let read = tokio::select! {
+            read = tokio::time::timeout(control::REQUEST_WAIT, control::read_request(&mut stream)) => read,
+            () = async {
+                let _ = stop.wait_for(|stopping| *stopping).await;
+            } => {
+                let message = "the host is stopping".to_owned();
+                return control::write_reply(&mut stream, &Reply::Error { message }).await;
+            }
+        };
+        let Ok(read) = read else {
+            let message = format!(
+                "no request within {} s: the connection is closed",
+                control::REQUEST_WAIT.as_secs()
+            );
+            return control::write_reply(&mut stream, &Reply::Error { message }).await;
+        };
+        let request = match read? {
             Ok(request) => request,
             Err(message) => {
                 control::write_reply(&mut stream, &Reply::Error { message }).await?;
@@ -474,6 +647,21 @@ async fn serve(stream: tokio::net::UnixStream, shared: &Shared) -> std::io::Resu
         }
         return serve_one(&mut stream, request, shared).await;
     }
+}
+
+/// A client beyond [`MAX_CLIENTS`]: its request is read for at most
+/// [`BEYOND_WAIT`]; a `stop` is obeyed (the host can always be stopped),
+/// anything else — or nothing — is answered in one line that the host is
+/// busy.
+async fn refuse(stream: tokio::net::UnixStream, shared: &Shared) -> std::io::Result<()> {
+    let mut stream = BufReader::new(stream);
+    let read = tokio::time::timeout(BEYOND_WAIT, control::read_request(&mut stream)).await;
+    if let Ok(Ok(Ok(Request::Stop))) = read {
+        stop_now(&shared.stop, &shared.cancel);
+        return control::write_reply(&mut stream, &Reply::Stopping).await;
+    }
+    stream.get_mut().write_all(&busy_line()).await?;
+    stream.get_mut().shutdown().await
 }
 
 /// Pushes events to a subscriber until it hangs up or the host stops.
@@ -569,7 +757,7 @@ async fn serve_one(
             control::write_reply(stream, &Reply::Status { status }).await
         }
         Request::Stop => {
-            let _ = stop.send(true);
+            stop_now(stop, &shared.cancel);
             control::write_reply(stream, &Reply::Stopping).await
         }
         Request::Window { op, session } => {

@@ -447,13 +447,17 @@ impl fmt::Debug for Agent {
 }
 
 /// Ends the turn in flight from outside it (the control socket's
-/// `cancel`): the reply being streamed stops (what came of it is kept in
-/// the session), a tool running finishes and its result is recorded, and
-/// no further cycle starts — so the session stays a valid conversation.
+/// `cancel`, and `stop`, SIGINT and SIGTERM): the reply being streamed
+/// stops (what came of it is kept in the session), a tool running finishes
+/// and its result is recorded, and no further cycle starts — so the
+/// session stays a valid conversation.
 #[derive(Debug)]
 pub struct Cancel {
     /// A turn is running.
     running: std::sync::atomic::AtomicBool,
+    /// The host is stopping: every turn is cancelled, even one that
+    /// starts after [`Cancel::stop`].
+    stopping: std::sync::atomic::AtomicBool,
     /// Set when the running turn is asked to end.
     asked: tokio::sync::watch::Sender<bool>,
 }
@@ -462,6 +466,7 @@ impl Default for Cancel {
     fn default() -> Self {
         Self {
             running: std::sync::atomic::AtomicBool::new(false),
+            stopping: std::sync::atomic::AtomicBool::new(false),
             asked: tokio::sync::watch::Sender::new(false),
         }
     }
@@ -477,8 +482,21 @@ impl Cancel {
         true
     }
 
+    /// Cancels the turn in flight, as [`Cancel::cancel`] does, and every
+    /// turn after it: the host is stopping. Whether a turn was in flight.
+    pub fn stop(&self) -> bool {
+        self.stopping
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        self.asked.send_replace(true);
+        self.running.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    fn stopping(&self) -> bool {
+        self.stopping.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
     fn begin(&self) {
-        self.asked.send_replace(false);
+        self.asked.send_replace(self.stopping());
         self.running
             .store(true, std::sync::atomic::Ordering::SeqCst);
     }
@@ -486,7 +504,7 @@ impl Cancel {
     fn end(&self) {
         self.running
             .store(false, std::sync::atomic::Ordering::SeqCst);
-        self.asked.send_replace(false);
+        self.asked.send_replace(self.stopping());
     }
 
     fn is_asked(&self) -> bool {

@@ -291,6 +291,39 @@ async fn a_cancelled_turn_keeps_the_reply_so_far_and_the_next_turn_works() {
 }
 
 #[tokio::test]
+async fn stopping_cancels_the_turn_in_flight_and_every_turn_after_it() {
+    let mut f = fixture(vec![
+        Answer::EventsThenHang(vec![Event::Text("Partial answ".to_owned())]),
+        text("Too late."),
+    ]);
+    let canceller = f.agent.canceller();
+    // `foveal stop` or SIGTERM, once the partial reply has been shown.
+    let shown = Arc::new(tokio::sync::Notify::new());
+    let stop = tokio::spawn({
+        let shown = Arc::clone(&shown);
+        async move {
+            shown.notified().await;
+            assert!(canceller.stop(), "no turn was in flight");
+        }
+    });
+    let mut out = Watched {
+        collect: Collect::default(),
+        shown,
+    };
+    let report = f
+        .agent
+        .turn(Signal::user("Tell me everything"), &mut out)
+        .await;
+    stop.await.unwrap();
+    assert_eq!(report.stop, StopReason::Cancelled);
+    assert_eq!(f.agent.session().entries()[1].content, "Partial answ");
+    // Stopping lasts: a turn that starts after it is cancelled too (a
+    // plain `cancel` ends only the turn in flight).
+    let (report, _) = ask(&mut f, "Again").await;
+    assert_eq!(report.stop, StopReason::Cancelled);
+}
+
+#[tokio::test]
 async fn a_tool_call_is_run_and_its_output_is_the_next_cycles_signal() {
     let mut f = fixture(vec![
         call("query_memex", r#"{"todo": "TODO"}"#),
@@ -512,9 +545,17 @@ async fn write_tools_change_the_memex_and_the_agent_knows_its_own_writes() {
         call("set_focus", r#"{"id": "docs"}"#),
         text("Done."),
     ]);
+    let before = f.agent.memex.snapshot();
     let (report, out) = ask(&mut f, "plan a demo").await;
     assert_eq!(report.stop, StopReason::Replied, "{:?}", out.tools);
     assert!(out.tools.iter().all(|(_, r)| r.is_ok()), "{:?}", out.tools);
+    // Nothing of it is news to the activity log: a headline added, a new
+    // journal file, two headlines under it — all the memex's own writes.
+    let after = f.agent.memex.snapshot();
+    let outside = activity::outside_changes(&before, &after, |path, from, to| {
+        f.agent.memex.wrote(path, from, to)
+    });
+    assert!(outside.is_empty(), "{outside:?}");
     let work = std::fs::read_to_string(f.dir.path().join("memex/work.org")).unwrap();
     assert!(work.contains("** Record a demo\n"), "{work}");
     let journal = std::fs::read_to_string(f.dir.path().join("memex/journal.org")).unwrap();

@@ -490,7 +490,8 @@ fn journal_entry(
     let mut generation = None;
     if !path.exists() {
         create_journal(&path)?;
-        generation = Some(cx.memex.reload_file(&canonical_or(&path)));
+        // The host's own file: not news to the agent (`Memex::wrote`).
+        generation = Some(cx.memex.adopt(&canonical_or(&path)));
     }
     let snapshot = cx.memex.snapshot();
     let (date, time) = local_now();

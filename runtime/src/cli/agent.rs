@@ -128,7 +128,7 @@ fn agent(config: &Config, options: &AgentOptions, watch_views: bool) -> Result<A
 pub fn run(config: &Config, options: &AgentOptions, no_repl: bool) -> anyhow::Result<Exit> {
     let started = Instant::now();
     let rt = runtime()?;
-    rt.block_on(async {
+    let exit: anyhow::Result<Exit> = rt.block_on(async {
         // Watch first, then load: a change in between is seen by one or
         // the other.
         let agent = match agent(config, options, true) {
@@ -228,8 +228,16 @@ pub fn run(config: &Config, options: &AgentOptions, no_repl: bool) -> anyhow::Re
         };
         host::run(agent, Some(socket), options).await?;
         Ok(Exit::Ok)
-    })
+    });
+    // A stopping host does not wait for work left on the blocking pool (a
+    // model abandoned in the middle of its prompt stops at its next token
+    // anyway): the session is saved already.
+    rt.shutdown_timeout(RUNTIME_WAIT);
+    exit
 }
+
+/// How long `run` waits, at exit, for blocking work left behind.
+const RUNTIME_WAIT: std::time::Duration = std::time::Duration::from_millis(200);
 
 fn is_terminal_stdin() -> bool {
     use std::io::IsTerminal as _;
@@ -398,8 +406,11 @@ pub fn status(config: &Config, json: bool) -> anyhow::Result<Exit> {
         &socket(config),
         &Request::Status,
         |reply| {
-            if let Reply::Status { status } = reply {
-                found = Some(status);
+            match reply {
+                Reply::Status { status } => found = Some(Ok(status)),
+                // Refused (the host is busy or stopping): said as it is.
+                Reply::Error { message } => found = Some(Err(message)),
+                _ => {}
             }
             false
         },
@@ -408,9 +419,16 @@ pub fn status(config: &Config, json: bool) -> anyhow::Result<Exit> {
         eprintln!("error: {error}");
         return Ok(Exit::NotFound);
     }
-    let Some(status) = found else {
-        eprintln!("error: the host gave no status");
-        return Ok(Exit::NotFound);
+    let status = match found {
+        Some(Ok(status)) => status,
+        Some(Err(message)) => {
+            eprintln!("error: {message}");
+            return Ok(Exit::NotFound);
+        }
+        None => {
+            eprintln!("error: the host gave no status");
+            return Ok(Exit::NotFound);
+        }
     };
     let mut out = std::io::stdout().lock();
     if json {
@@ -534,11 +552,17 @@ fn prompt_tokens_line(last: &serde_json::Value) -> String {
 pub fn stop(config: &Config) -> anyhow::Result<Exit> {
     let mut stopping = false;
     let result = runtime()?.block_on(control::request(&socket(config), &Request::Stop, |reply| {
-        stopping = matches!(reply, Reply::Stopping);
+        match reply {
+            Reply::Stopping => stopping = true,
+            Reply::Error { message } => eprintln!("error: {message}"),
+            _ => {}
+        }
         false
     }));
     if result.is_ok() && stopping {
-        println!("stopping: the host finishes the cycle in flight, saves the session and exits");
+        println!(
+            "stopping: the host cancels the turn in flight (keeping what the model sent), saves the session and exits"
+        );
     }
     client_result(result, if stopping { Exit::Ok } else { Exit::NotFound })
 }

@@ -118,8 +118,10 @@ pub enum Command {
     /// Start the host: load the skills and the memex, then answer messages
     /// typed on stdin (a REPL; /help lists its commands) and sent with
     /// `foveal send`, heartbeats (config `agent.heartbeat_secs`) and
-    /// changes, until Ctrl-D, Ctrl-C, SIGTERM or `foveal stop` — each of
-    /// which lets the cycle in flight finish and saves the session.
+    /// changes, until Ctrl-D (once what was typed is answered), or Ctrl-C,
+    /// SIGTERM or `foveal stop`, which cancel the turn in flight at once
+    /// (keeping what the model sent), save the session and exit within a
+    /// second; a second Ctrl-C or SIGTERM exits at once.
     ///
     /// The model is the embedded SmolLM2 (fetch it with
     /// `scripts/fetch-model`) unless --provider, FOVEAL_PROVIDER, config
@@ -182,8 +184,9 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Stop the running host: it finishes the cycle in flight, saves the
-    /// session and exits 0.
+    /// Stop the running host: it cancels the turn in flight (keeping what
+    /// the model sent so far), saves the session and exits 0 within a
+    /// second.
     Stop,
     /// Check the configuration, the memex, the plugins and the provider
     /// without starting: every problem is listed; exits 1 if there is one.

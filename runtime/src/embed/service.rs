@@ -204,8 +204,9 @@ impl EmbedService {
 }
 
 /// How long stopping waits for the batch in hand before leaving the
-/// worker to finish it alone.
-const STOP_WAIT: Duration = Duration::from_secs(1);
+/// worker to finish it alone: a stopping host exits within a second of
+/// `foveal stop` or SIGTERM, and this is one of the waits in it.
+const STOP_WAIT: Duration = Duration::from_millis(300);
 
 impl Drop for EmbedService {
     /// Stops the worker and waits for it up to [`STOP_WAIT`]: a batch of

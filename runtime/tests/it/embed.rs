@@ -2,7 +2,8 @@
 //! `:EMBEDDING:` properties gets semantic promotion after `foveal memex
 //! embed` (the local model) or in the background of `foveal run`; a remote
 //! embedder never receives private text; an interrupted `memex embed`
-//! resumes; a damaged cache is rebuilt.
+//! resumes; a damaged cache is rebuilt; the vectors a pass publishes, like
+//! the host's own writes, never reach the agent as outside edits.
 
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};
 use std::net::{TcpListener, TcpStream};
@@ -14,6 +15,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::live::{run_to_end, stderr, text_reply, tool_reply};
 use crate::support::{foveal_command, wait_for};
 
 /// Work, a look-alike of one of its tasks under another name, an
@@ -464,4 +466,136 @@ fn foveal_run_embeds_in_the_background_and_again_only_what_an_edit_changed() {
     assert!(status()["embeddings"]["generation"].as_u64().unwrap() >= generation + 2);
     assert!(!recorder.bodies().join("\n").contains("CANARY"));
     drop(host);
+}
+
+/// `foveal status --json` of the host in `dir`.
+async fn host_status(dir: &Path, recorder: &Recorder) -> Value {
+    let output = run_to_end(remote(dir, recorder, &["status", "--json"])).await;
+    serde_json::from_slice(&output.stdout).unwrap_or_default()
+}
+
+/// Waits until the host's embedder is idle with more than `after` objects
+/// embedded and nothing has moved for a moment, then for the host's next
+/// look at the memex (every 250 ms). Returns the objects embedded.
+async fn settled(dir: &Path, recorder: &Recorder, after: u64) -> u64 {
+    let mut last = None;
+    for _ in 0..200 {
+        let status = host_status(dir, recorder).await;
+        let now = (
+            status["embeddings"]["state"].clone(),
+            status["embeddings"]["embedded"].as_u64().unwrap_or(0),
+            status["memex_generation"].as_u64(),
+        );
+        if now.0 == "idle" && now.1 > after && last.as_ref() == Some(&now) {
+            tokio::time::sleep(Duration::from_millis(600)).await;
+            return now.1;
+        }
+        last = Some(now);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    panic!(
+        "the embedder did not settle: {}",
+        host_status(dir, recorder).await
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_embedding_pass_and_the_hosts_own_writes_leave_the_activity_log_unchanged() {
+    // Each batch is answered after 1.5 s: the first message is answered
+    // before the first pass publishes its vectors.
+    let recorder = Recorder::start(Duration::from_millis(1500));
+    let dir = folder(MEMEX);
+    let server = crate::server::Server::start(vec![
+        text_reply("Before."),
+        text_reply("After."),
+        tool_reply(
+            "add_journal_entry",
+            r#"{"title": "Kitchen plan", "text": "Oak doors."}"#,
+        ),
+        text_reply("Noted."),
+        text_reply("Nothing new."),
+        text_reply("Seen."),
+    ])
+    .await;
+    let _host = Host(
+        remote(
+            dir.path(),
+            &recorder,
+            &[
+                "run",
+                "--no-repl",
+                "--memex",
+                "memex",
+                "--provider",
+                "openai",
+            ],
+        )
+        .env("OPENAI_BASE_URL", server.base_url())
+        .env("OPENAI_MODEL", "scripted")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap(),
+    );
+    let socket = dir.path().join("run/control.sock");
+    assert!(wait_for(Duration::from_secs(30), || socket.exists()));
+    let send = |text: &str| run_to_end(remote(dir.path(), &recorder, &["send", text]));
+
+    // 1. A message while the first pass runs, and one after it: the pass
+    //    publishes the file again with its vectors, which is no edit.
+    let before = send("hello").await;
+    assert!(before.status.success(), "{}", stderr(&before));
+    let embedded = settled(dir.path(), &recorder, 5).await;
+    assert_eq!(embedded, 6);
+    let after = send("hello again").await;
+    assert!(after.status.success(), "{}", stderr(&after));
+    // 2. The host writes a journal entry (a new file, then two headlines
+    //    under it); their vectors follow.
+    let wrote = send("note the kitchen plan").await;
+    assert!(wrote.status.success(), "{}", stderr(&wrote));
+    let embedded = settled(dir.path(), &recorder, embedded).await;
+    let quiet = send("anything new?").await;
+    assert!(quiet.status.success(), "{}", stderr(&quiet));
+    // 3. The positive control: an edit made outside is told, once.
+    std::fs::write(
+        dir.path().join("memex/work.org"),
+        format!("{MEMEX}* Paint the hallway\n:PROPERTIES:\n:ID: hallway\n:END:\n"),
+    )
+    .unwrap();
+    settled(dir.path(), &recorder, embedded).await;
+    let told = send("and now?").await;
+    assert!(told.status.success(), "{}", stderr(&told));
+
+    let requests = server.requests();
+    assert_eq!(requests.len(), 6);
+    // The activity lines each request carried about the memex, and about
+    // tool calls.
+    let lines = |i: usize, about: &str| -> Vec<String> {
+        let body = requests[i].json();
+        body["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|m| m["content"].as_str())
+            .flat_map(str::lines)
+            .filter(|l| l.contains(about))
+            .map(str::to_owned)
+            .collect()
+    };
+    for i in [0, 1, 4] {
+        assert_eq!(
+            lines(i, "memex file "),
+            Vec::<String>::new(),
+            "request {i}: {}",
+            requests[i].body
+        );
+    }
+    assert_eq!(lines(4, "called add_journal_entry: ok").len(), 1);
+    let outside = lines(5, "memex file ");
+    assert_eq!(outside.len(), 1, "{}", requests[5].body);
+    assert!(
+        outside[0].ends_with("memex file work.org was edited outside: 1 headline added"),
+        "{outside:?}"
+    );
 }

@@ -327,19 +327,27 @@ async fn a_running_host_answers_send_status_and_stop_over_its_socket() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_repl_answers_stdin_and_sigterm_stops_after_the_cycle_in_flight() {
-    let dir = workspace();
-    // The reply is slow: 40 pieces, a few ms apart.
-    let mut chunks: Vec<serde_json::Value> = (0..40)
-        .map(|i| json!({"choices": [{"index": 0, "delta": {"content": format!("w{i} ")}}]}))
-        .collect();
-    chunks.push(json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}));
-    let server = Server::start(vec![
-        text_reply("First."),
-        Scripted::sse(sse_events(&chunks)),
+/// A reply that starts with `text` and never ends: after it, an SSE
+/// comment every `every_ms` (a server keeping the connection alive while
+/// it thinks, or stuck).
+pub(crate) fn trickling(text: &str, every_ms: u64) -> Scripted {
+    Scripted::sse(vec![
+        format!(
+            "data: {}\n\n",
+            json!({"choices": [{"index": 0, "delta": {"content": text}}]})
+        )
+        .into_bytes(),
     ])
-    .await;
+    .ending(End::Trickle {
+        every_ms,
+        content: false,
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_repl_answers_stdin_and_sigterm_cancels_the_cycle_in_flight_keeping_what_came() {
+    let dir = workspace();
+    let server = Server::start(vec![text_reply("First."), trickling("Half an answ", 5000)]).await;
     let mut host = start_host(dir.path(), &server, &[]);
     let mut stdin = host.stdin.take().unwrap();
     let mut out = std::io::BufReader::new(host.stdout.take().unwrap());
@@ -348,8 +356,10 @@ async fn the_repl_answers_stdin_and_sigterm_stops_after_the_cycle_in_flight() {
     out.read_line(&mut line).unwrap();
     assert_eq!(line, "First.\n");
     writeln!(stdin, "second message").unwrap();
-    // SIGTERM while the second reply streams.
-    wait_for(Duration::from_secs(10), || server.requests().len() == 2);
+    // SIGTERM once the second reply has begun: the stream never ends.
+    let mut shown = vec![0; "Half an answ".len()];
+    std::io::Read::read_exact(&mut out, &mut shown).unwrap();
+    assert_eq!(shown, b"Half an answ");
     // SAFETY: kill(2) on our own child's pid.
     unsafe {
         libc::kill(host.id() as libc::pid_t, libc::SIGTERM);
@@ -358,10 +368,60 @@ async fn the_repl_answers_stdin_and_sigterm_stops_after_the_cycle_in_flight() {
     assert!(exit.success(), "{exit:?}");
     let mut rest = String::new();
     std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
-    assert!(rest.contains("w39"), "the cycle in flight was cut: {rest}");
+    assert!(rest.contains("[cancelled]"), "{rest}");
+    // What came of the reply is the assistant's message, as after `cancel`.
     let lines = session_lines(dir.path(), "default");
     assert_eq!(lines.len(), 4, "{lines:?}");
-    assert!(lines[3]["content"].as_str().unwrap().ends_with("w39 "));
+    assert_eq!(lines[3]["role"], "assistant");
+    assert_eq!(lines[3]["content"], "Half an answ");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_during_a_trickling_stream_exits_within_a_second_with_the_session_saved() {
+    let dir = workspace();
+    let server = Server::start(vec![trickling("Thinking it over", 500)]).await;
+    let mut host = start_host(dir.path(), &server, &["--no-repl", "--session", "work"]);
+    let mut send = command(dir.path(), &server, &["send", "a hard question"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut shown = vec![0; "Thinking it over".len()];
+    std::io::Read::read_exact(send.stdout.as_mut().unwrap(), &mut shown).unwrap();
+    assert_eq!(shown, b"Thinking it over");
+    // The control: comments keep coming, and the turn does not end by
+    // itself in longer than the host is given to exit.
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(
+        send.try_wait().unwrap().is_none(),
+        "the turn ended by itself"
+    );
+    assert!(host.try_wait().unwrap().is_none());
+
+    let signalled = std::time::Instant::now();
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe {
+        libc::kill(host.id() as libc::pid_t, libc::SIGTERM);
+    }
+    let exit = wait_exit(&mut host);
+    let took = signalled.elapsed();
+    assert!(exit.success(), "{exit:?}");
+    assert!(
+        took <= Duration::from_secs(1),
+        "the host took {took:?} to exit after SIGTERM"
+    );
+    // The client's turn ended as a cancel does; the session holds what came.
+    let sent = tokio::task::spawn_blocking(move || send.wait_with_output().unwrap())
+        .await
+        .unwrap();
+    assert!(sent.status.success(), "{}", stderr(&sent));
+    assert!(stdout(&sent).contains("[cancelled]"), "{}", stdout(&sent));
+    let lines = session_lines(dir.path(), "work");
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert_eq!(lines[0]["role"], "user");
+    assert_eq!(lines[1]["role"], "assistant");
+    assert_eq!(lines[1]["content"], "Thinking it over");
+    assert!(!dir.path().join("run/control.sock").exists());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1102,9 +1162,13 @@ pub(crate) fn slow_reply() -> Scripted {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn stop_during_a_turn_answers_the_waiting_send_and_refuses_the_queued_one() {
+async fn stop_during_a_turn_cancels_it_answers_the_waiting_send_and_refuses_the_queued_one() {
     let dir = workspace();
-    let server = Server::start(vec![slow_reply(), text_reply("never asked")]).await;
+    let server = Server::start(vec![
+        trickling("Working on it", 5000),
+        text_reply("never asked"),
+    ])
+    .await;
     let mut host = start_host(dir.path(), &server, &["--no-repl"]);
     let mut first = command(dir.path(), &server, &["send", "first"]);
     let first = tokio::task::spawn_blocking(move || first.output().unwrap());
@@ -1118,11 +1182,21 @@ async fn stop_during_a_turn_answers_the_waiting_send_and_refuses_the_queued_one(
     tokio::time::sleep(Duration::from_millis(200)).await;
     let stopped = run_to_end(command(dir.path(), &server, &["stop"])).await;
     assert!(stopped.status.success(), "{}", stderr(&stopped));
+    let answered = std::time::Instant::now();
+    assert!(wait_exit(&mut host).success());
+    let took = answered.elapsed();
+    assert!(
+        took <= Duration::from_secs(1),
+        "the host took {took:?} to exit after `stop`"
+    );
     let first = first.await.unwrap();
     let second = second.await.unwrap();
-    assert!(wait_exit(&mut host).success());
     assert!(first.status.success(), "{}", stderr(&first));
-    assert!(stdout(&first).contains("w399"), "{}", stdout(&first));
+    assert!(
+        stdout(&first).contains("Working on it\n[cancelled]"),
+        "{}",
+        stdout(&first)
+    );
     assert!(!second.status.success());
     assert!(
         stderr(&second).contains("the host stopped before it could answer"),
@@ -1130,6 +1204,98 @@ async fn stop_during_a_turn_answers_the_waiting_send_and_refuses_the_queued_one(
         stderr(&second)
     );
     assert_eq!(server.requests().len(), 1);
+    let lines = session_lines(dir.path(), "default");
+    assert_eq!(
+        lines.last().unwrap()["content"],
+        "Working on it",
+        "{lines:?}"
+    );
+}
+
+/// Raises this test process's soft limit of open files to at least
+/// `needed` (the hosts it starts inherit it).
+fn allow_open_files(needed: libc::rlim_t) {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into the struct we pass, and nothing else.
+    assert_eq!(
+        unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) },
+        0
+    );
+    if limit.rlim_cur >= needed {
+        return;
+    }
+    assert!(
+        limit.rlim_max >= needed,
+        "this test needs {needed} open files; the hard limit is {}",
+        limit.rlim_max
+    );
+    limit.rlim_cur = needed;
+    // SAFETY: setrlimit reads the struct we pass; raising the soft limit
+    // up to the hard one needs no privilege.
+    assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) }, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eleven_hundred_silent_connections_lock_out_neither_status_nor_stop() {
+    allow_open_files(4096);
+    let dir = workspace();
+    let server = Server::start(vec![]).await;
+    let mut host = start_host(dir.path(), &server, &["--no-repl"]);
+    let socket = dir.path().join("run/control.sock");
+    let silent = |n: usize| -> Vec<std::os::unix::net::UnixStream> {
+        (0..n)
+            .map(|_| std::os::unix::net::UnixStream::connect(&socket).unwrap())
+            .collect()
+    };
+
+    // 1,024 are served (and wait for a request); beyond them a client is
+    // told why in one line, not cut off.
+    let flood = silent(1100);
+    let status = run_to_end(command(dir.path(), &server, &["status"])).await;
+    assert_eq!(status.status.code(), Some(1), "{}", stdout(&status));
+    assert!(
+        stderr(&status).contains("control clients at once"),
+        "{}",
+        stderr(&status)
+    );
+    // A connection that sends nothing is closed after 5 s, saying so.
+    flood[0]
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let mut said = String::new();
+    std::io::BufReader::new(&flood[0])
+        .read_line(&mut said)
+        .unwrap();
+    assert!(said.contains("no request within 5 s"), "{said}");
+    drop(flood);
+    let mut answered = false;
+    for _ in 0..50 {
+        let status = run_to_end(command(dir.path(), &server, &["status"])).await;
+        if status.status.success() {
+            answered = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        answered,
+        "status is refused after the silent connections closed"
+    );
+
+    // `stop` gets through another flood at once.
+    let flood = silent(1100);
+    let stop = run_to_end(command(dir.path(), &server, &["stop"])).await;
+    assert!(stop.status.success(), "{}", stderr(&stop));
+    assert!(wait_exit(&mut host).success());
+    drop(flood);
+    // Said at the default level, once per burst — not once per client.
+    let mut err = String::new();
+    std::io::Read::read_to_string(host.stderr.as_mut().unwrap(), &mut err).unwrap();
+    let warned = err.matches("clients at once").count();
+    assert!((1..=2).contains(&warned), "{err}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
