@@ -432,7 +432,7 @@ fn post_execution_writes_knowledge_and_the_context_map_through_the_host_once() {
         &registry.snapshot(),
         &memex,
         &privacy,
-        Some(&gate),
+        &gate,
         &ComputedSettings::default(),
         "t-model",
     );
@@ -504,7 +504,7 @@ fn post_execution_writes_knowledge_and_the_context_map_through_the_host_once() {
         &registry.snapshot(),
         &memex,
         &privacy,
-        Some(&gate),
+        &gate,
         &ComputedSettings::default(),
         "t-model",
     );
@@ -518,7 +518,7 @@ fn post_execution_writes_knowledge_and_the_context_map_through_the_host_once() {
         &registry.snapshot(),
         &memex,
         &privacy,
-        Some(&gate),
+        &gate,
         &ComputedSettings::default(),
         "t-login",
     );
