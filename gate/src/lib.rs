@@ -51,6 +51,11 @@
 //!    host's patterns find in the body (or still find in the skill's
 //!    output) is removed by the host, so the secret filter is never weaker
 //!    than the built-in one.
+//! 3. **Writes** ([`Gate::check_write`]): text the gate would change is
+//!    never written into the memex, where a visible object would hold it
+//!    and so make it public. The host asks before every write the model
+//!    or a skill asks for, and a refused write writes nothing
+//!    ([`WRITE_REFUSED`]).
 //!
 //! Private passages and secrets are found on the original body and their
 //! union is replaced, so a private word inside a key (a title `proj`
@@ -103,6 +108,7 @@ pub mod logs;
 mod private;
 mod skills;
 mod words;
+mod writes;
 
 use std::any::Any;
 use std::borrow::Cow;
@@ -117,6 +123,7 @@ use foveal_memex::snapshot::MemexSnapshot;
 use foveal_provider::{ChatRequest, Message, ToolChoice};
 
 pub use skills::{NoSkills, PrivacyConfig, PrivacySkill, Skills};
+pub use writes::{WRITE_REFUSED, WriteRefused};
 
 /// The skill that redacts secrets.
 pub const SKILL: &str = "privacy";

@@ -1,10 +1,14 @@
-//! The host's recent log lines, kept in memory (seed 000 `context-logs`).
+//! Log lines: the redactor every one passes, and a bounded ring of lines.
 //!
-//! A `tracing` layer formats each event into one line and pushes it into a
-//! bounded ring; [`LogRing::recent`] answers the seed's `context-logs`: the
-//! newest lines first, at most `limit` of them (`CONTEXT_LOG_LIMIT`, default
-//! 20). The ring holds a fixed number of lines, so a chatty host cannot grow
-//! it without bound.
+//! [`LogRing`] keeps the last lines pushed into it; [`LogRing::recent`]
+//! answers the seed's `context-logs`: the newest lines first, at most
+//! `limit` of them (`CONTEXT_LOG_LIMIT`, default 20). The ring holds a
+//! fixed number of lines, so a chatty host cannot grow it without bound.
+//! The host keeps the agent's activity log in one, pushed directly, never
+//! through `tracing`: what reaches a `tracing` layer depends on the log
+//! filter, and the prompt must not. [`LogRing::layer`] fills a ring from
+//! `tracing` events, to catch what a part of the host logs (the tests use
+//! it).
 //!
 //! # Example
 //!
@@ -28,13 +32,6 @@ use tracing::field::{Field, Visit};
 use tracing::{Event, Subscriber};
 use tracing_subscriber::Layer;
 use tracing_subscriber::layer::Context;
-
-/// The host process's ring (1,000 lines), fed by the layer the `foveal`
-/// binary installs.
-pub fn global() -> &'static LogRing {
-    static RING: std::sync::OnceLock<LogRing> = std::sync::OnceLock::new();
-    RING.get_or_init(|| LogRing::new(1000))
-}
 
 /// A bounded ring of formatted log lines, shared between the layer that
 /// fills it and whoever reads it.
@@ -87,8 +84,8 @@ impl LogRing {
 
 /// What every log line passes before it is kept or written: the host
 /// installs the privacy gate here once the memex is open
-/// ([`set_redactor`]), so no log line — in the ring the prompt shows, on
-/// stderr — holds private text or a secret.
+/// ([`set_redactor`]), so no log line — in the activity log the prompt
+/// shows, on stderr — holds private text or a secret.
 type Redactor = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
 
 fn redactor() -> &'static std::sync::RwLock<Option<Redactor>> {

@@ -313,8 +313,7 @@ pub(crate) fn failed_file_keys(
     text: &str,
     privacy: &PrivacyTags,
 ) -> FileKeys {
-    let lower = text.to_lowercase();
-    if privacy.is_empty() || !privacy.names().any(|tag| lower.contains(tag)) {
+    if !privacy.failed_text_is_private(text) {
         return FileKeys::default();
     }
     let mut keys = Keys {

@@ -78,6 +78,20 @@ impl PrivacyTags {
                     .any(|o| o.tags().any(|t| self.matches(t))))
     }
 
+    /// Whether a file that was read but not loaded (not UTF-8, or not
+    /// parsable), with this `text`, is private as a whole: its structure
+    /// is unknown, so when its text names a privacy tag anywhere, it is
+    /// (fail closed: a diary caught half-written keeps its protection).
+    /// The privacy gate and the local listings (`foveal memex`) both ask
+    /// this.
+    pub fn failed_text_is_private(&self, text: &str) -> bool {
+        if self.is_empty() {
+            return false;
+        }
+        let lower = text.to_lowercase();
+        self.names().any(|tag| lower.contains(tag))
+    }
+
     /// For each object of `file`, whether it is private: it, an ancestor
     /// or the file carries a privacy tag. One pass, since parents precede
     /// children.

@@ -18,9 +18,12 @@
 //!   memex write API ([`crate::memex::write`]: atomic, byte-preserving,
 //!   refused on a conflict) after its privacy checks: the object written
 //!   to (or under) must be visible, no privacy tag may be added, and no
-//!   text may carry private text or a secret (the last-door gate's
-//!   matcher). The ticket closes when the call returns: a skill cannot
-//!   write at any other time, and never touches a file itself.
+//!   text may carry private text or a secret — the rule every memex write
+//!   obeys, the gate's [`Gate::check_write`], asked of every text of an
+//!   edit before any of it is written, with the answer every such refusal
+//!   gives ([`crate::egress::WRITE_REFUSED`]). The ticket closes when the
+//!   call returns: a skill cannot write at any other time, and never
+//!   touches a file itself.
 //!
 //! # Example
 //!
@@ -251,7 +254,7 @@ pub struct PostExecution {
 struct Target {
     memex: Arc<Memex>,
     privacy: PrivacyTags,
-    gate: Option<Arc<Gate>>,
+    gate: Arc<Gate>,
     results: Mutex<Vec<WriteResult>>,
 }
 
@@ -277,13 +280,13 @@ impl Drop for Ticket {
 
 /// Post-execution for task `task`, just marked done: the skill plans what
 /// its handoff teaches and the host writes it (see the module docs).
-/// `gate`, when given, refuses any text that carries private text or a
-/// secret.
+/// `gate` refuses any text that carries private text or a secret: there is
+/// no write-back without it.
 pub fn post_execution(
     skills: &Snapshot,
     memex: &Arc<Memex>,
     privacy: &PrivacyTags,
-    gate: Option<&Arc<Gate>>,
+    gate: &Arc<Gate>,
     settings: &ComputedSettings,
     task: &str,
 ) -> PostExecution {
@@ -296,7 +299,7 @@ pub fn post_execution(
     let target = Arc::new(Target {
         memex: Arc::clone(memex),
         privacy: privacy.clone(),
-        gate: gate.cloned(),
+        gate: Arc::clone(gate),
         results: Mutex::new(Vec::new()),
     });
     let ticket = Ticket(NEXT_TICKET.fetch_add(1, Ordering::Relaxed));
@@ -399,14 +402,22 @@ fn text_field<'a>(edit: &'a Value, key: &str) -> Result<&'a str, String> {
         .ok_or_else(|| format!("`{key}` must be a string"))
 }
 
-/// The privacy checks of one text the skill wants written.
+/// The privacy check of one text the skill wants written: the gate's
+/// rule for every memex write.
 fn check_text(target: &Target, snapshot: &MemexSnapshot, text: &str) -> Result<(), String> {
-    if let Some(gate) = &target.gate
-        && gate.clean_quietly(text, snapshot).is_some()
-    {
-        return Err("refused: the text holds private text or a secret".to_owned());
-    }
-    Ok(())
+    target
+        .gate
+        .check_write([text], snapshot)
+        .map_err(|refused| refused.to_string())
+}
+
+/// Whether a property's value is free text, which the gate checks. Values
+/// of a fixed vocabulary (a kind, a severity, an id) are one common word:
+/// the gate would take any private line holding just that word for it.
+fn free_text(key: &str) -> bool {
+    !["KIND", "SEVERITY", "SOURCE"]
+        .iter()
+        .any(|k| key.eq_ignore_ascii_case(k))
 }
 
 /// One edit; the id written.
@@ -423,13 +434,7 @@ fn one_edit(target: &Target, edit: &Value) -> Result<String, String> {
         }
         let snapshot = memex.snapshot();
         visible(&snapshot, id)?;
-        // Values of a fixed vocabulary (a kind, a severity, an id) are one
-        // common word: the gate would take any private line holding just
-        // that word for it. Free text is checked.
-        if !["KIND", "SEVERITY", "SOURCE"]
-            .iter()
-            .any(|k| key.eq_ignore_ascii_case(k))
-        {
+        if free_text(key) {
             check_text(target, &snapshot, value)?;
         }
         memex
@@ -471,9 +476,16 @@ fn one_edit(target: &Target, edit: &Value) -> Result<String, String> {
             };
             let snapshot = memex.snapshot();
             visible(&snapshot, parent)?;
+            // Every text of the edit before any of it is written: a
+            // refused property must not leave its headline behind.
             check_text(target, &snapshot, title)?;
             if let Some(body) = body {
                 check_text(target, &snapshot, body)?;
+            }
+            for (key, value) in &properties {
+                if free_text(key) {
+                    check_text(target, &snapshot, value)?;
+                }
             }
             let written = memex
                 .add_child(&snapshot, parent, title, body)
@@ -512,7 +524,7 @@ mod tests {
         let target = Arc::new(Target {
             memex,
             privacy,
-            gate: Some(gate),
+            gate,
             results: Mutex::new(Vec::new()),
         });
         let ticket = Ticket(NEXT_TICKET.fetch_add(1, Ordering::Relaxed));
@@ -569,6 +581,57 @@ mod tests {
         let err = write(closed, &edits.to_string()).unwrap_err();
         assert!(err.message.contains("no open write ticket"), "{err}");
         assert!(write(closed + 1_000_000, "{").is_err());
+    }
+
+    /// F4 of the privacy review: a property's value was checked only
+    /// after its headline was written, so a refused value left the
+    /// headline behind.
+    #[test]
+    fn a_write_with_private_text_writes_nothing_and_the_same_write_in_public_text_is_made() {
+        let dir = tempfile::tempdir().unwrap();
+        let (open, _) = open_ticket(dir.path());
+        let ticket = open.0;
+        let file = dir.path().join("a.org");
+        let edits = |text: &str| {
+            json!({"edits": [
+                {"op": "add_child", "parent": "k", "title": text},
+                {"op": "add_child", "parent": "k", "title": "Party", "body": text},
+                {"op": "add_child", "parent": "k", "title": "Party", "properties": [["NOTES", text]]},
+                {"op": "set_property", "id": "k", "key": "NOTES", "value": text}
+            ]})
+            .to_string()
+        };
+        let before = std::fs::read(&file).unwrap();
+        let answer = write(
+            ticket,
+            &edits("My SECRET plan for the garden party next week"),
+        )
+        .unwrap();
+        let refused = results(&answer);
+        assert_eq!(refused.len(), 4, "{answer}");
+        for result in &refused {
+            assert_eq!(result["ok"], false, "{answer}");
+            assert_eq!(result["error"], crate::egress::WRITE_REFUSED, "{answer}");
+        }
+        assert_eq!(
+            std::fs::read(&file).unwrap(),
+            before,
+            "a refused write changed the file"
+        );
+        // The same edits in public text are made.
+        let answer = write(ticket, &edits("Buy more chairs for the hall")).unwrap();
+        assert!(
+            results(&answer)
+                .iter()
+                .all(|r| r["ok"].as_bool() == Some(true)),
+            "{answer}"
+        );
+        let text = std::fs::read_to_string(&file).unwrap();
+        assert_eq!(
+            text.matches("Buy more chairs for the hall").count(),
+            4,
+            "{text}"
+        );
     }
 
     #[test]

@@ -14,8 +14,6 @@ fn main() -> ExitCode {
     // Logs go to stderr. FOVEAL_LOG takes an env-filter directive
     // (`debug`, `foveal=trace`, …). The one-shot commands report everything
     // they need on stdout, so they log only what FOVEAL_LOG asks for.
-    // The in-memory ring (seed 000 `context-logs`) keeps the agent's
-    // activity log whatever stderr shows.
     let explicit = EnvFilter::try_from_env("FOVEAL_LOG").ok();
     // Without FOVEAL_LOG, the commands that run cycles still say on stderr
     // when a skill is refused, panics or is quarantined (the registry's
@@ -61,17 +59,13 @@ fn main() -> ExitCode {
                 .with_filter(filter),
         )
         .with(trouble)
-        .with(foveal::logs::global().layer().with_filter(
-            // The prompt's log component shows the agent's activity
-            // (tool calls, outside memex edits, skill changes, in
-            // words); the host's own lines — paths, timings, cycle
-            // summaries — are for the operator (stderr, `status`).
-            tracing_subscriber::filter::Targets::new().with_target(
-                foveal::agent::activity::TARGET,
-                tracing_subscriber::filter::LevelFilter::INFO,
-            ),
-        ))
         .init();
+    // The prompt's log component (seed 000 `context-logs`) shows the
+    // agent's activity (tool calls, outside memex edits, skill changes, in
+    // words), kept apart from the log: the host's own lines — paths,
+    // timings, cycle summaries — are for the operator (stderr, `status`),
+    // and whatever FOVEAL_LOG lets through, the prompt is the same.
+    foveal::agent::activity::keep();
     match foveal::cli::run(cli) {
         Ok(exit) => ExitCode::from(exit.code()),
         Err(error) => {

@@ -9,16 +9,27 @@
 //! went), a skill that came, went, was replaced or quarantined, the focus
 //! moving.
 //!
-//! Lines are written as `tracing` events with the target [`TARGET`] at
-//! level INFO; the host's log ring keeps only those (see `main.rs`), and
-//! like every log line they pass the privacy gate. Counts and names leave
-//! out what is private: a file private as a whole is not named, and a
-//! private headline is not counted.
+//! [`note`] keeps a line in the activity log itself ([`log`]), once the
+//! process keeps one ([`keep`]: the `foveal` binary does), after the log
+//! redactor (the privacy gate, once the host installed it); and it writes
+//! the line as a `tracing` event with the target [`TARGET`] at level INFO,
+//! for the operator. The prompt reads only the activity log, never the
+//! `tracing` pipeline: what the prompt carries is chosen by what a line is
+//! for, never by the log filter (`FOVEAL_LOG`). (It once was read from a
+//! layer behind a per-layer target filter, and a line logged while another
+//! was being written to stderr reset `tracing-subscriber`'s per-thread
+//! filter state, so with `FOVEAL_LOG=debug` the host's own lines — paths
+//! included — reached the prompt.) Counts and names leave out what is
+//! private: a file private as a whole is not named, and a private
+//! headline is not counted. Files are named from their memex root, never
+//! by a path of the machine.
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 
+use crate::logs::LogRing;
 use crate::memex::MemexFile;
 use crate::memex::privacy::PrivacyTags;
 use crate::memex::snapshot::MemexSnapshot;
@@ -27,8 +38,32 @@ use crate::registry::Row;
 /// The `tracing` target of activity lines.
 pub const TARGET: &str = "foveal::activity";
 
-/// Writes one activity line.
+/// Lines the activity log keeps; the prompt shows the last
+/// `context.log_limit` of them.
+const CAPACITY: usize = 1000;
+
+/// Whether this process keeps an activity log.
+static KEEPING: AtomicBool = AtomicBool::new(false);
+
+/// The activity log: the lines [`note`] kept, for the prompt.
+pub fn log() -> &'static LogRing {
+    static LOG: OnceLock<LogRing> = OnceLock::new();
+    LOG.get_or_init(|| LogRing::new(CAPACITY))
+}
+
+/// Keeps the activity log from now on. The `foveal` binary keeps one; a
+/// library user that does not (the agent's own tests among them) has an
+/// empty one, and its prompts no log section.
+pub fn keep() {
+    KEEPING.store(true, Ordering::Relaxed);
+}
+
+/// Notes one activity line: in the activity log (when kept), as the log
+/// redactor leaves it, and as a `tracing` event for the operator.
 pub fn note(line: &str) {
+    if KEEPING.load(Ordering::Relaxed) {
+        log().push(crate::logs::redact(line).into_owned());
+    }
     tracing::info!(target: TARGET, "{line}");
 }
 
@@ -339,6 +374,9 @@ mod tests {
                 "memex file work.org was edited outside: 1 headline added, 1 removed",
             ]
         );
+        // A new version of the same text (vectors published) is no news.
+        let refilled = new.with_file(parse("new.org", "* X\n"));
+        assert_eq!(told(&new, &refilled), Vec::<String>::new());
         let gone = new.without_file(Path::new("/m/new.org"));
         assert_eq!(told(&new, &gone), ["memex file new.org is gone"]);
     }

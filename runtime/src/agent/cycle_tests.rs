@@ -473,3 +473,97 @@ async fn act_ends_the_loop_on_a_terminal_tool_when_the_pattern_says_so() {
     assert!(!outcome.terminal);
     assert_eq!(outcome.summary.tool_calls, ["noop"]);
 }
+
+/// Every file of the fixture's memex, with its bytes.
+fn memex_files(f: &Fixture) -> Vec<(std::path::PathBuf, Vec<u8>)> {
+    let mut files: Vec<_> = std::fs::read_dir(f.dir.path().join("memex"))
+        .unwrap()
+        .map(|entry| {
+            let path = entry.unwrap().path();
+            let bytes = std::fs::read(&path).unwrap();
+            (path, bytes)
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+/// F4 of the privacy review: a write tool whose arguments held private
+/// text was withheld from the history but still ran, copying the text
+/// into a visible headline, after which nothing redacted it.
+#[tokio::test]
+async fn act_refuses_a_write_tool_given_private_text_and_writes_nothing() {
+    // The Health body, in another case, and a secret.
+    let private = "canary-7F3A9 Blood Pressure notes";
+    let secret = "my key is AKIAIOSFODNN7EXAMPLE";
+    let json = |value: serde_json::Value| value.to_string();
+    // Each write, with private text and with public text.
+    let cases = [
+        (
+            "add_headline",
+            json(serde_json::json!({"parent_id": "launch", "title": private})),
+            json(serde_json::json!({"parent_id": "launch", "title": "Record a demo"})),
+        ),
+        (
+            "add_headline",
+            json(serde_json::json!({"parent_id": "launch", "title": "Notes", "body": private})),
+            json(
+                serde_json::json!({"parent_id": "launch", "title": "Notes", "body": "Five minutes."}),
+            ),
+        ),
+        (
+            "add_headline",
+            json(serde_json::json!({"parent_id": "launch", "title": secret})),
+            json(serde_json::json!({"parent_id": "launch", "title": "Keys rotated"})),
+        ),
+        (
+            "add_journal_entry",
+            json(serde_json::json!({"title": private})),
+            json(serde_json::json!({"title": "Planned the demo"})),
+        ),
+        (
+            "add_journal_entry",
+            json(serde_json::json!({"title": "Doctor", "text": private})),
+            json(serde_json::json!({"title": "Doctor", "text": "It went well."})),
+        ),
+        (
+            "set_todo",
+            json(serde_json::json!({"id": "docs", "state": private})),
+            json(serde_json::json!({"id": "docs", "state": "NEXT"})),
+        ),
+    ];
+    let mut answers = Vec::new();
+    for (name, args, _) in &cases {
+        answers.extend([call(name, args), text("ok")]);
+    }
+    for (name, _, args) in &cases {
+        answers.extend([call(name, args), text("ok")]);
+    }
+    let mut f = fixture(answers);
+    let before = memex_files(&f);
+    for (name, args, _) in &cases {
+        let (_, out) = ask(&mut f, "Write that down").await;
+        assert_eq!(
+            out.tools,
+            [(
+                (*name).to_owned(),
+                Err(crate::egress::WRITE_REFUSED.to_owned())
+            )],
+            "{name} {args}"
+        );
+        assert_eq!(memex_files(&f), before, "{name} {args} wrote");
+    }
+    // The same calls with public text write.
+    for (name, _, args) in &cases {
+        let files = memex_files(&f);
+        let (_, out) = ask(&mut f, "Write that down").await;
+        assert!(out.tools[0].1.is_ok(), "{name} {args}: {:?}", out.tools);
+        assert_ne!(memex_files(&f), files, "{name} {args} wrote nothing");
+    }
+    let work = disk(&f);
+    assert!(work.contains("** Record a demo\n"), "{work}");
+    assert!(work.contains("** NEXT Write docs\n"), "{work}");
+    let journal = std::fs::read_to_string(f.dir.path().join("memex/journal.org")).unwrap();
+    assert!(journal.contains(" Planned the demo\n"), "{journal}");
+    assert!(journal.contains("It went well."), "{journal}");
+}

@@ -431,7 +431,8 @@ pub struct Agent {
     request_memo: crate::egress::RequestMemo,
     /// The session's context window (seed 002).
     window: Arc<crate::window::Window>,
-    /// Where the activity log's lines are read from: the host's ring.
+    /// Where the activity log's lines are read from
+    /// ([`activity::log`]).
     log_ring: &'static crate::logs::LogRing,
     cancel: Arc<Cancel>,
 }
@@ -613,7 +614,7 @@ impl Agent {
             tools_cache: None,
             request_memo: crate::egress::RequestMemo::default(),
             window,
-            log_ring: crate::logs::global(),
+            log_ring: activity::log(),
             cancel: Arc::default(),
         };
         agent.refresh_status(None);

@@ -19,8 +19,13 @@
 //!
 //! Private objects (privacy tags, at any depth) do not exist for tools: a
 //! private id is answered exactly like an unknown one, and no tool writes
-//! under one. Bad arguments are a [`ToolError`] returned to the model as
-//! the tool's result, never a crash.
+//! under one. A tool that acts (write, dangerous) — the host's or a
+//! skill's — is refused before it runs when its arguments hold private
+//! text or a secret ([`check_arguments`]): what it wrote would be held by a
+//! visible object, and so be public. Bad arguments are a [`ToolError`]
+//! returned to the model as the tool's result, never a crash. A path in a
+//! result is named from its memex root (`work.org`), never as the
+//! machine's absolute path.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -28,6 +33,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{Value, json};
 
 use super::ToolCategory;
+use crate::egress::Gate;
 use crate::memex::privacy::PrivacyTags;
 use crate::memex::snapshot::{ObjectRef, Query};
 use crate::memex::{Memex, MemexSnapshot};
@@ -65,6 +71,18 @@ pub enum Builtin {
     SetFocus,
     /// `noop`.
     Noop,
+}
+
+impl Builtin {
+    /// The arguments whose text the tool writes into the memex.
+    pub fn written(self) -> &'static [&'static str] {
+        match self {
+            Self::AddHeadline => &["title", "body"],
+            Self::SetTodo => &["state"],
+            Self::AddJournalEntry => &["title", "text"],
+            Self::QueryMemex | Self::ReadObject | Self::SetFocus | Self::Noop => &[],
+        }
+    }
 }
 
 /// A tool the model may be offered.
@@ -243,6 +261,38 @@ impl ToolOutput {
     }
 }
 
+/// Refuses a call of `tool` whose arguments hold private text or a secret
+/// when the tool acts (write, dangerous: [`ToolCategory::acts`]), before
+/// it runs: the rule every memex write obeys ([`Gate::check_write`]), here
+/// for the host's tools and the skills' alike, which the agent and `foveal
+/// tool call` both ask. Of a host tool, the texts it writes are checked
+/// (an id only names the object written to, and a private id is answered
+/// as a missing one); of a skill's, every string of its arguments, since
+/// the host cannot know which it writes. `memex` is the memex as it is
+/// now. The answer is the one every such refusal gives
+/// ([`WRITE_REFUSED`](crate::egress::WRITE_REFUSED)); nothing is written.
+pub fn check_arguments(
+    tool: &Tool,
+    args: &Value,
+    gate: &Gate,
+    memex: &MemexSnapshot,
+) -> Result<(), ToolError> {
+    if !tool.category.acts() {
+        return Ok(());
+    }
+    let checked = match &tool.source {
+        ToolSource::Builtin(builtin) => {
+            let written = builtin
+                .written()
+                .iter()
+                .filter_map(|key| args.get(key).and_then(Value::as_str));
+            gate.check_write(written, memex)
+        }
+        ToolSource::Skill(_) => gate.check_write_arguments(args, memex),
+    };
+    checked.map_err(|refused| ToolError::Failed(refused.to_string()))
+}
+
 /// Runs a host tool.
 pub fn run_builtin(
     builtin: Builtin,
@@ -267,7 +317,7 @@ pub fn run_builtin(
             let written = cx
                 .memex
                 .add_child(cx.snapshot, parent, title, body)
-                .map_err(|e| ToolError::Failed(e.to_string()))?;
+                .map_err(|e| failed(cx.memex, &e))?;
             Ok(ToolOutput {
                 text: format!("added headline {:?} with id {}", title.trim(), written.id),
                 wrote: Some(written.generation),
@@ -281,7 +331,7 @@ pub fn run_builtin(
             let written = cx
                 .memex
                 .set_todo(cx.snapshot, id, state)
-                .map_err(|e| ToolError::Failed(e.to_string()))?;
+                .map_err(|e| failed(cx.memex, &e))?;
             Ok(ToolOutput {
                 text: match state {
                     Some(state) if written.changed => format!("{id} is now {state}"),
@@ -481,15 +531,19 @@ fn journal_entry(
     text: Option<&str>,
 ) -> Result<ToolOutput, ToolError> {
     let path = cx.journal.path.clone();
+    let shown = memex_relative(&canonical_or(&path).display().to_string(), cx.memex);
     if !cx.memex.is_member(&canonical_or(&path)) {
+        // Outside the memex it is named by its file name alone.
+        let name = path
+            .file_name()
+            .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
         return Err(ToolError::Failed(format!(
-            "the journal file {} is not inside the memex (config `agent.journal`)",
-            path.display()
+            "the journal file {name} is not inside the memex (config `agent.journal`)"
         )));
     }
     let mut generation = None;
     if !path.exists() {
-        create_journal(&path)?;
+        create_journal(&path, &shown)?;
         // The host's own file: not news to the agent (`Memex::wrote`).
         generation = Some(cx.memex.adopt(&canonical_or(&path)));
     }
@@ -497,8 +551,7 @@ fn journal_entry(
     let (date, time) = local_now();
     let root = find_root(&snapshot, &canonical_or(&path), cx.privacy).ok_or_else(|| {
         ToolError::Failed(format!(
-            "the journal file {} has no visible top-level `* {JOURNAL_ROOT}` headline to write under",
-            path.display()
+            "the journal file {shown} has no visible top-level `* {JOURNAL_ROOT}` headline to write under"
         ))
     })?;
     let day = snapshot
@@ -513,7 +566,7 @@ fn journal_entry(
                 let written = cx
                     .memex
                     .add_child(&snapshot, &root, &date, None)
-                    .map_err(|e| ToolError::Failed(e.to_string()))?;
+                    .map_err(|e| failed(cx.memex, &e))?;
                 Ok::<_, ToolError>(written.id)
             },
             Ok,
@@ -523,7 +576,7 @@ fn journal_entry(
     let written = cx
         .memex
         .add_child(&snapshot, &day, &entry, text)
-        .map_err(|e| ToolError::Failed(e.to_string()))?;
+        .map_err(|e| failed(cx.memex, &e))?;
     generation = Some(written.generation.max(generation.unwrap_or(0)));
     Ok(ToolOutput {
         text: format!(
@@ -532,6 +585,31 @@ fn journal_entry(
         ),
         wrote: generation,
     })
+}
+
+/// A memex write's error for the model: its paths named from their memex
+/// root.
+fn failed(memex: &Memex, error: &impl std::fmt::Display) -> ToolError {
+    ToolError::Failed(memex_relative(&error.to_string(), memex))
+}
+
+/// `text` with each memex root's absolute path taken out: a file under a
+/// root folder is named from that folder (`notes/work.org`), a root file
+/// by its file name. What the host tells the model names no path of the
+/// machine.
+fn memex_relative(text: &str, memex: &Memex) -> String {
+    let mut roots: Vec<&Path> = memex.roots().collect();
+    // The longest first: a root inside another is named from itself.
+    roots.sort_by_key(|root| std::cmp::Reverse(root.as_os_str().len()));
+    let mut out = text.to_owned();
+    for root in roots {
+        let (Some(whole), Some(name)) = (root.to_str(), root.file_name()) else {
+            continue;
+        };
+        out = out.replace(&format!("{whole}/"), "");
+        out = out.replace(whole, &name.to_string_lossy());
+    }
+    out
 }
 
 fn canonical_or(path: &Path) -> PathBuf {
@@ -548,13 +626,11 @@ fn canonical_or(path: &Path) -> PathBuf {
     }
 }
 
-fn create_journal(path: &Path) -> Result<(), ToolError> {
+/// Creates the journal file at `path`, named `shown` in an error.
+fn create_journal(path: &Path, shown: &str) -> Result<(), ToolError> {
     use std::io::Write as _;
     let failed = |e: std::io::Error| {
-        ToolError::Failed(format!(
-            "cannot create the journal file {}: {e}",
-            path.display()
-        ))
+        ToolError::Failed(format!("cannot create the journal file {shown}: {e}"))
     };
     let mut file = std::fs::OpenOptions::new()
         .write(true)

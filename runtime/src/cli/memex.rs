@@ -1,12 +1,25 @@
 //! `foveal memex stats` and `foveal memex query`.
+//!
+//! Both are local listings, for the user's eyes, and still leave private
+//! objects out unless `--include-private`: a listing is pasted into a bug
+//! report, a chat, a terminal someone else watches. Without the flag,
+//! `query` lists no private object (its title, tags, id, file) and names
+//! no private file that failed to load, and `stats` names no such file
+//! and shows no warning about a private object or a file private as a
+//! whole (a duplicate `:ID:` warning quotes the id); each says how many
+//! it hid (`query` on stderr, so that its stdout stays one object a line,
+//! or a JSON array). A file that failed to load is private when its text
+//! names a privacy tag — the privacy gate's rule for such files
+//! ([`PrivacyTags::failed_text_is_private`]).
 
 use std::io::Write as _;
+use std::path::Path;
 use std::time::Instant;
 
 use crate::cli::Exit;
 use crate::config::Config;
 use crate::memex::privacy::PrivacyTags;
-use crate::memex::{Memex, ObjectRef, ObjectType, Query};
+use crate::memex::{Memex, MemexFile, MemexSnapshot, ObjectRef, ObjectType, Query};
 
 pub(crate) fn open(config: &Config) -> Result<Memex, Exit> {
     Memex::open(&config.memex_paths).map_err(|error| {
@@ -28,6 +41,12 @@ struct Stats {
     resident_mib: Option<f64>,
     warnings: usize,
     failed: Vec<Failure>,
+    /// Private files that failed to load, not in `failed` (without
+    /// `--include-private`).
+    failed_private_hidden: usize,
+    /// Warnings about private objects (or files private as a whole), not
+    /// shown (without `--include-private`).
+    warnings_private_hidden: usize,
 }
 
 #[derive(Debug, serde::Serialize)]
@@ -36,8 +55,25 @@ struct Failure {
     error: String,
 }
 
-/// `foveal memex stats [--json]`.
-pub fn stats(config: &Config, json: bool) -> anyhow::Result<Exit> {
+/// Whether the file at `path`, which failed to load, is private as a
+/// whole: its text, when it was read, names a privacy tag.
+fn failed_is_private(snapshot: &MemexSnapshot, privacy: &PrivacyTags, path: &Path) -> bool {
+    snapshot
+        .failed_texts()
+        .any(|(failed, text)| failed == path && privacy.failed_text_is_private(text))
+}
+
+/// `n` of `what` (`1 private object`, `2 private objects`).
+fn counted(n: usize, what: &str) -> String {
+    if n == 1 {
+        format!("1 {what}")
+    } else {
+        format!("{n} {what}s")
+    }
+}
+
+/// `foveal memex stats [--include-private] [--json]`.
+pub fn stats(config: &Config, include_private: bool, json: bool) -> anyhow::Result<Exit> {
     let started = Instant::now();
     let memex = match open(config) {
         Ok(memex) => memex,
@@ -46,6 +82,30 @@ pub fn stats(config: &Config, json: bool) -> anyhow::Result<Exit> {
     let load_ms = started.elapsed().as_secs_f64() * 1e3;
     let snapshot = memex.snapshot();
     let privacy = PrivacyTags::new(&config.privacy_tags);
+    let shown = |path: &Path| include_private || !failed_is_private(&snapshot, &privacy, path);
+    let failed: Vec<Failure> = snapshot
+        .failed()
+        .iter()
+        .filter(|(path, _)| shown(path.as_path()))
+        .map(|(path, error)| Failure {
+            path: path.display().to_string(),
+            error: error.to_string(),
+        })
+        .collect();
+    // The warnings that may be shown.
+    let warned: Vec<_> = snapshot
+        .files()
+        .flat_map(|f| {
+            let file: &MemexFile = f;
+            let whole = privacy.file_is_private(file);
+            let mask = privacy.private_mask(file);
+            file.warnings
+                .iter()
+                .filter(move |w| include_private || !(whole || private_line(file, &mask, w.line)))
+                .map(move |w| (&file.path, w))
+        })
+        .collect();
+    let warnings: usize = snapshot.files().map(|f| f.warnings.len()).sum();
     let stats = Stats {
         objects: snapshot.len(),
         files: snapshot.files().count(),
@@ -57,15 +117,10 @@ pub fn stats(config: &Config, json: bool) -> anyhow::Result<Exit> {
         generation: snapshot.generation(),
         load_ms,
         resident_mib: resident_mib(),
-        warnings: snapshot.files().map(|f| f.warnings.len()).sum(),
-        failed: snapshot
-            .failed()
-            .iter()
-            .map(|(path, error)| Failure {
-                path: path.display().to_string(),
-                error: error.to_string(),
-            })
-            .collect(),
+        warnings,
+        failed_private_hidden: snapshot.failed().len() - failed.len(),
+        warnings_private_hidden: warnings - warned.len(),
+        failed,
     };
     let mut out = std::io::stdout().lock();
     if json {
@@ -81,23 +136,48 @@ pub fn stats(config: &Config, json: bool) -> anyhow::Result<Exit> {
         if let Some(mib) = stats.resident_mib {
             writeln!(out, "resident memory  {mib:.1} MiB")?;
         }
-        writeln!(out, "warnings         {}", stats.warnings)?;
-        writeln!(out, "failed files     {}", stats.failed.len())?;
+        writeln!(
+            out,
+            "warnings         {}{}",
+            stats.warnings,
+            hidden_note(stats.warnings_private_hidden, "about private objects")
+        )?;
+        writeln!(
+            out,
+            "failed files     {}{}",
+            stats.failed.len() + stats.failed_private_hidden,
+            hidden_note(stats.failed_private_hidden, "private")
+        )?;
         for failure in &stats.failed {
             writeln!(out, "  {}", failure.error)?;
         }
     }
-    for file in snapshot.files() {
-        for warning in &file.warnings {
-            eprintln!(
-                "warning: {}:{}: {}",
-                file.path.display(),
-                warning.line,
-                warning.message
-            );
-        }
+    for (path, warning) in warned {
+        eprintln!(
+            "warning: {}:{}: {}",
+            path.display(),
+            warning.line,
+            warning.message
+        );
     }
     Ok(Exit::Ok)
+}
+
+/// Whether `line` of `file` is the headline of a private object (`mask`:
+/// [`PrivacyTags::private_mask`]): a warning there (a duplicate `:ID:`)
+/// quotes what the object holds.
+fn private_line(file: &MemexFile, mask: &[bool], line: u32) -> bool {
+    mask.iter()
+        .zip(&file.objects)
+        .any(|(private, object)| *private && object.headline.line == line)
+}
+
+/// ` (N WHAT, not shown: --include-private shows them)`, or nothing.
+fn hidden_note(hidden: usize, what: &str) -> String {
+    match hidden {
+        0 => String::new(),
+        n => format!(" ({n} {what}, not shown: --include-private shows them)"),
+    }
 }
 
 /// The process's resident memory, from `/proc/self/statm` (Linux only).
@@ -137,15 +217,29 @@ impl<'a> Found<'a> {
     }
 }
 
-/// `foveal memex query [--tag T] [--todo S] [--type headline] [--json]`.
-pub fn query(
-    config: &Config,
-    tag: Option<String>,
-    todo: Option<String>,
-    kind: Option<&str>,
-    json: bool,
-) -> anyhow::Result<Exit> {
-    let kind = match kind.map(|k| (k, ObjectType::parse(k))) {
+/// What `memex query` looks for.
+#[derive(Debug, Default)]
+pub struct QueryArgs {
+    /// An own tag (`--tag`).
+    pub tag: Option<String>,
+    /// A TODO state (`--todo`).
+    pub todo: Option<String>,
+    /// An object type (`--type`).
+    pub kind: Option<String>,
+    /// List private objects too (`--include-private`).
+    pub include_private: bool,
+}
+
+/// `foveal memex query [--tag T] [--todo S] [--type headline]
+/// [--include-private] [--json]`.
+pub fn query(config: &Config, args: QueryArgs, json: bool) -> anyhow::Result<Exit> {
+    let QueryArgs {
+        tag,
+        todo,
+        kind,
+        include_private,
+    } = args;
+    let kind = match kind.as_deref().map(|k| (k, ObjectType::parse(k))) {
         None => None,
         Some((_, Some(kind))) => Some(kind),
         Some((k, None)) => {
@@ -158,7 +252,13 @@ pub fn query(
         Err(exit) => return Ok(exit),
     };
     let snapshot = memex.snapshot();
-    let found = snapshot.query(&Query { tag, todo, kind });
+    let privacy = PrivacyTags::new(&config.privacy_tags);
+    let all = snapshot.query(&Query { tag, todo, kind });
+    let matched = all.len();
+    let found: Vec<ObjectRef<'_>> = all
+        .into_iter()
+        .filter(|o| include_private || !privacy.is_private(*o))
+        .collect();
     let mut out = std::io::stdout().lock();
     if json {
         let rows: Vec<Found<'_>> = found.iter().map(Found::new).collect();
@@ -185,8 +285,27 @@ pub fn query(
             )?;
         }
     }
+    let mut failed_hidden = 0;
     for (path, error) in snapshot.failed() {
-        eprintln!("warning: {} not loaded: {error}", path.display());
+        if include_private || !failed_is_private(&snapshot, &privacy, path) {
+            eprintln!("warning: {} not loaded: {error}", path.display());
+        } else {
+            failed_hidden += 1;
+        }
+    }
+    let hidden = matched - found.len();
+    if hidden > 0 || failed_hidden > 0 {
+        let mut parts = Vec::new();
+        if hidden > 0 {
+            parts.push(format!("{} hidden", counted(hidden, "private object")));
+        }
+        if failed_hidden > 0 {
+            parts.push(format!(
+                "{} that failed to load not named",
+                counted(failed_hidden, "private file")
+            ));
+        }
+        eprintln!("note: {} (--include-private shows them)", parts.join("; "));
     }
     Ok(Exit::Ok)
 }

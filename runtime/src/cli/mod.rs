@@ -747,19 +747,32 @@ pub enum WindowCommand {
 #[derive(Debug, Subcommand)]
 pub enum MemexCommand {
     /// Counts: objects, files, active projects, private objects, the
-    /// generation and the load time; and every file that failed to load.
+    /// generation and the load time; and every file that failed to load
+    /// or has warnings — a private one counted, not named, unless
+    /// --include-private.
     Stats {
         #[command(flatten)]
         memex: MemexArgs,
+        /// Name private files too: those that failed to load, and the
+        /// warnings about private objects and files (hidden by default,
+        /// and counted).
+        #[arg(long)]
+        include_private: bool,
         /// Print one JSON object.
         #[arg(long)]
         json: bool,
     },
     /// List the objects matching a tag, a TODO state and a type (all that
-    /// are given must match; with none, every object).
+    /// are given must match; with none, every object). Private objects
+    /// are left out unless --include-private; stderr says how many.
     Query {
         #[command(flatten)]
         memex: MemexArgs,
+        /// List private objects too (hidden by default, and counted): their
+        /// titles, tags, ids and files, and the names of private files
+        /// that failed to load.
+        #[arg(long)]
+        include_private: bool,
         /// An own tag, matched exactly and case-insensitively.
         #[arg(long)]
         tag: Option<String>,
@@ -1121,19 +1134,28 @@ fn run_window(config_file: Option<&PathBuf>, command: WindowCommand) -> anyhow::
 /// `foveal memex …`.
 fn run_memex(config_file: Option<&PathBuf>, command: MemexCommand) -> anyhow::Result<Exit> {
     match command {
-        MemexCommand::Stats { memex: args, json } => {
-            with_config(&args.overrides(config_file), |config| {
-                memex::stats(config, json)
-            })
-        }
+        MemexCommand::Stats {
+            memex: args,
+            include_private,
+            json,
+        } => with_config(&args.overrides(config_file), |config| {
+            memex::stats(config, include_private, json)
+        }),
         MemexCommand::Query {
             memex: args,
+            include_private,
             tag,
             todo,
             kind,
             json,
         } => with_config(&args.overrides(config_file), |config| {
-            memex::query(config, tag, todo, kind.as_deref(), json)
+            let query = memex::QueryArgs {
+                tag,
+                todo,
+                kind,
+                include_private,
+            };
+            memex::query(config, query, json)
         }),
         MemexCommand::Embed { memex: args, json } => {
             with_config(&args.overrides(config_file), |config| {

@@ -163,9 +163,9 @@ pub fn run(config: &Config, options: &PromptOptions) -> anyhow::Result<Exit> {
             return Ok(Exit::Usage);
         }
     };
-    // This process's own log lines so far (loading the skills), oldest
-    // first, as the ring gives them newest first.
-    let mut logs = crate::logs::global().recent(config.context.log_limit);
+    // The activity this process noted so far (the agent's log: none
+    // before a cycle), oldest first, as the ring gives them newest first.
+    let mut logs = crate::agent::activity::log().recent(config.context.log_limit);
     logs.reverse();
     // The tool belt a cycle would offer: the host's tools and those the
     // skills declare (the context type's filter applies in the assembler;

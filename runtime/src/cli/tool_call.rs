@@ -1,8 +1,10 @@
 //! `foveal tool call NAME ARGS`: runs one skill tool the way the agent
 //! runs it when the model calls it — the declarations checked as the agent
-//! checks them, the call through the registry (panic guard, deadline), a
-//! dangerous tool only with the user's confirmation, and the result through
-//! the privacy gate — and prints the result. No model is involved.
+//! checks them, a write or dangerous tool refused private text or a secret
+//! in its arguments, the call through the registry (panic guard,
+//! deadline), a dangerous tool only with the user's confirmation, and the
+//! result through the privacy gate — and prints the result. No model is
+//! involved.
 //!
 //! Also the tool part of `foveal skill check`: each declaration checked,
 //! and each read or terminal tool called once with example arguments made
@@ -64,6 +66,21 @@ pub fn run(config: &Config, name: &str, args: &str, focus: Option<String>) -> an
     let ToolSource::Skill(skill) = &tool.source else {
         return Ok(Exit::NotFound);
     };
+    // A tool that does not read the memex runs without one.
+    let snapshot = match crate::memex::Memex::open(&config.memex_paths) {
+        Ok(memex) => memex.snapshot(),
+        Err(error) => {
+            eprintln!("note: the tool is lent an empty memex: {error} (give one with --memex)");
+            std::sync::Arc::new(crate::memex::MemexSnapshot::default())
+        }
+    };
+    let gate = crate::egress::Gate::from_config(config)?;
+    // As the agent: a tool that acts is refused private text or a secret
+    // in its arguments before it runs, or anyone is asked to confirm it.
+    if let Err(refused) = crate::agent::tools::check_arguments(tool, &args, &gate, &snapshot) {
+        eprintln!("error: {refused}");
+        return Ok(Exit::NotFound);
+    }
     if tool.category == ToolCategory::Dangerous {
         // As the agent: a dangerous tool waits for the user's yes, and a
         // run that cannot ask refuses it.
@@ -82,14 +99,6 @@ pub fn run(config: &Config, name: &str, args: &str, focus: Option<String>) -> an
             return Ok(Exit::NotFound);
         }
     }
-    // A tool that does not read the memex runs without one.
-    let snapshot = match crate::memex::Memex::open(&config.memex_paths) {
-        Ok(memex) => memex.snapshot(),
-        Err(error) => {
-            eprintln!("note: the tool is lent an empty memex: {error} (give one with --memex)");
-            std::sync::Arc::new(crate::memex::MemexSnapshot::default())
-        }
-    };
     let privacy = crate::memex::privacy::PrivacyTags::new(&config.privacy_tags);
     let view = SnapshotView::new(&snapshot, &privacy);
     if let Some(focus) = &focus {
@@ -98,7 +107,6 @@ pub fn run(config: &Config, name: &str, args: &str, focus: Option<String>) -> an
             return Ok(exit);
         }
     }
-    let gate = crate::egress::Gate::from_config(config)?;
     let result = crate::agent::call_skill_tool(
         &skills,
         SkillToolCall {

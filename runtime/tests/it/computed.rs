@@ -521,7 +521,7 @@ fn post_execution_writes_knowledge_and_the_context_map_through_the_host_once() {
         &registry.snapshot(),
         &memex,
         &privacy,
-        Some(&gate),
+        &gate,
         &ComputedSettings::default(),
         "t-model",
     );
@@ -593,7 +593,7 @@ fn post_execution_writes_knowledge_and_the_context_map_through_the_host_once() {
         &registry.snapshot(),
         &memex,
         &privacy,
-        Some(&gate),
+        &gate,
         &ComputedSettings::default(),
         "t-model",
     );
@@ -607,7 +607,7 @@ fn post_execution_writes_knowledge_and_the_context_map_through_the_host_once() {
         &registry.snapshot(),
         &memex,
         &privacy,
-        Some(&gate),
+        &gate,
         &ComputedSettings::default(),
         "t-login",
     );

@@ -28,6 +28,7 @@ mod loading;
 mod memex_cli;
 mod memex_view;
 mod privacy;
+mod privacy_doors;
 mod prompt;
 mod registry;
 mod skill_kit;

@@ -70,7 +70,8 @@ fn query_filters_by_exact_tag_and_todo_state() {
         .iter()
         .map(|r| r["title"].as_str().unwrap())
         .collect();
-    assert_eq!(titles, ["Launch", "Diary", "Old", "Finished"]);
+    // Diary is private: left out without --include-private.
+    assert_eq!(titles, ["Launch", "Old", "Finished"]);
     assert_eq!(rows[0]["id"], "launch");
     assert_eq!(rows[0]["line"], 2);
 
@@ -163,4 +164,126 @@ fn an_unknown_object_type_is_refused() {
         text(&output.stderr),
         "error: unknown object type \"paragraph\"; the types are: headline\n"
     );
+}
+
+/// What every listing below must not show without --include-private: the
+/// title, tag, id, body and file name of private objects and files.
+const PRIVATE: [&str; 6] = [
+    "Diary",
+    "Secret",
+    "@personal",
+    "sunday-canary",
+    "diary-canary",
+    "harbour",
+];
+
+/// [`sandbox`] with a file private as a whole (`#+FILETAGS`), one that
+/// holds a bad `:EMBEDDING:` (a warning naming the file), a private file
+/// that fails to load (a drawer without `:END:`) and a public one that
+/// fails too.
+fn sandbox_with_private_files() -> tempfile::TempDir {
+    let dir = sandbox();
+    std::fs::write(
+        dir.path().join("memex/diary-canary.org"),
+        "#+FILETAGS: :@personal:\n* Sunday :project:\n:PROPERTIES:\n:ID: sunday-canary\n:EMBEDDING: not numbers\n:END:\nMet Ann at the harbour.\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("memex/harbour-diary.org"),
+        "#+FILETAGS: :@personal:\n* Cut\n:PROPERTIES:\n:ID: x\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("memex/broken.org"),
+        "* Cut\n:PROPERTIES:\n:ID: y\n",
+    )
+    .unwrap();
+    dir
+}
+
+fn assert_no_private(listing: &str) {
+    for word in PRIVATE {
+        assert!(!listing.contains(word), "{word} is listed:\n{listing}");
+    }
+}
+
+#[test]
+fn query_lists_no_private_object_or_file_unless_asked_and_says_how_many_it_hid() {
+    let dir = sandbox_with_private_files();
+    let query = |extra: &[&str]| {
+        let mut args = vec!["memex", "query", "--memex", "memex", "--tag", "project"];
+        args.extend_from_slice(extra);
+        let output = foveal(dir.path(), &args);
+        assert!(output.status.success(), "{}", text(&output.stderr));
+        (text(&output.stdout), text(&output.stderr))
+    };
+    for extra in [&[][..], &["--json"][..]] {
+        let (out, err) = query(extra);
+        // The public projects are listed, and the public broken file named.
+        for title in ["Launch", "Old", "Finished"] {
+            assert!(out.contains(title), "{title} is missing:\n{out}");
+        }
+        assert!(err.contains("broken.org not loaded"), "{err}");
+        assert_no_private(&out);
+        assert_no_private(&err);
+        assert!(
+            err.contains(
+                "note: 2 private objects hidden; 1 private file that failed to load not named (--include-private shows them)"
+            ),
+            "{err}"
+        );
+    }
+    let (out, _) = query(&["--json"]);
+    let rows: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(rows.as_array().unwrap().len(), 3, "{rows}");
+    // Asked for, they are listed.
+    let (out, err) = query(&["--include-private"]);
+    for shown in ["Diary", "@personal", "sunday-canary", "diary-canary.org"] {
+        assert!(out.contains(shown), "{shown} is missing:\n{out}");
+    }
+    assert!(err.contains("harbour-diary.org not loaded"), "{err}");
+    assert!(!err.contains("note:"), "{err}");
+}
+
+#[test]
+fn stats_names_no_private_file_unless_asked_and_says_how_many_it_hid() {
+    let dir = sandbox_with_private_files();
+    let stats = |extra: &[&str]| {
+        let mut args = vec!["memex", "stats", "--memex", "memex"];
+        args.extend_from_slice(extra);
+        let output = foveal(dir.path(), &args);
+        assert!(output.status.success(), "{}", text(&output.stderr));
+        (text(&output.stdout), text(&output.stderr))
+    };
+    let (out, err) = stats(&["--json"]);
+    assert_no_private(&out);
+    assert_no_private(&err);
+    let json: serde_json::Value = serde_json::from_str(&out).unwrap();
+    // The public broken file is named; the private one counted.
+    let failed = json["failed"].as_array().unwrap();
+    assert_eq!(failed.len(), 1, "{json}");
+    assert!(
+        failed[0]["path"].as_str().unwrap().ends_with("/broken.org"),
+        "{json}"
+    );
+    assert_eq!(json["failed_private_hidden"], 1, "{json}");
+    assert_eq!(json["warnings"], 1, "{json}");
+    assert_eq!(json["warnings_private_hidden"], 1, "{json}");
+    let (out, err) = stats(&[]);
+    assert_no_private(&out);
+    assert_no_private(&err);
+    assert!(
+        out.contains("failed files     2 (1 private, not shown: --include-private shows them)\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("warnings         1 (1 about private objects, not shown: --include-private shows them)\n"),
+        "{out}"
+    );
+    assert!(out.contains("broken.org:2: "), "{out}");
+    // Asked for, they are named.
+    let (out, err) = stats(&["--include-private"]);
+    assert!(out.contains("harbour-diary.org:"), "{out}");
+    assert!(out.contains("failed files     2\n"), "{out}");
+    assert!(err.contains("diary-canary.org:"), "{err}");
 }
