@@ -426,10 +426,13 @@ impl Memex {
         // The same publish as `reload_file`, which we cannot call: it takes
         // the writer lock we hold. The parsed plan is the file's new text.
         let mut file = plan.file;
-        file.modified = fs::metadata(&target)
-            .and_then(|m| m.modified())
-            .ok()
+        let written = fs::metadata(&target).ok();
+        file.modified = written
+            .as_ref()
+            .and_then(|m| m.modified().ok())
             .or_else(|| Some(std::time::SystemTime::now()));
+        // The new text is a new file (written beside, renamed over).
+        file.identity = written.as_ref().map(crate::file::FileId::of);
         let next = self.current.load().with_file(self.prepared(file));
         let generation = next.generation();
         self.current.store(Arc::new(next));

@@ -221,3 +221,46 @@ fn the_view_lends_computed_vectors_with_their_8_bit_copy_and_never_private_ones(
     assert_eq!(file.index.vector_objects.len(), 3);
     assert_eq!(file.index.quantized.len(), 3 * 4);
 }
+
+#[test]
+fn a_file_whose_setup_file_is_missing_is_neither_embedded_nor_sent() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    std::fs::write(root.join("p.setup"), "#+FILETAGS: :@personal:\n").unwrap();
+    let diary = root.join("diary.org");
+    std::fs::write(
+        &diary,
+        "#+SETUPFILE: p.setup\n* Monday\nMet Ann at the harbour today.\n",
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("work.org"),
+        "* Launch\nThe public launch notes.\n",
+    )
+    .unwrap();
+    let memex = Memex::open(std::slice::from_ref(&root)).unwrap();
+    // Removed (an editor's save by rename), or caught half-written: the
+    // diary is read again each time, and a remote pass follows.
+    let gate = Gate::new(privacy(), &[], true).unwrap();
+    for half_written in [None, Some(""), Some("#+FILETAGS: :@pers")] {
+        match half_written {
+            None => std::fs::remove_file(root.join("p.setup")).unwrap(),
+            Some(text) => std::fs::write(root.join("p.setup"), text).unwrap(),
+        }
+        memex.reload_file(&diary);
+        let remote = Counting {
+            remote: true,
+            ..Counting::default()
+        };
+        let cache = VectorCache::in_memory("counting-remote");
+        let plan = embed_all(&memex, &remote, &cache, Some(&gate));
+        let sent = remote.seen.lock().unwrap().join("\n");
+        // The pass ran: the public file was sent.
+        assert!(sent.contains("The public launch notes."), "{sent}");
+        assert!(
+            !sent.contains("harbour") && !sent.contains("Monday"),
+            "{sent}"
+        );
+        assert_eq!(plan.skipped, 1, "{half_written:?}");
+    }
+}
