@@ -178,9 +178,11 @@ pub trait VectorSource: Send + Sync + std::fmt::Debug {
     /// holds ([`MemexFile::set_vector`]); returns how many it gave.
     fn fill(&self, file: &mut MemexFile) -> usize;
 
-    /// Called after every publish, once the new snapshot is current (so
-    /// that a worker woken now reads the version just filled).
-    fn published(&self) {}
+    /// Called after every publish with the new snapshot, once it is
+    /// current (so that a worker woken now reads the version just filled,
+    /// and what was derived from objects that are now private can be
+    /// dropped at once).
+    fn published(&self, _snapshot: &MemexSnapshot) {}
 }
 
 impl Memex {
@@ -311,15 +313,15 @@ impl Memex {
     /// Tells the vector source, and those waiting on [`Memex::changes`],
     /// that a new snapshot is current.
     pub(crate) fn after_publish(&self) {
-        self.published
-            .send_replace(self.current.load().generation());
+        let current = self.current.load_full();
+        self.published.send_replace(current.generation());
         let source = self
             .vectors
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
         if let Some(source) = source {
-            source.published();
+            source.published(&current);
         }
     }
 
