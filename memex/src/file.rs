@@ -87,6 +87,29 @@ pub struct Warning {
     pub message: String,
 }
 
+/// Which file a path names: its device and inode. Two paths with the same
+/// identity (a symlink and its target, two hard links) are one file,
+/// whatever their names, and its privacy is the same under each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct FileId {
+    /// The device.
+    pub dev: u64,
+    /// The inode.
+    pub ino: u64,
+}
+
+impl FileId {
+    /// The identity of the file `meta` describes (of the file a link
+    /// points to, for metadata read through it).
+    pub fn of(meta: &std::fs::Metadata) -> Self {
+        use std::os::unix::fs::MetadataExt as _;
+        Self {
+            dev: meta.dev(),
+            ino: meta.ino(),
+        }
+    }
+}
+
 /// A parsed memex file.
 #[derive(Debug)]
 pub struct MemexFile {
@@ -107,6 +130,9 @@ pub struct MemexFile {
     /// write, for a version the memex wrote itself); `None` for a text
     /// that was not read from a file.
     pub modified: Option<SystemTime>,
+    /// Which file the version read was ([`FileId`]); `None` for a text
+    /// that was not read from a file.
+    pub identity: Option<FileId>,
     /// Its headlines, in file order (a parent before its children).
     pub objects: Vec<Object>,
     /// Child indices; each object's `children` is a range of this.
@@ -268,6 +294,7 @@ impl MemexFile {
             declared_tags: parsed.tags,
             setup,
             modified: None,
+            identity: None,
             objects,
             children,
             dim,
@@ -353,6 +380,7 @@ impl MemexFile {
             declared_tags: self.declared_tags.clone(),
             setup: Arc::clone(&self.setup),
             modified: self.modified,
+            identity: self.identity,
             objects: self.objects.clone(),
             children: self.children.clone(),
             dim: self.dim,

@@ -63,7 +63,7 @@ use std::sync::{Arc, Mutex};
 
 use arc_swap::ArcSwap;
 
-pub use file::{IdSource, MemexFile, ObjectType};
+pub use file::{FileId, IdSource, MemexFile, ObjectType};
 use privacy::PrivacyTags;
 pub use snapshot::{MemexSnapshot, ObjectRef, Query};
 
@@ -197,9 +197,11 @@ pub trait VectorSource: Send + Sync + std::fmt::Debug {
     /// holds ([`MemexFile::set_vector`]); returns how many it gave.
     fn fill(&self, file: &mut MemexFile) -> usize;
 
-    /// Called after every publish, once the new snapshot is current (so
-    /// that a worker woken now reads the version just filled).
-    fn published(&self) {}
+    /// Called after every publish with the new snapshot, once it is
+    /// current (so that a worker woken now reads the version just filled,
+    /// and what was derived from objects that are now private can be
+    /// dropped at once).
+    fn published(&self, _snapshot: &MemexSnapshot) {}
 }
 
 impl Memex {
@@ -228,11 +230,32 @@ impl Memex {
             published: tokio::sync::watch::Sender::new(0),
             own_versions: Mutex::new(VecDeque::new()),
         };
+        let paths = memex.discover();
+        // A file reached by several paths (links) is one file: each path
+        // is read knowing the others ([`setup::resolve_with`]).
+        let ids: Vec<Option<FileId>> = paths
+            .iter()
+            .map(|p| std::fs::metadata(p).ok().map(|m| FileId::of(&m)))
+            .collect();
+        let mut paths_of: std::collections::HashMap<FileId, Vec<&Path>> =
+            std::collections::HashMap::new();
+        for (path, id) in paths.iter().zip(&ids) {
+            if let Some(id) = id {
+                paths_of.entry(*id).or_default().push(path);
+            }
+        }
         let mut snapshot = MemexSnapshot::default();
-        for path in memex.discover() {
-            snapshot = match memex.read(&path) {
+        for (path, id) in paths.iter().zip(&ids) {
+            let names: Vec<PathBuf> = id
+                .and_then(|id| paths_of.get(&id))
+                .into_iter()
+                .flatten()
+                .filter(|p| **p != path.as_path())
+                .map(|p| p.to_path_buf())
+                .collect();
+            snapshot = match memex.read(path, &names) {
                 Ok(file) => snapshot.with_file(Arc::new(file)),
-                Err((error, text)) => snapshot.with_failure(&path, error, text),
+                Err((error, text)) => snapshot.with_failure(path, error, text),
             };
         }
         memex.current.store(Arc::new(snapshot));
@@ -358,15 +381,15 @@ impl Memex {
     /// Tells the vector source, and those waiting on [`Memex::changes`],
     /// that a new snapshot is current.
     pub(crate) fn after_publish(&self) {
-        self.published
-            .send_replace(self.current.load().generation());
+        let current = self.current.load_full();
+        self.published.send_replace(current.generation());
         let source = self
             .vectors
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
         if let Some(source) = source {
-            source.published();
+            source.published(&current);
         }
     }
 
@@ -485,34 +508,36 @@ impl Memex {
     /// Reads and parses one file: a regular file (after links) of at most
     /// [`MAX_FILE_BYTES`], never anything else. A file that was read but
     /// not loaded comes back with its text, read lossily.
-    fn read(&self, path: &Path) -> Result<MemexFile, Failure> {
-        let (bytes, modified) =
-            read_regular_modified(path, MAX_FILE_BYTES).map_err(|e| (e, None))?;
-        self.load(path, bytes, modified)
+    /// `names` are the other paths of the memex that reach the same file
+    /// (its links), for the setup files (a first reading: nothing earlier
+    /// is known).
+    fn read(&self, path: &Path, names: &[PathBuf]) -> Result<MemexFile, Failure> {
+        let (bytes, meta) = read_regular_meta(path, MAX_FILE_BYTES).map_err(|e| (e, None))?;
+        let reading = ReadAs {
+            path,
+            names,
+            previous: None,
+        };
+        let (text, settings, setup) = self
+            .settings_of(reading, bytes)
+            .map_err(fail_closed(reading))?;
+        let mut file = self
+            .parse_text(path, text, settings, setup, meta.modified().ok())
+            .map_err(fail_closed(reading))?;
+        file.identity = Some(FileId::of(&meta));
+        Ok(file)
     }
 
-    /// [`Memex::read`]'s work after the bytes are read, with the failure
-    /// made to fail closed ([`fail_closed`]).
-    fn load(
-        &self,
-        path: &Path,
-        bytes: Vec<u8>,
-        modified: Option<std::time::SystemTime>,
-    ) -> Result<MemexFile, Failure> {
-        let (text, settings, setup) = self.settings_of(path, bytes).map_err(fail_closed(path))?;
-        self.parse_text(path, text, settings, setup, modified)
-            .map_err(fail_closed(path))
-    }
-
-    /// The text of `bytes` read from `path`, and its in-buffer settings
-    /// with its setup files'.
+    /// The text of `bytes` read from `reading.path`, and its in-buffer
+    /// settings with its setup files'.
     fn settings_of(
         &self,
-        path: &Path,
+        reading: ReadAs<'_>,
         bytes: Vec<u8>,
     ) -> Result<(String, parse::Settings, setup::Setup), Failure> {
-        let text = self.text_of(path, bytes)?;
-        let (settings, setup) = setup::resolve(path, &text);
+        let text = self.text_of(reading.path, bytes)?;
+        let (settings, setup) =
+            setup::resolve_with(reading.path, reading.names, &text, reading.previous);
         Ok((text, settings, setup))
     }
 
@@ -586,39 +611,81 @@ impl Memex {
     /// version. A file that is gone is removed. Returns the generation now
     /// current; when the file's bytes are those already served, nothing is
     /// published and the generation stays.
+    ///
+    /// A setup file that cannot be read now answers with what it gave the
+    /// version served ([`setup::resolve_with`]), and when a new version is
+    /// published, the other paths under which the same file is loaded
+    /// (its links) are read again too.
     pub fn reload_file(&self, path: &Path) -> u64 {
+        let (mut generation, links) = self.reload_one(path);
+        // The other paths of the same file (its links in the memex): they
+        // show its new text too, and read its setup files knowing this
+        // path (a file is private if any way of reading it makes it so).
+        for link in links {
+            generation = self.reload_one(&link).0;
+        }
+        generation
+    }
+
+    /// [`Memex::reload_file`] of `path` alone. Returns the generation now
+    /// current and, when a new version of `path` was published, the
+    /// other paths under which the same file is loaded.
+    fn reload_one(&self, path: &Path) -> (u64, Vec<PathBuf>) {
         let _writing = self.writer.lock().unwrap_or_else(|e| e.into_inner());
         let current = self.current.load();
+        let mut links = Vec::new();
         let next = if !path.exists() {
             if current.file(path).is_none() && !current.failed().contains_key(path) {
-                return current.generation();
+                return (current.generation(), links);
             }
             current.without_file(path)
         } else {
-            let read = read_regular_modified(path, MAX_FILE_BYTES)
+            // What its setup files gave when it was last read: one that
+            // cannot be read now never makes it public.
+            let previous = current.file(path).map(|f| Arc::clone(&f.setup));
+            let read = read_regular_meta(path, MAX_FILE_BYTES)
                 .map_err(|e| (e, None))
-                .and_then(|(bytes, modified)| {
-                    let (text, settings, setup) =
-                        self.settings_of(path, bytes).map_err(fail_closed(path))?;
-                    Ok((text, settings, setup, modified))
+                .and_then(|(bytes, meta)| {
+                    let identity = FileId::of(&meta);
+                    let names = current.names_of(identity, path);
+                    let reading = ReadAs {
+                        path,
+                        names: &names,
+                        previous: previous.as_deref(),
+                    };
+                    let (text, settings, setup) = self
+                        .settings_of(reading, bytes)
+                        .map_err(fail_closed(reading))?;
+                    Ok((text, settings, setup, meta.modified().ok(), identity, names))
                 });
             // The same text and setup as the version being served (our own
             // write-back coming back through the watcher, a touch, or a
             // setup file edited in a way that changes none of its
             // settings): nothing to do.
-            if let Ok((text, _, setup, _)) = &read
+            if let Ok((text, _, setup, _, identity, _)) = &read
                 && !current.failed().contains_key(path)
-                && current
-                    .file(path)
-                    .is_some_and(|f| f.text == *text && *f.setup == *setup)
+                && current.file(path).is_some_and(|f| {
+                    f.text == *text && *f.setup == *setup && f.identity == Some(*identity)
+                })
             {
-                return current.generation();
+                return (current.generation(), links);
             }
-            match read.and_then(|(text, settings, setup, modified)| {
-                self.parse_text(path, text, settings, setup, modified)
-                    .map_err(fail_closed(path))
+            match read.and_then(|(text, settings, setup, modified, identity, names)| {
+                let reading = ReadAs {
+                    path,
+                    names: &names,
+                    previous: previous.as_deref(),
+                };
+                let mut file = self
+                    .parse_text(path, text, settings, setup, modified)
+                    .map_err(fail_closed(reading))?;
+                file.identity = Some(identity);
+                Ok((file, names))
             }) {
-                Ok(file) => current.with_file(self.prepared(file)),
+                Ok((file, names)) => {
+                    links = names;
+                    current.with_file(self.prepared(file))
+                }
                 Err((error, text)) => {
                     if current.file(path).is_some() {
                         tracing::warn!(target: "foveal::memex", "memex file not reloaded, previous version kept: {error}");
@@ -632,7 +699,7 @@ impl Memex {
         let generation = next.generation();
         self.current.store(Arc::new(next));
         self.after_publish();
-        generation
+        (generation, links)
     }
 
     /// Forgets the file at `path` and publishes. Returns the new generation.
@@ -661,17 +728,30 @@ fn release_free_memory() {
 /// Why a file was not loaded, and its text when it was read (lossily).
 type Failure = (MemexError, Option<Arc<str>>);
 
+/// How one path of the memex is read.
+#[derive(Debug, Clone, Copy)]
+struct ReadAs<'a> {
+    /// The path.
+    path: &'a Path,
+    /// The other paths of the memex that reach the same file (its links):
+    /// its setup files are looked up from each ([`setup::resolve_with`]).
+    names: &'a [PathBuf],
+    /// The setup the version now served was read with, if any.
+    previous: Option<&'a setup::Setup>,
+}
+
 /// What a failure keeps of the file's text (for the privacy gate only,
 /// never lent) gets, as a last line, the file tags its `#+SETUPFILE:`s
 /// give. The gate takes a file that cannot be loaded for private when its
 /// text names a privacy tag; a file private through its setup file must
 /// stay so while it cannot be loaded (fail closed).
-fn fail_closed(path: &Path) -> impl Fn(Failure) -> Failure + '_ {
+fn fail_closed(reading: ReadAs<'_>) -> impl Fn(Failure) -> Failure + '_ {
     move |(error, text)| {
         let Some(text) = text else {
             return (error, None);
         };
-        let (settings, setup) = setup::resolve(path, &text);
+        let (settings, setup) =
+            setup::resolve_with(reading.path, reading.names, &text, reading.previous);
         if setup.is_empty() || settings.file_tags.is_empty() {
             return (error, Some(text));
         }
@@ -715,6 +795,16 @@ pub fn read_regular_modified(
     path: &Path,
     max: u64,
 ) -> Result<(Vec<u8>, Option<std::time::SystemTime>), MemexError> {
+    read_regular_meta(path, max).map(|(bytes, meta)| (bytes, meta.modified().ok()))
+}
+
+/// [`read_regular`], with the metadata of the descriptor read: the file's
+/// identity ([`FileId::of`]) and its modification time are those of the
+/// bytes returned (or of a later version of the same file).
+pub fn read_regular_meta(
+    path: &Path,
+    max: u64,
+) -> Result<(Vec<u8>, std::fs::Metadata), MemexError> {
     use std::io::Read as _;
     use std::os::unix::fs::{FileTypeExt as _, OpenOptionsExt as _};
     let file = std::fs::OpenOptions::new()
@@ -759,7 +849,7 @@ pub fn read_regular_modified(
             max,
         });
     }
-    Ok((bytes, meta.modified().ok()))
+    Ok((bytes, meta))
 }
 
 fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -953,6 +1043,194 @@ mod tests {
             // for private as a whole.
             assert!(text.to_lowercase().contains(":@personal:"), "{text}");
         }
+    }
+
+    /// Everything a skill is lent of `memex`: each lent file's path and
+    /// visible text.
+    fn lent_text(memex: &Memex, privacy: &PrivacyTags) -> String {
+        let view = view::SnapshotView::new(&memex.snapshot(), privacy);
+        view.view()
+            .files
+            .iter()
+            .map(|f| format!("{}\n{}", f.path.as_str(), f.text.as_str()))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// A file private only through a relative `#+SETUPFILE` stays private
+    /// under another name in another folder, a symlink or a hard link,
+    /// even where a setup file of the same name without a privacy tag
+    /// lies beside the link: the file is one file, whatever its names.
+    #[test]
+    fn a_file_private_through_its_setup_file_stays_private_under_a_link_in_another_folder() {
+        const DIARY: &str =
+            "#+SETUPFILE: p2.setup\n* Harbour diary\nMet Ann at the harbour canary.\n";
+        for hard in [false, true] {
+            let kind = if hard { "hard link" } else { "symlink" };
+            let dir = tempfile::tempdir().unwrap();
+            let root = dir.path().canonicalize().unwrap();
+            for (name, text) in [
+                ("private/p2.setup", "#+FILETAGS: :@personal:\n"),
+                ("private/linked.org", DIARY),
+                ("links/p2.setup", "#+TODO: TODO | DONE\n"),
+                (
+                    "links/public.org",
+                    "* Launch plan\nThe public launch notes.\n",
+                ),
+            ] {
+                let path = root.join(name);
+                std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+                std::fs::write(path, text).unwrap();
+            }
+            let target = root.join("private/linked.org");
+            let alias = root.join("links/alias.org");
+            if hard {
+                std::fs::hard_link(&target, &alias).unwrap();
+            } else {
+                std::os::unix::fs::symlink("../private/linked.org", &alias).unwrap();
+            }
+            let memex = Memex::open(std::slice::from_ref(&root)).unwrap();
+            let privacy = PrivacyTags::new(["@personal"]);
+            let check = |when: &str| {
+                let snapshot = memex.snapshot();
+                for path in [&alias, &target] {
+                    let file = snapshot.file(path).expect("loaded under both names");
+                    assert!(
+                        privacy.file_is_private(file),
+                        "{kind}, {when}: {} has file tags {:?}",
+                        path.display(),
+                        file.file_tags
+                    );
+                }
+                let lent = lent_text(&memex, &privacy);
+                // The view was built: the public file is lent.
+                assert!(
+                    lent.contains("The public launch notes."),
+                    "{kind}, {when}: {lent}"
+                );
+                assert!(
+                    !lent.contains("harbour") && !lent.contains("alias.org"),
+                    "{kind}, {when}: {lent}"
+                );
+            };
+            check("loaded");
+            // Edited in place, then read again through either name.
+            std::fs::write(&target, format!("{DIARY}* Tuesday\nThe harbour again.\n")).unwrap();
+            memex.reload_file(&alias);
+            check("read again through the link");
+            memex.reload_file(&target);
+            check("read again through the file");
+        }
+    }
+
+    /// While the setup file that makes a file private is missing,
+    /// half-written or not UTF-8, the file keeps the privacy it had and
+    /// nothing of it is lent; it is public again only once the setup file
+    /// reads whole and says so.
+    #[test]
+    fn a_setup_file_that_cannot_be_read_never_makes_a_file_public() {
+        let (dir, memex) = memex_with(&[
+            ("p.setup", b"#+FILETAGS: :@personal:\n"),
+            (
+                "diary.org",
+                b"#+SETUPFILE: p.setup\n* Monday\nMet Ann at the harbour today.\n",
+            ),
+            ("work.org", b"* Launch\nThe public launch notes.\n"),
+        ]);
+        let root = dir.path().canonicalize().unwrap();
+        let (diary, setup) = (root.join("diary.org"), root.join("p.setup"));
+        let privacy = PrivacyTags::new(["@personal"]);
+        // Whether the diary is private and lends nothing, and its version.
+        let private = |when: &str| {
+            let file = Arc::clone(memex.snapshot().file(&diary).unwrap());
+            let lent = lent_text(&memex, &privacy);
+            // The view was built: the public file is lent.
+            assert!(lent.contains("The public launch notes."), "{when}: {lent}");
+            (
+                privacy.file_is_private(&file) && !lent.contains("harbour"),
+                file,
+            )
+        };
+        assert!(private("loaded").0);
+
+        // Removed (an editor's save by rename), and the file read again.
+        std::fs::remove_file(&setup).unwrap();
+        memex.reload_file(&diary);
+        let (kept, file) = private("setup file removed");
+        assert!(kept);
+        assert!(
+            file.warnings
+                .iter()
+                .any(|w| w.line == 1 && w.message.contains("kept until it reads again")),
+            "{:?}",
+            file.warnings
+        );
+        // The file itself edited while its setup file is missing.
+        std::fs::write(
+            &diary,
+            "#+SETUPFILE: p.setup\n* Monday\nMet Ann at the harbour today.\n* Tuesday\nThe harbour again.\n",
+        )
+        .unwrap();
+        memex.reload_file(&diary);
+        assert!(private("edited while its setup file is missing").0);
+        // Half-written (empty, then cut mid-line), then not UTF-8.
+        for broken in [
+            &b""[..],
+            &b"#+FILETAGS: :@pers"[..],
+            &b"#+FILETAGS: :@personal\xff:\n"[..],
+        ] {
+            std::fs::write(&setup, broken).unwrap();
+            memex.reload_file(&diary);
+            let when = format!("setup file {broken:?}");
+            assert!(private(when.as_str()).0);
+        }
+
+        // Whole again, without a privacy tag: public (the rule declassifies
+        // only through a setup file that reads whole).
+        std::fs::write(&setup, "#+FILETAGS: :work:\n").unwrap();
+        memex.reload_file(&diary);
+        let (kept, file) = private("whole again");
+        assert!(!kept);
+        assert_eq!(file.file_tags, ["work"]);
+    }
+
+    #[test]
+    fn a_file_whose_setup_file_is_missing_at_first_load_is_private_until_it_reads() {
+        let (dir, memex) = memex_with(&[
+            (
+                "diary.org",
+                b"#+SETUPFILE: p.setup\n* Monday\nMet Ann at the harbour today.\n",
+            ),
+            ("work.org", b"* Launch\nThe public launch notes.\n"),
+        ]);
+        let root = dir.path().canonicalize().unwrap();
+        let (diary, setup) = (root.join("diary.org"), root.join("p.setup"));
+        let privacy = PrivacyTags::new(["@personal"]);
+        let check = |when: &str, private: bool| {
+            let snapshot = memex.snapshot();
+            let file = snapshot.file(&diary).unwrap();
+            assert_eq!(privacy.file_is_private(file), private, "{when}");
+            let lent = lent_text(&memex, &privacy);
+            // The view was built: the public file is lent.
+            assert!(lent.contains("The public launch notes."), "{when}: {lent}");
+            assert_eq!(lent.contains("harbour"), !private, "{when}: {lent}");
+        };
+        check("loaded", true);
+        let warnings = memex.snapshot().file(&diary).unwrap().warnings.clone();
+        assert!(
+            warnings
+                .iter()
+                .any(|w| w.line == 1 && w.message.contains("private as a whole until it reads")),
+            "{warnings:?}"
+        );
+        // Caught half-written, its file tags are still unknown.
+        std::fs::write(&setup, "").unwrap();
+        memex.reload_file(&diary);
+        check("setup file empty", true);
+        // Whole, and without a privacy tag: public.
+        std::fs::write(&setup, "#+TODO: TODO | DONE\n").unwrap();
+        memex.reload_file(&diary);
+        check("setup file whole", false);
     }
 
     #[test]

@@ -6,7 +6,9 @@
 //! file, and a file private as a whole is private from its first byte (the
 //! text before its first headline included). (The seed checked top-level
 //! projects only, so a nested `@personal` headline leaked.) Tags match with
-//! or without surrounding colons, case-insensitively.
+//! or without surrounding colons, case-insensitively. A file whose setup
+//! file cannot be read, and was never read, is private as a whole until it
+//! reads ([`crate::setup`]).
 //!
 //! # Example
 //!
@@ -63,9 +65,13 @@ impl PrivacyTags {
     }
 
     /// Whether the whole of `file` is private: one of its file tags
-    /// (`#+FILETAGS:`) is a privacy tag.
+    /// (`#+FILETAGS:`, its setup files' too) is a privacy tag, or the file
+    /// tags of a setup file it names are unknown — it could not be read,
+    /// and was never read before ([`crate::setup::Setup::tags_unknown`]):
+    /// a setup file that cannot be read never makes a file public.
     pub fn file_is_private(&self, file: &MemexFile) -> bool {
-        !self.is_empty() && file.file_tags.iter().any(|t| self.matches(t))
+        !self.is_empty()
+            && (file.setup.tags_unknown() || file.file_tags.iter().any(|t| self.matches(t)))
     }
 
     /// Whether `object` is private: it, an ancestor or its file carries a

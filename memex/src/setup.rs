@@ -28,6 +28,22 @@
 //! does in Org's agenda. Each memex file remembers the setup files it read
 //! ([`Setup::files`]), so that a change to one re-reads the files that
 //! include it ([`crate::watch`]).
+//!
+//! Two rules keep a setup file from making a private file public:
+//!
+//! - **A file is one file, whatever its names.** A relative value is
+//!   looked up from the file's real location (links resolved), not from
+//!   the folder of the link it was reached by; a file with other names in
+//!   the memex (hard links) is read from each of their folders too, and
+//!   the file tags of every reading count ([`resolve_with`]).
+//! - **A setup file that cannot be read never declassifies.** One that is
+//!   missing, unreadable, not a regular file, over [`MAX_SETUP_BYTES`] or
+//!   not UTF-8 (at any depth) gives what it gave when the file was last
+//!   read; one that is empty or whose last line has no line break (an
+//!   editor's save caught half-way) keeps the file tags it gave then. When
+//!   no earlier reading is known (the first load), a setup file that
+//!   cannot be read makes the file private as a whole until it reads
+//!   ([`Setup::tags_unknown`]), and a warning says so.
 
 use std::path::{Component, Path, PathBuf};
 
@@ -55,6 +71,10 @@ pub struct Setup {
     pub files: Vec<PathBuf>,
     /// What went wrong, on the lines of the file's `#+SETUPFILE:`s.
     pub warnings: Vec<Warning>,
+    /// The `#+SETUPFILE:` values that could not be read whole (the file,
+    /// or one it names) and that no earlier reading of the file answered:
+    /// which file tags they give is unknown ([`Setup::tags_unknown`]).
+    pub unread: Vec<String>,
 }
 
 impl Setup {
@@ -76,18 +96,86 @@ impl Setup {
     pub fn depends_on(&self, path: &Path) -> bool {
         self.files.iter().any(|f| f == path)
     }
+
+    /// Whether the file tags of some setup file are unknown: it could not
+    /// be read, and no earlier reading of the file gave them. The file is
+    /// then private as a whole
+    /// ([`crate::privacy::PrivacyTags::file_is_private`]) until it reads:
+    /// a setup file that cannot be read never makes a file public.
+    pub fn tags_unknown(&self) -> bool {
+        !self.unread.is_empty()
+    }
+
+    /// The settings the reading this setup records gave for `value`, when
+    /// they are known (it was read, or kept from a reading before).
+    fn known(&self, value: &str) -> Option<&Settings> {
+        if self.unread.iter().any(|v| v == value) {
+            return None;
+        }
+        self.included
+            .iter()
+            .find(|(v, _)| v == value)
+            .and_then(|(_, settings)| settings.as_ref())
+    }
+}
+
+/// How whole the reading of one `#+SETUPFILE:` value was, nested setup
+/// files included: the worst of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Reading {
+    /// Every file read, each ending with a line break.
+    Whole,
+    /// Every file read, but one is empty or its last line has no line
+    /// break: it may be an editor's save caught half-way.
+    Cut,
+    /// A file could not be read (missing, unreadable, not a regular file,
+    /// too large, not UTF-8).
+    Unread,
+}
+
+/// Reads the in-buffer settings of `text`, the text of the memex file at
+/// `path`, following its `#+SETUPFILE:` lines (a first reading: no other
+/// name, nothing known from before; see [`resolve_with`]).
+pub fn resolve(path: &Path, text: &str) -> (Settings, Setup) {
+    resolve_with(path, &[], text, None)
 }
 
 /// Reads the in-buffer settings of `text`, the text of the memex file at
 /// `path`, following its `#+SETUPFILE:` lines.
-pub fn resolve(path: &Path, text: &str) -> (Settings, Setup) {
+///
+/// A relative value is looked up from the folder of the file's real
+/// location (`path` with its links resolved) and from that of each of
+/// `names`, the other paths by which the memex reaches the same file
+/// (hard links): the first reading gives the settings, and the file tags
+/// of the others are added to them — the file is private if any way of
+/// reading it makes it so.
+///
+/// `previous` is the setup the file's version now served was read with:
+/// a setup file that cannot be read whole answers from it (see the
+/// module's rules); without it, one that cannot be read leaves its file
+/// tags unknown ([`Setup::tags_unknown`]).
+pub fn resolve_with(
+    path: &Path,
+    names: &[PathBuf],
+    text: &str,
+    previous: Option<&Setup>,
+) -> (Settings, Setup) {
+    let folder = |real: &Path| real.parent().unwrap_or(Path::new("/")).to_path_buf();
+    let real = normal(path);
+    let mut dirs = vec![folder(real.as_path())];
+    for name in names {
+        let dir = folder(normal(name).as_path());
+        if !dirs.contains(&dir) {
+            dirs.push(dir);
+        }
+    }
     let mut resolver = Resolver {
         setup: Setup::default(),
-        chain: vec![normal(path)],
+        chain: vec![real],
+        reading: Reading::Whole,
     };
-    let dir = path.parent().unwrap_or(Path::new("/")).to_path_buf();
     let settings = collect_settings(text, &mut |line, value| {
-        let answer = resolver.follow(&dir, value, line);
+        let answer = resolver.answer(&dirs, value, line, previous);
         resolver
             .setup
             .included
@@ -95,6 +183,15 @@ pub fn resolve(path: &Path, text: &str) -> (Settings, Setup) {
         answer
     });
     (settings, resolver.setup)
+}
+
+/// Adds the file tags of `tags` that `settings` lacks.
+fn add_file_tags(settings: &mut Settings, tags: &[String]) {
+    for tag in tags {
+        if !settings.file_tags.contains(tag) {
+            settings.file_tags.push(tag.clone());
+        }
+    }
 }
 
 /// The settings of `text` with its `#+SETUPFILE:` lines answered from
@@ -108,9 +205,89 @@ struct Resolver {
     setup: Setup,
     /// The files on the way to the one being read, the memex file first.
     chain: Vec<PathBuf>,
+    /// How whole the reading of the current `#+SETUPFILE:` value is.
+    reading: Reading,
 }
 
 impl Resolver {
+    /// The settings to use for the memex file's `#+SETUPFILE: value` (on
+    /// `line`), read from each of `dirs`, with the rules that keep a
+    /// setup file that cannot be read whole from declassifying the file.
+    fn answer(
+        &mut self,
+        dirs: &[PathBuf],
+        value: &str,
+        line: u32,
+        previous: Option<&Setup>,
+    ) -> Option<Settings> {
+        self.reading = Reading::Whole;
+        let mut read: Option<Settings> = None;
+        for dir in dirs {
+            let Some(settings) = self.follow(dir, value, line) else {
+                continue;
+            };
+            if let Some(first) = read.as_mut() {
+                add_file_tags(first, &settings.file_tags);
+            } else {
+                read = Some(settings);
+            }
+        }
+        let earlier = previous.and_then(|p| p.known(value));
+        let was_unread = previous.is_some_and(|p| p.unread.iter().any(|v| v == value));
+        let reading = self.reading;
+        if reading == Reading::Whole {
+            return read;
+        }
+        if let Some(earlier) = earlier {
+            if reading == Reading::Unread && read.is_none() {
+                // Nothing of it could be read: what it gave before, as it
+                // was.
+                self.warn(
+                    line,
+                    format!(
+                        "`#+SETUPFILE: {value}` could not be read; the settings it gave when last read are kept until it reads again"
+                    ),
+                );
+                return Some(earlier.clone());
+            }
+            // Read in part, or perhaps cut off: what it gives now, and the
+            // file tags it gave before.
+            let mut settings = read.unwrap_or_default();
+            if earlier
+                .file_tags
+                .iter()
+                .any(|t| !settings.file_tags.contains(t))
+            {
+                add_file_tags(&mut settings, &earlier.file_tags);
+                self.warn(
+                    line,
+                    format!(
+                        "`#+SETUPFILE: {value}` could not be read whole (a file missing, empty, or without a line break at its end: is it being written?); the file tags it gave when last read are kept until it reads whole"
+                    ),
+                );
+            }
+            return Some(settings);
+        }
+        if reading == Reading::Unread || was_unread {
+            // Never read whole: its file tags are unknown, and the file is
+            // private until they are known.
+            self.setup.unread.push(value.to_owned());
+            self.warn(
+                line,
+                format!(
+                    "`#+SETUPFILE: {value}` could not be read whole, and no earlier reading of it is known: the file is private as a whole until it reads (a setup file that cannot be read never makes a file public)"
+                ),
+            );
+        }
+        // Otherwise a first reading of a file that may be cut off: taken
+        // as it is (there is nothing earlier to keep).
+        read
+    }
+
+    fn warn(&mut self, line: u32, message: String) {
+        self.setup.warnings.push(Warning { line, message });
+    }
+
     /// The settings of the setup file `value` names, relative to `dir`;
     /// `line` is the line of the memex file's own `#+SETUPFILE:` the
     /// reading started from, for warnings.
@@ -162,6 +339,7 @@ impl Resolver {
             Ok(bytes) => match String::from_utf8(bytes) {
                 Ok(text) => text,
                 Err(_) => {
+                    self.reading = self.reading.max(Reading::Unread);
                     self.setup.warnings.push(Warning {
                         line,
                         message: format!(
@@ -183,10 +361,16 @@ impl Resolver {
                     ),
                     other => format!("setup file not read: {other}"),
                 };
+                self.reading = self.reading.max(Reading::Unread);
                 self.setup.warnings.push(Warning { line, message });
                 return None;
             }
         };
+        // An editor that saves in place empties the file, then writes it:
+        // caught in between, it may be empty or end mid-line.
+        if !text.ends_with('\n') {
+            self.reading = self.reading.max(Reading::Cut);
+        }
         let nested_dir = path.parent().unwrap_or(Path::new("/")).to_path_buf();
         self.chain.push(path);
         let settings = collect_settings(&text, &mut |_, nested| {
@@ -420,7 +604,7 @@ mod tests {
         let root = dir.path().canonicalize().unwrap();
         let main = write(&root, "a.org", "#+TITLE: A\n#+SETUPFILE: gone.setup\n* x\n");
         let (_, setup) = resolve(&main, &std::fs::read_to_string(&main).unwrap());
-        assert_eq!(setup.warnings.len(), 1);
+        assert_eq!(setup.warnings.len(), 2);
         assert_eq!(setup.warnings[0].line, 2);
         assert!(
             setup.warnings[0]
@@ -429,6 +613,17 @@ mod tests {
             "{:?}",
             setup.warnings
         );
+        // Its file tags are unknown: the file is private until it reads.
+        assert_eq!(setup.warnings[1].line, 2);
+        assert!(
+            setup.warnings[1]
+                .message
+                .contains("the file is private as a whole until it reads"),
+            "{:?}",
+            setup.warnings
+        );
+        assert!(setup.tags_unknown());
+        assert_eq!(setup.unread, ["gone.setup"]);
         assert_eq!(setup.files, [root.join("gone.setup")]);
         assert_eq!(setup.included, [("gone.setup".to_owned(), None)]);
     }
@@ -472,9 +667,54 @@ mod tests {
         let (settings, setup) = resolve(&main, &std::fs::read_to_string(&main).unwrap());
         assert_eq!(settings, Settings::default());
         let messages: Vec<&str> = setup.warnings.iter().map(|w| w.message.as_str()).collect();
+        assert_eq!(messages.len(), 6, "{messages:?}");
         assert!(messages[0].contains("not a regular file"), "{messages:?}");
-        assert!(messages[1].contains("over the limit"), "{messages:?}");
-        assert!(messages[2].contains("not valid UTF-8"), "{messages:?}");
+        assert!(messages[2].contains("over the limit"), "{messages:?}");
+        assert!(messages[4].contains("not valid UTF-8"), "{messages:?}");
+        // None of them was read before: the file is private until they read.
+        for at in [1, 3, 5] {
+            assert!(messages[at].contains("private as a whole"), "{messages:?}");
+        }
+        assert_eq!(setup.unread, ["folder.setup", "big.setup", "latin1.setup"]);
+    }
+
+    #[test]
+    fn a_setup_file_that_cannot_be_read_whole_keeps_what_it_gave_before() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        // Without a line break at its end, read for the first time: taken
+        // as it is (there is nothing earlier to keep), no warning.
+        write(
+            &root,
+            "s.setup",
+            "#+TODO: PROJ | DONE\n#+FILETAGS: :@personal:",
+        );
+        let main = write(&root, "a.org", "#+SETUPFILE: s.setup\n* PROJ x\n");
+        let text = std::fs::read_to_string(&main).unwrap();
+        let (first, setup) = resolve(&main, &text);
+        assert_eq!(first.file_tags, ["@personal"]);
+        assert_eq!(first.keywords().todo, ["PROJ"]);
+        assert!(!setup.tags_unknown());
+        assert!(setup.warnings.is_empty(), "{:?}", setup.warnings);
+        // Missing: everything it gave before, its keywords too.
+        std::fs::remove_file(root.join("s.setup")).unwrap();
+        let (missing, setup) = resolve_with(&main, &[], &text, Some(&setup));
+        assert_eq!(missing, first);
+        assert!(!setup.tags_unknown());
+        // Empty (an editor's save caught half-way): what it gives now, and
+        // the file tags it gave before.
+        write(&root, "s.setup", "");
+        let (empty, setup) = resolve_with(&main, &[], &text, Some(&setup));
+        assert_eq!(empty.file_tags, ["@personal"]);
+        // Cut mid-line, a tag added: both count.
+        write(&root, "s.setup", "#+FILETAGS: :work:@pers");
+        let (cut, setup) = resolve_with(&main, &[], &text, Some(&setup));
+        assert_eq!(cut.file_tags, ["work", "@pers", "@personal"]);
+        // Whole: what it says now, nothing kept.
+        write(&root, "s.setup", "#+FILETAGS: :work:\n");
+        let (whole, setup) = resolve_with(&main, &[], &text, Some(&setup));
+        assert_eq!(whole.file_tags, ["work"]);
+        assert!(setup.warnings.is_empty(), "{:?}", setup.warnings);
     }
 
     #[test]

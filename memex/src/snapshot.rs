@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::MemexError;
-use crate::file::{FileRef, MemexFile, Object, ObjectType, id_hash};
+use crate::file::{FileId, FileRef, MemexFile, Object, ObjectType, id_hash};
 
 /// What to look for (seed 000 `context-query`). Every field set must match.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -205,6 +205,16 @@ impl MemexSnapshot {
         self.files
             .values()
             .filter(|f| f.setup.depends_on(path))
+            .map(|f| f.path.clone())
+            .collect()
+    }
+
+    /// The paths, other than `path`, under which the file `id` is loaded
+    /// (its links in the memex), by path.
+    pub fn names_of(&self, id: FileId, path: &Path) -> Vec<PathBuf> {
+        self.files
+            .values()
+            .filter(|f| f.identity == Some(id) && f.path != path)
             .map(|f| f.path.clone())
             .collect()
     }

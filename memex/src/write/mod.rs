@@ -432,10 +432,13 @@ impl Memex {
         // and a version of the memex's own (`Memex::wrote`).
         self.note_own(&path, Some(plan.base.content_hash), plan.file.content_hash);
         let mut file = plan.file;
-        file.modified = fs::metadata(&target)
-            .and_then(|m| m.modified())
-            .ok()
+        let written = fs::metadata(&target).ok();
+        file.modified = written
+            .as_ref()
+            .and_then(|m| m.modified().ok())
             .or_else(|| Some(std::time::SystemTime::now()));
+        // The new text is a new file (written beside, renamed over).
+        file.identity = written.as_ref().map(crate::file::FileId::of);
         let next = self.current.load().with_file(self.prepared(file));
         let generation = next.generation();
         self.current.store(Arc::new(next));

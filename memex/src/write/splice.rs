@@ -232,6 +232,7 @@ pub(super) fn plan_in(
     )
     .map(|mut file| {
         file.modified = base.modified;
+        file.identity = base.identity;
         file
     })
     .map_err(|e| {

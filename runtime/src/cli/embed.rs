@@ -56,6 +56,10 @@ pub fn run(config: &Config, json: bool) -> anyhow::Result<Exit> {
     let privacy = PrivacyTags::new(&config.privacy_tags);
     let snapshot = memex.snapshot();
     let plan = plan(&snapshot, &privacy, &cache, remote, gate.as_ref());
+    // Vectors of objects that became private since they were embedded.
+    if let Err(error) = cache.remove(&plan.withdraw) {
+        eprintln!("warning: {error}");
+    }
     let started = Instant::now();
     let mut embedded = 0;
     if !plan.jobs.is_empty() {

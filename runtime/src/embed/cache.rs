@@ -13,7 +13,10 @@
 //!
 //! Private objects are never embedded ([`crate::embed::plan`]), so nothing
 //! here — in memory or on disk — is derived from private text
-//! (docs/security.md).
+//! (docs/security.md). The vector of an object that becomes private is
+//! removed at once ([`VectorCache::remove`]): from memory, and from the
+//! file by writing over its record in place — a dead record of the same
+//! length, all zeros but its length and checksum, that loading skips.
 //!
 //! # Example
 //!
@@ -51,6 +54,9 @@ pub fn key(model_id: &str, text: &str) -> Key {
 
 /// The file's first bytes.
 const MAGIC: &[u8; 8] = b"FVECS\x00\x00\x01";
+/// The key of a dead record: one written over a removed vector. (No text
+/// has it: it would take a SHA-256 preimage of zero.)
+const DEAD: Key = [0; 32];
 /// The largest dimension a record may claim (a damaged length field must
 /// not make the reader allocate gigabytes).
 const MAX_DIM: usize = 1 << 16;
@@ -93,8 +99,17 @@ pub struct VectorCache {
 #[derive(Debug, Default)]
 struct Disk {
     file: Option<File>,
-    keys: HashSet<Key>,
+    /// Each key written to the file, with where its record is.
+    keys: HashMap<Key, Slot>,
+    /// Records in the file, dead ones included.
     records: usize,
+}
+
+/// Where a record is in the file: its offset and its dimension.
+#[derive(Debug, Clone, Copy)]
+struct Slot {
+    at: u64,
+    dim: u32,
 }
 
 impl VectorCache {
@@ -157,7 +172,8 @@ impl VectorCache {
         file.read_to_end(&mut bytes).map_err(io(&path))?;
         let header = header(model_id);
         let mut vectors = HashMap::new();
-        let mut keys = HashSet::new();
+        let mut keys = HashMap::new();
+        let mut records = 0;
         let mut report = LoadReport::default();
         let good = if bytes.is_empty() {
             file.write_all(&header).map_err(io(&path))?;
@@ -176,9 +192,13 @@ impl VectorCache {
         } else {
             let mut at = header.len();
             while let Some((key, vector, next)) = record(&bytes, at) {
-                keys.insert(key);
-                vectors.insert(key, Arc::from(vector));
-                report.records += 1;
+                records += 1;
+                if key != DEAD {
+                    let dim = vector.len() as u32;
+                    keys.insert(key, Slot { at: at as u64, dim });
+                    vectors.insert(key, Arc::from(vector));
+                    report.records += 1;
+                }
                 at = next;
             }
             if at < bytes.len() {
@@ -200,7 +220,7 @@ impl VectorCache {
             vectors: RwLock::new(vectors),
             disk: Mutex::new(Disk {
                 file: Some(file),
-                records: report.records,
+                records,
                 keys,
             }),
             path: Some(path),
@@ -255,22 +275,36 @@ impl VectorCache {
     pub fn insert(&self, batch: Vec<(Key, Vec<f32>)>) -> Result<(), CacheError> {
         let mut disk = self.disk.lock().unwrap_or_else(|e| e.into_inner());
         let mut out = Vec::new();
+        // Each new record's key, with its offset in `out` and dimension.
         let mut new_keys = Vec::new();
+        let mut seen = HashSet::new();
         for (key, vector) in &batch {
-            if disk.file.is_some() && !disk.keys.contains(key) {
+            if disk.file.is_some() && !disk.keys.contains_key(key) && seen.insert(*key) {
+                let at = out.len() as u64;
                 write_record(&mut out, key, vector);
-                new_keys.push(*key);
+                new_keys.push((
+                    *key,
+                    Slot {
+                        at,
+                        dim: vector.len() as u32,
+                    },
+                ));
             }
         }
         if !out.is_empty()
             && let (Some(file), Some(path)) = (disk.file.as_mut(), &self.path)
         {
-            file.write_all(&out).map_err(|source| CacheError::Io {
+            let io = |source| CacheError::Io {
                 path: path.clone(),
                 source,
-            })?;
+            };
+            let end = file.stream_position().map_err(io)?;
+            file.write_all(&out).map_err(io)?;
             disk.records += new_keys.len();
-            disk.keys.extend(new_keys);
+            for (key, slot) in new_keys {
+                let at = end + slot.at;
+                disk.keys.insert(key, Slot { at, ..slot });
+            }
         }
         drop(disk);
         let mut vectors = self.vectors.write().unwrap_or_else(|e| e.into_inner());
@@ -280,15 +314,51 @@ impl VectorCache {
         Ok(())
     }
 
+    /// Removes the vectors of `keys` (those of objects that are now
+    /// private), at once: from memory, and from the file by writing a dead
+    /// record over each one's record in place, synced. Returns how many
+    /// it held.
+    pub fn remove(&self, keys: &[Key]) -> Result<usize, CacheError> {
+        let mut disk = self.disk.lock().unwrap_or_else(|e| e.into_inner());
+        let mut removed = 0;
+        {
+            let mut vectors = self.vectors.write().unwrap_or_else(|e| e.into_inner());
+            for key in keys {
+                if vectors.remove(key).is_some() {
+                    removed += 1;
+                }
+            }
+        }
+        let slots: Vec<Slot> = keys.iter().filter_map(|k| disk.keys.remove(k)).collect();
+        if slots.is_empty() {
+            return Ok(removed);
+        }
+        if let (Some(file), Some(path)) = (disk.file.as_ref(), &self.path) {
+            use std::os::unix::fs::FileExt as _;
+            let io = |source| CacheError::Io {
+                path: path.clone(),
+                source,
+            };
+            for slot in &slots {
+                let mut dead = Vec::new();
+                write_record(&mut dead, &DEAD, &vec![0.0; slot.dim as usize]);
+                file.write_all_at(&dead, slot.at).map_err(io)?;
+            }
+            file.sync_data().map_err(io)?;
+        }
+        Ok(removed)
+    }
+
     /// Rewrites the file with only the records of `live` keys when more
-    /// than half of it is for texts no object has any more. Returns the
-    /// records dropped.
+    /// than half of it is for texts no object has any more (or dead
+    /// records). Returns the records dropped.
     pub fn compact(&self, live: &HashSet<Key>) -> Result<usize, CacheError> {
         let Some(path) = &self.path else {
             return Ok(0);
         };
         let mut disk = self.disk.lock().unwrap_or_else(|e| e.into_inner());
-        let dead = disk.keys.iter().filter(|k| !live.contains(*k)).count();
+        let dead = disk.records.saturating_sub(disk.keys.len())
+            + disk.keys.keys().filter(|k| !live.contains(*k)).count();
         if dead * 2 <= disk.records.max(1) {
             return Ok(0);
         }
@@ -298,10 +368,13 @@ impl VectorCache {
         };
         let mut out = header(&self.model_id);
         let vectors = self.vectors.read().unwrap_or_else(|e| e.into_inner());
-        let kept: HashSet<Key> = disk.keys.intersection(live).copied().collect();
-        for key in &kept {
+        let mut kept: HashMap<Key, Slot> = HashMap::new();
+        for key in disk.keys.keys().filter(|k| live.contains(*k)) {
             if let Some(vector) = vectors.get(key) {
+                let at = out.len() as u64;
                 write_record(&mut out, key, vector);
+                let dim = vector.len() as u32;
+                kept.insert(*key, Slot { at, dim });
             }
         }
         drop(vectors);
@@ -318,7 +391,9 @@ impl VectorCache {
             file.sync_data().map_err(io)?;
         }
         std::fs::rename(&tmp, path).map_err(io)?;
-        let mut file = OpenOptions::new().append(true).open(path).map_err(io)?;
+        // Not `append`: a removal writes over a record in place, which
+        // `pwrite` on an `O_APPEND` file would append instead.
+        let mut file = OpenOptions::new().write(true).open(path).map_err(io)?;
         file.seek(SeekFrom::End(0)).map_err(io)?;
         disk.file = Some(file);
         disk.records = kept.len();
@@ -467,6 +542,47 @@ mod tests {
         std::fs::copy(&path, &other).unwrap();
         let cache = VectorCache::open(dir.path(), "other").unwrap();
         assert!(cache.loaded().restarted && cache.is_empty());
+    }
+
+    #[test]
+    fn a_removed_vector_is_gone_from_memory_and_from_the_file_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let keys = filled(dir.path(), 3);
+        let path = VectorCache::file_path(dir.path(), "m");
+        let held = |key: &Key| std::fs::read(&path).unwrap().windows(32).any(|w| w == key);
+        let cache = VectorCache::open(dir.path(), "m").unwrap();
+        assert!(held(&keys[1]) && cache.contains(&keys[1]));
+        let len = std::fs::metadata(&path).unwrap().len();
+        assert_eq!(cache.remove(&[keys[1], key("m", "never held")]).unwrap(), 1);
+        assert!(!cache.contains(&keys[1]));
+        // Written over in place: the key and its vector are not in the
+        // file any more, and the others are.
+        assert!(!held(&keys[1]));
+        assert!(held(&keys[0]) && held(&keys[2]));
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), len);
+        // A record added later follows, and every live one loads.
+        let new = key("m", "text new");
+        cache.insert(vec![(new, vec![7.0, 7.0, 7.0])]).unwrap();
+        let again = VectorCache::open(dir.path(), "m").unwrap();
+        assert_eq!(again.loaded().records, 3);
+        assert_eq!(again.loaded().cut_bytes, 0);
+        assert!(!again.contains(&keys[1]));
+        assert_eq!(again.get(&keys[2]).as_deref(), Some(&[2.0, 1.0, 2.0][..]));
+        assert_eq!(again.get(&new).as_deref(), Some(&[7.0, 7.0, 7.0][..]));
+        // Removing from the reopened cache finds the record where it is.
+        again.remove(&[keys[2]]).unwrap();
+        assert!(!held(&keys[2]) && held(&keys[0]) && held(&new));
+        // Compaction counts the two dead records (with `new`, no longer
+        // live, three of four: over half) and drops them.
+        let live: HashSet<Key> = [keys[0]].into_iter().collect();
+        assert_eq!(again.compact(&live).unwrap(), 3);
+        let compacted = VectorCache::open(dir.path(), "m").unwrap();
+        assert_eq!(compacted.loaded().records, 1);
+        assert!(compacted.contains(&keys[0]));
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().len() as usize,
+            header("m").len() + (32 + 4 + 3 * 4 + 8)
+        );
     }
 
     #[test]

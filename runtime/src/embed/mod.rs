@@ -14,7 +14,11 @@
 //!   nothing and only be one more thing derived from private text. With a
 //!   remote embedder every other text passes the last-door check
 //!   ([`crate::egress::Gate::clean_quietly`]) first: a text it would
-//!   change (a quoted private line, a secret) is not sent either.
+//!   change (a quoted private line, a secret) is not sent either. The
+//!   vector of an object that becomes private is removed from the cache,
+//!   in memory and on disk, as soon as the version that makes it private
+//!   is published ([`Vectors`]), unless a visible object has the same
+//!   title and body (the vector is then that object's too).
 //! - **Where the vectors go**: into the file version's own vector table
 //!   ([`crate::memex::MemexFile::set_vector`]), the one `:EMBEDDING:`
 //!   values fill, so the skills' view — with its 8-bit copy that the
@@ -42,7 +46,7 @@ pub use foveal_provider::embed::{
     settings,
 };
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -63,6 +67,13 @@ pub fn text_of(file: &MemexFile, index: u32) -> String {
     } else {
         format!("{title}\n{body}")
     }
+}
+
+/// A hash of object `index`'s title, trimmed as [`text_of`] trims it: a
+/// cheap first test of whether two objects have the same text.
+fn title_hash(file: &MemexFile, index: u32) -> u64 {
+    let h = &file.objects[index as usize].headline;
+    crate::memex::file::fnv1a(file.slice(&h.title).trim().as_bytes())
 }
 
 /// Whether object `index` of `file` has an `:EMBEDDING:` property.
@@ -108,6 +119,10 @@ pub struct Plan {
     pub objects: usize,
     /// The keys of every object's text now: what the cache must keep.
     pub live: HashSet<Key>,
+    /// The keys of private objects' texts that the cache holds (embedded
+    /// while the object was public) and no visible object needs: to be
+    /// removed ([`VectorCache::remove`]) before anything is embedded.
+    pub withdraw: Vec<Key>,
 }
 
 /// Which objects of `snapshot` need a vector from `cache`'s model.
@@ -122,6 +137,7 @@ pub fn plan(
 ) -> Plan {
     let mut plan = Plan::default();
     let mut queued: HashSet<Key> = HashSet::new();
+    let mut private: HashSet<Key> = HashSet::new();
     for file in snapshot.files() {
         let mask = privacy.private_mask(file);
         for index in 0..file.objects.len() as u32 {
@@ -132,6 +148,10 @@ pub fn plan(
             }
             if mask[index as usize] {
                 plan.skipped += 1;
+                let key = cache::key(cache.model_id(), &text_of(file, index));
+                if cache.contains(&key) {
+                    private.insert(key);
+                }
                 continue;
             }
             let text = text_of(file, index);
@@ -156,13 +176,19 @@ pub fn plan(
             }
         }
     }
+    plan.withdraw = private
+        .into_iter()
+        .filter(|key| !plan.live.contains(key))
+        .collect();
     plan
 }
 
 /// Fills file versions with the vectors a cache holds, as the memex
 /// publishes them ([`crate::memex::VectorSource`]), and tells a waiting
 /// worker when some object is still without one. Private objects get
-/// none.
+/// none, and the vector a private object had while it was public is
+/// removed from the cache once the version that makes it private is
+/// published.
 #[derive(Debug)]
 pub struct Vectors {
     cache: Arc<VectorCache>,
@@ -173,6 +199,16 @@ pub struct Vectors {
     /// A version filled since the last publish left an object without a
     /// vector: wake the worker once it is current.
     missing: std::sync::atomic::AtomicBool,
+    /// The keys of private objects' texts that the cache held when their
+    /// version was filled, each with a hash of the object's title
+    /// ([`title_hash`]): removed at the next publish, unless a visible
+    /// object has the same text then.
+    withdraw: Mutex<Vec<(Key, u64)>>,
+    /// For each file, the last version (its content hash and number of
+    /// private objects) whose private objects were looked for in the
+    /// cache: a version published again with more vectors, or a refill,
+    /// is not looked at again.
+    looked: Mutex<HashMap<PathBuf, (u64, usize)>>,
 }
 
 impl Vectors {
@@ -184,6 +220,8 @@ impl Vectors {
             clashes: Mutex::default(),
             wake: None,
             missing: std::sync::atomic::AtomicBool::new(false),
+            withdraw: Mutex::default(),
+            looked: Mutex::default(),
         }
     }
 
@@ -196,6 +234,83 @@ impl Vectors {
     /// The cache.
     pub fn cache(&self) -> &Arc<VectorCache> {
         &self.cache
+    }
+
+    /// Notes the private objects of `file` (a version about to be
+    /// published; `mask` says which are private) whose text's vector the
+    /// cache holds: it was embedded while they were public.
+    fn look_for_private(&self, file: &MemexFile, mask: &[bool]) {
+        let private = mask.iter().filter(|p| **p).count();
+        if private == 0 {
+            return;
+        }
+        {
+            let mut looked = self.looked.lock().unwrap_or_else(|e| e.into_inner());
+            let version = (file.content_hash, private);
+            if looked.get(&file.path) == Some(&version) {
+                return;
+            }
+            looked.insert(file.path.clone(), version);
+        }
+        let mut found = Vec::new();
+        for index in 0..file.objects.len() as u32 {
+            if !mask[index as usize] || has_property_vector(file, index) {
+                continue;
+            }
+            let key = cache::key(self.cache.model_id(), &text_of(file, index));
+            if self.cache.contains(&key) {
+                found.push((key, title_hash(file, index)));
+            }
+        }
+        if !found.is_empty() {
+            self.withdraw
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .extend(found);
+        }
+    }
+
+    /// Removes from the cache, memory and file, the vectors noted by
+    /// [`Vectors::look_for_private`] that no visible object of `snapshot`
+    /// (the one just published) has the text of.
+    fn withdraw_private(&self, snapshot: &MemexSnapshot) {
+        let mut noted =
+            std::mem::take(&mut *self.withdraw.lock().unwrap_or_else(|e| e.into_inner()));
+        if noted.is_empty() {
+            return;
+        }
+        // A visible object with the same title and body has the same key:
+        // the vector is its own too, and stays.
+        for file in snapshot.files() {
+            let mut mask: Option<Vec<bool>> = None;
+            for index in 0..file.objects.len() as u32 {
+                let title = title_hash(file, index);
+                if !noted.iter().any(|(_, t)| *t == title) {
+                    continue;
+                }
+                let mask = mask.get_or_insert_with(|| self.privacy.private_mask(file));
+                if mask[index as usize] {
+                    continue;
+                }
+                let key = cache::key(self.cache.model_id(), &text_of(file, index));
+                noted.retain(|(k, _)| *k != key);
+            }
+            if noted.is_empty() {
+                return;
+            }
+        }
+        let keys: Vec<Key> = noted.into_iter().map(|(key, _)| key).collect();
+        match self.cache.remove(&keys) {
+            Ok(removed) => tracing::debug!(
+                target: "foveal::embed",
+                removed,
+                "vectors of objects now private removed from the cache"
+            ),
+            Err(error) => tracing::warn!(
+                target: "foveal::embed",
+                "{error}; the vectors of objects now private are removed from memory, not from the file"
+            ),
+        }
     }
 
     fn clash(&self, path: &Path, file_dim: usize, dim: usize) {
@@ -213,6 +328,7 @@ impl Vectors {
 impl crate::memex::VectorSource for Vectors {
     fn fill(&self, file: &mut MemexFile) -> usize {
         let mask = self.privacy.private_mask(file);
+        self.look_for_private(file, &mask);
         let mut missing = 0usize;
         let mut added = 0usize;
         for index in 0..file.objects.len() as u32 {
@@ -239,7 +355,8 @@ impl crate::memex::VectorSource for Vectors {
         added
     }
 
-    fn published(&self) {
+    fn published(&self, snapshot: &MemexSnapshot) {
+        self.withdraw_private(snapshot);
         if self
             .missing
             .swap(false, std::sync::atomic::Ordering::Relaxed)

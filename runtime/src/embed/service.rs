@@ -269,6 +269,14 @@ impl Worker {
             );
             self.status.reused = plan.reused as u64;
             self.status.skipped = plan.skipped as u64;
+            // Vectors of objects that became private since they were
+            // embedded (one embedded in a pass that began while it was
+            // public, say) go before anything new is embedded.
+            if !plan.withdraw.is_empty()
+                && let Err(error) = self.cache.remove(&plan.withdraw)
+            {
+                tracing::warn!(target: "foveal::embed", "{error}");
+            }
             if plan.jobs.is_empty() {
                 loaded = None;
                 self.status.pending = 0;

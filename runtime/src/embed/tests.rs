@@ -221,3 +221,96 @@ fn the_view_lends_computed_vectors_with_their_8_bit_copy_and_never_private_ones(
     assert_eq!(file.index.vector_objects.len(), 3);
     assert_eq!(file.index.quantized.len(), 3 * 4);
 }
+
+#[test]
+fn the_vector_of_an_object_that_becomes_private_leaves_memory_and_disk_when_it_is_published() {
+    let (dir, memex) = memex(MEMEX);
+    let data = tempfile::tempdir().unwrap();
+    let cache = Arc::new(VectorCache::open(data.path(), "counting").unwrap());
+    embed_all(&memex, &Counting::default(), &cache, None);
+    memex.attach_vectors(Arc::new(Vectors::new(Arc::clone(&cache), privacy())));
+    let plan_key = cache::key("counting", "Plan the launch\nDates and owners.");
+    let work_key = cache::key("counting", "Work");
+    let file = VectorCache::file_path(data.path(), "counting");
+    let on_disk = |key: &Key| std::fs::read(&file).unwrap().windows(32).any(|w| w == key);
+    // Embedded while public: in memory, on disk, in the snapshot.
+    assert!(cache.contains(&plan_key) && on_disk(&plan_key));
+    let titled = |title: &str| {
+        let s = memex.snapshot();
+        s.objects()
+            .find(|o| o.title() == title)
+            .map(|o| o.vector().is_some())
+    };
+    assert_eq!(titled("Plan the launch"), Some(true));
+
+    // The headline is tagged private: the version that says so is
+    // published, and its vector is gone at once, with no embedding pass.
+    let path = dir.path().canonicalize().unwrap().join("a.org");
+    std::fs::write(
+        &path,
+        MEMEX.replace("** Plan the launch\n", "** Plan the launch :@personal:\n"),
+    )
+    .unwrap();
+    memex.reload_file(&path);
+    assert_eq!(titled("Plan the launch"), Some(false));
+    assert!(!cache.contains(&plan_key));
+    assert!(!on_disk(&plan_key));
+    let reopened = VectorCache::open(data.path(), "counting").unwrap();
+    assert!(!reopened.contains(&plan_key));
+    // The public object keeps its vector, in memory, on disk and in the
+    // snapshot.
+    assert!(cache.contains(&work_key) && on_disk(&work_key) && reopened.contains(&work_key));
+    assert_eq!(titled("Work"), Some(true));
+
+    // A vector that comes back late (a pass that began while the object
+    // was public) is found by the next plan, which removes it first.
+    cache
+        .insert(vec![(plan_key, vec![1.0, 0.0, 0.0, 0.0])])
+        .unwrap();
+    let again = plan(&memex.snapshot(), &privacy(), &cache, false, None);
+    assert_eq!(again.withdraw, [plan_key]);
+    assert!(again.jobs.is_empty(), "{:?}", again.jobs);
+}
+
+#[test]
+fn a_file_whose_setup_file_is_missing_is_neither_embedded_nor_sent() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    std::fs::write(root.join("p.setup"), "#+FILETAGS: :@personal:\n").unwrap();
+    let diary = root.join("diary.org");
+    std::fs::write(
+        &diary,
+        "#+SETUPFILE: p.setup\n* Monday\nMet Ann at the harbour today.\n",
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("work.org"),
+        "* Launch\nThe public launch notes.\n",
+    )
+    .unwrap();
+    let memex = Memex::open(std::slice::from_ref(&root)).unwrap();
+    // Removed (an editor's save by rename), or caught half-written: the
+    // diary is read again each time, and a remote pass follows.
+    let gate = Gate::new(privacy(), &[], true).unwrap();
+    for half_written in [None, Some(""), Some("#+FILETAGS: :@pers")] {
+        match half_written {
+            None => std::fs::remove_file(root.join("p.setup")).unwrap(),
+            Some(text) => std::fs::write(root.join("p.setup"), text).unwrap(),
+        }
+        memex.reload_file(&diary);
+        let remote = Counting {
+            remote: true,
+            ..Counting::default()
+        };
+        let cache = VectorCache::in_memory("counting-remote");
+        let plan = embed_all(&memex, &remote, &cache, Some(&gate));
+        let sent = remote.seen.lock().unwrap().join("\n");
+        // The pass ran: the public file was sent.
+        assert!(sent.contains("The public launch notes."), "{sent}");
+        assert!(
+            !sent.contains("harbour") && !sent.contains("Monday"),
+            "{sent}"
+        );
+        assert_eq!(plan.skipped, 1, "{half_written:?}");
+    }
+}

@@ -311,6 +311,58 @@ fn a_file_private_through_its_setup_file_leaks_nothing() {
     assert!(privacy.file_is_private(snapshot.file(&dir.join("outside.org")).unwrap()));
 }
 
+/// A diary private only through a relative `#+SETUPFILE:`, reached by a
+/// symlink and by a hard link in another folder, beside a setup file of
+/// the same name without the privacy tag: nothing of it is lent under any
+/// name, and the gate still removes a quote of it (a visible copy would
+/// have made its lines public text).
+#[test]
+fn a_diary_reached_through_links_in_another_folder_stays_private_at_the_gate() {
+    let sandbox = Sandbox::new();
+    let registry = sandbox.registry();
+    registry.scan();
+    let root = sandbox.root.path().canonicalize().unwrap().join("memex");
+    for (name, text) in [
+        ("private/p2.setup", "#+FILETAGS: :@personal:\n"),
+        (
+            "private/linked.org",
+            "#+SETUPFILE: p2.setup\n* Monday canary\nMet Beatrix at the harbour canary cafe today.\n",
+        ),
+        ("links/p2.setup", "#+TODO: TODO | DONE\n"),
+        ("links/work.org", "* Launch\nThe launch plan is public.\n"),
+    ] {
+        let path = root.join(name);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+    std::os::unix::fs::symlink("../private/linked.org", root.join("links/alias.org")).unwrap();
+    std::fs::hard_link(root.join("private/linked.org"), root.join("links/hard.org")).unwrap();
+    let memex = Memex::open(std::slice::from_ref(&root)).unwrap();
+    let privacy = PrivacyTags::new(["@personal"]);
+
+    let view = SnapshotView::new(&memex.snapshot(), &privacy);
+    let owned = view.view();
+    let lent: Vec<String> = owned
+        .files
+        .iter()
+        .map(|f| format!("{}\n{}", f.path.as_str(), f.text.as_str()))
+        .collect();
+    // Only the public file is lent (the view was built).
+    assert_eq!(lent.len(), 1, "{lent:?}");
+    assert!(lent[0].contains("The launch plan is public."), "{lent:?}");
+
+    let (text, report) = clean(
+        &gate(),
+        &memex,
+        &registry,
+        "She wrote: Met Beatrix at the harbour canary cafe today. The launch plan is public.",
+    );
+    assert!(!text.contains("harbour"), "{text}");
+    // The gate ran and let the public sentence through.
+    assert!(text.contains("The launch plan is public."), "{text}");
+    assert_eq!(report.private, 1, "{text}");
+}
+
 #[test]
 fn a_secret_that_loses_its_context_beside_private_text_is_still_removed() {
     // `Bearer` is a private title here: once it is redacted, the token
