@@ -523,8 +523,8 @@ async fn act_refuses_a_write_tool_given_private_text_and_writes_nothing() {
         ),
         (
             "add_journal_entry",
-            json(serde_json::json!({"title": "Doctor", "text": private})),
-            json(serde_json::json!({"title": "Doctor", "text": "It went well."})),
+            json(serde_json::json!({"title": "Checkup", "text": private})),
+            json(serde_json::json!({"title": "Checkup", "text": "It went well."})),
         ),
         (
             "set_todo",
