@@ -1220,10 +1220,8 @@ fn allow_open_files(needed: libc::rlim_t) {
         rlim_max: 0,
     };
     // SAFETY: getrlimit writes into the struct we pass, and nothing else.
-    assert_eq!(
-        unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) },
-        0
-    );
+    let rc = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) };
+    assert_eq!(rc, 0);
     if limit.rlim_cur >= needed {
         return;
     }
