@@ -780,7 +780,11 @@ mod tests {
         assert!(r.string().is_err());
         // A cell that points beyond the area, or at bytes that are not
         // UTF-8, gets a malformed frame, not a read out of bounds.
-        for (len, at) in [(10u32, answer::AREA as u64), (u32::MAX >> 1, 0), (8, u64::MAX)] {
+        for (len, at) in [
+            (10u32, answer::AREA as u64),
+            (u32::MAX >> 1, 0),
+            (8, u64::MAX),
+        ] {
             let mut w = Writer::new(Kind::Reply);
             w.u32(len | IN_AREA).u64(at);
             let frame = w.finish();

@@ -67,10 +67,20 @@ pub struct AwarenessBench {
     pub memex_load_ms: f64,
     /// Who rendered: `awareness` or the fallback.
     pub source: String,
+    /// With `--in-cell`: the uncached case with the first-party skills in
+    /// cells, its runs alternated with those of `uncached`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub uncached_in_cell: Option<Timing>,
 }
 
 /// `foveal bench awareness`.
-pub fn awareness(config: &Config, focus: &str, runs: usize, json: bool) -> anyhow::Result<Exit> {
+pub fn awareness(
+    config: &Config,
+    focus: &str,
+    runs: usize,
+    in_cell: bool,
+    json: bool,
+) -> anyhow::Result<Exit> {
     if runs == 0 {
         eprintln!("error: --runs must be at least 1");
         return Ok(Exit::Usage);
@@ -105,16 +115,37 @@ pub fn awareness(config: &Config, focus: &str, runs: usize, json: bool) -> anyho
         ..request.clone()
     };
 
-    // Uncached: render from scratch each time.
+    // The same skills in cells, for `--in-cell`: lent the view once
+    // before the runs (a first lending seals every file).
+    let celled = if in_cell {
+        let mut celled = config.clone();
+        celled.plugins.builtin_isolation = crate::isolation::Where::Cell;
+        let skills = crate::cli::skills::open_registry(&celled)?.snapshot();
+        crate::context::render(&skills, &snapshot, &privacy, &uncached_request);
+        Some(skills)
+    } else {
+        None
+    };
+
+    // Uncached: render from scratch each time (in a cell too, run by run
+    // in turn, so that both see the same machine).
     let mut times = Vec::with_capacity(runs);
+    let mut cell_times = Vec::with_capacity(runs);
     let mut section = None;
     for _ in 0..runs {
         let t = Instant::now();
         let s = crate::context::render(&skills, &snapshot, &privacy, &uncached_request);
         times.push(t.elapsed());
         section = Some(s);
+        if let Some(celled) = &celled {
+            let t = Instant::now();
+            let s = crate::context::render(celled, &snapshot, &privacy, &uncached_request);
+            cell_times.push(t.elapsed());
+            std::hint::black_box(s);
+        }
     }
     let uncached = Timing::of(times);
+    let uncached_in_cell = celled.is_some().then(|| Timing::of(cell_times));
     let section = section.expect("at least one run");
     let output_bytes = section.text().len();
     let source = match &section.origin {
@@ -164,6 +195,7 @@ pub fn awareness(config: &Config, focus: &str, runs: usize, json: bool) -> anyho
         runs,
         memex_load_ms,
         source,
+        uncached_in_cell,
     };
     if json {
         println!("{}", serde_json::to_string_pretty(&result)?);
@@ -189,13 +221,23 @@ fn table(r: &AwarenessBench) -> String {
         ("cached", r.cached),
         ("after_edit", r.after_edit),
         ("index_rebuild", r.index_rebuild),
-    ] {
+    ]
+    .into_iter()
+    .chain(r.uncached_in_cell.map(|t| ("uncached_cell", t)))
+    {
         let _ = writeln!(
             s,
             "{name:<14} {:>12} {:>12} {:>12}",
             fmt_ms(t.median_ms),
             fmt_ms(t.min_ms),
             fmt_ms(t.max_ms)
+        );
+    }
+    if let Some(cell) = r.uncached_in_cell {
+        let _ = writeln!(
+            s,
+            "uncached in a cell / in-process (medians): {:.2}x",
+            cell.median_ms / r.uncached.median_ms
         );
     }
     let _ = writeln!(s, "memex load: {}", fmt_ms(r.memex_load_ms));

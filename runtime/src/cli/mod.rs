@@ -449,8 +449,14 @@ pub enum BenchCommand {
         /// Runs per case (the cached case runs at least 1000 times).
         #[arg(long, default_value_t = 10)]
         runs: usize,
+        /// Also time the uncached case with the first-party skills in
+        /// cells (`plugins.builtin_isolation = "cell"`), each run in turn
+        /// with an in-process one, and print the ratio of the medians.
+        #[arg(long)]
+        in_cell: bool,
         /// Print JSON: uncached, cached, after_edit and index_rebuild, each
-        /// {median_ms, min_ms, max_ms}, plus nodes and output_bytes.
+        /// {median_ms, min_ms, max_ms}, plus nodes and output_bytes (and
+        /// uncached_in_cell with --in-cell).
         #[arg(long)]
         json: bool,
     },
@@ -1061,9 +1067,10 @@ fn run_bench(config_file: Option<&PathBuf>, command: BenchCommand) -> anyhow::Re
             host,
             focus,
             runs,
+            in_cell,
             json,
         } => with_config(&host.overrides(config_file), |config| {
-            bench::awareness(config, &focus, runs, json)
+            bench::awareness(config, &focus, runs, in_cell, json)
         }),
         BenchCommand::Agent {
             host,
