@@ -329,7 +329,9 @@ pub async fn run(
                     let outside = super::activity::outside_changes(
                         &previous,
                         &seen_memex,
-                        |path, from, to| agent.memex().wrote(path, from, to),
+                        |path, from, to| {
+                            agent.memex().wrote(path, previous.generation(), from, to)
+                        },
                     );
                     if !outside.is_empty() {
                         tracing::info!(generation = memex, "memex changed");
