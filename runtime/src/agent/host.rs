@@ -60,6 +60,8 @@ struct Shared {
     context: ContextParts,
     /// The provider's model, for `hello`.
     model: Option<String>,
+    /// The control clients served at once ([`clients_for`]).
+    max_clients: usize,
 }
 
 /// What the `context` request assembles from.
@@ -91,7 +93,19 @@ pub async fn run(
     socket: Option<ControlSocket>,
     options: HostOptions,
 ) -> anyhow::Result<()> {
-    raise_open_files_limit();
+    // Each control client is a descriptor: the host serves as many as the
+    // open-files limit leaves room for, and says so when that is fewer
+    // than it would.
+    let files = raise_open_files_limit();
+    let max_clients = clients_for(files.map(|f| f.soft), open_files_now());
+    if let Some(OpenFiles { soft, hard }) = files
+        && max_clients < MAX_CLIENTS
+    {
+        tracing::warn!(
+            target: CONTROL_LOG,
+            "the open-files limit is {soft} (hard limit {hard}): the control socket serves {max_clients} clients at once, not {MAX_CLIENTS}; raise the limit (`ulimit -n`, systemd's LimitNOFILE=) for more"
+        );
+    }
     let (queue, mut signals) = mpsc::unbounded_channel::<Queued>();
     let (stop_tx, mut stop) = watch::channel(false);
     let status = agent.status();
@@ -155,7 +169,7 @@ pub async fn run(
     // for their last replies to be written before it exits. A client beyond
     // the limit is answered in one line (and `stop` is obeyed); a client
     // that sends nothing is closed after `control::REQUEST_WAIT`.
-    let clients = Arc::new(tokio::sync::Semaphore::new(MAX_CLIENTS));
+    let clients = Arc::new(tokio::sync::Semaphore::new(max_clients));
     if let Some(socket) = socket {
         let shared = Arc::new(Shared {
             queue: queue.clone(),
@@ -172,9 +186,10 @@ pub async fn run(
                 privacy: agent.privacy().clone(),
             },
             model: agent.config().provider.model.clone(),
+            max_clients,
         });
         let clients = Arc::clone(&clients);
-        let beyond = Arc::new(tokio::sync::Semaphore::new(MAX_CLIENTS));
+        let beyond = Arc::new(tokio::sync::Semaphore::new(max_clients));
         tokio::spawn(async move {
             let mut refusals = Burst::default();
             let mut failures = Burst::default();
@@ -194,7 +209,7 @@ pub async fn run(
                         if refusals.starts() {
                             tracing::warn!(
                                 target: CONTROL_LOG,
-                                "the control socket has {MAX_CLIENTS} clients at once; the ones beyond are refused (a `stop` among them is obeyed) until some finish"
+                                "the control socket has {max_clients} clients at once; the ones beyond are refused (a `stop` among them is obeyed) until some finish"
                             );
                         }
                         match Arc::clone(&beyond).try_acquire_owned() {
@@ -208,7 +223,7 @@ pub async fn run(
                             }
                             // Twice the limit: answered without being read.
                             Err(_) => {
-                                let _ = stream.try_write(&busy_line());
+                                let _ = stream.try_write(&busy_line(max_clients));
                             }
                         }
                     }
@@ -380,7 +395,7 @@ pub async fn run(
         }
     }
     agent.sync().await?;
-    let _ = tokio::time::timeout(CLIENTS_WAIT, clients.acquire_many(MAX_CLIENTS as u32)).await;
+    let _ = tokio::time::timeout(CLIENTS_WAIT, clients.acquire_many(max_clients as u32)).await;
     tracing::info!(
         session = agent.session().name(),
         "host stopped; session saved"
@@ -388,8 +403,37 @@ pub async fn run(
     Ok(())
 }
 
-/// Control clients served at once.
+/// Control clients served at once — and as many again beyond them, each
+/// given [`BEYOND_WAIT`] to send a `stop` — when the open-files limit
+/// leaves room for them ([`clients_for`]).
 const MAX_CLIENTS: usize = 1024;
+
+/// Descriptors kept free beside the control clients' for what the host
+/// opens as it works: memex writes and reloads, the model's connections,
+/// a skill's new cell, the session and usage files.
+const RESERVED_FILES: usize = 64;
+
+/// How many control clients the host serves at once under the soft
+/// open-files limit `soft` (`None`: unknown), with `open_now` descriptors
+/// already open: the room left after them and [`RESERVED_FILES`], shared
+/// between the clients served and as many beyond them; at most
+/// [`MAX_CLIENTS`], at least one.
+fn clients_for(soft: Option<libc::rlim_t>, open_now: usize) -> usize {
+    let Some(soft) = soft else {
+        return MAX_CLIENTS;
+    };
+    let soft = usize::try_from(soft).unwrap_or(usize::MAX);
+    (soft.saturating_sub(open_now.saturating_add(RESERVED_FILES)) / 2).clamp(1, MAX_CLIENTS)
+}
+
+/// The descriptors this process has open now (0 when it cannot tell).
+fn open_files_now() -> usize {
+    std::fs::read_dir("/proc/self/fd")
+        .or_else(|_| std::fs::read_dir("/dev/fd"))
+        // Less the folder's own descriptor.
+        .map(|dir| dir.count().saturating_sub(1))
+        .unwrap_or(0)
+}
 
 /// How long a stopping host waits for its clients' last replies to be
 /// written (a client that does not read its answer is not waited for).
@@ -426,10 +470,11 @@ impl Burst {
     }
 }
 
-/// What a client beyond [`MAX_CLIENTS`] is told, as one reply line.
-fn busy_line() -> Vec<u8> {
+/// What a client beyond the `max_clients` served is told, as one reply
+/// line.
+fn busy_line(max_clients: usize) -> Vec<u8> {
     let message = format!(
-        "the host is serving {MAX_CLIENTS} control clients at once (the most it serves); try again in a moment"
+        "the host is serving {max_clients} control clients at once (the most it serves); try again in a moment"
     );
     let mut line = serde_json::to_vec(&Reply::Error { message }).unwrap_or_default();
     line.push(b'\n');
@@ -484,11 +529,21 @@ impl Shutdown {
     }
 }
 
+/// The open-files limit, as the host leaves it.
+#[derive(Debug, Clone, Copy)]
+struct OpenFiles {
+    /// The soft limit obtained.
+    soft: libc::rlim_t,
+    /// The hard limit.
+    hard: libc::rlim_t,
+}
+
 /// Raises the soft limit of open files to the hard one (at most 65,536):
 /// each control client is a descriptor, and [`MAX_CLIENTS`] of them beside
 /// the memex, the skills and the model's connection pass the usual soft
-/// limit of 1,024. A cell sets its own, lower limit.
-fn raise_open_files_limit() {
+/// limit of 1,024. A cell sets its own, lower limit. Returns the limit
+/// obtained (`None` when it cannot be read).
+fn raise_open_files_limit() -> Option<OpenFiles> {
     const WANTED: libc::rlim_t = 1 << 16;
     let mut limit = libc::rlimit {
         rlim_cur: 0,
@@ -496,19 +551,28 @@ fn raise_open_files_limit() {
     };
     // SAFETY: getrlimit writes into the struct we pass, and nothing else.
     if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
-        return;
+        return None;
     }
-    let (current, wanted) = (limit.rlim_cur, limit.rlim_max.min(WANTED));
+    let (current, hard) = (limit.rlim_cur, limit.rlim_max);
+    let wanted = hard.min(WANTED);
     if current >= wanted {
-        return;
+        return Some(OpenFiles {
+            soft: current,
+            hard,
+        });
     }
     limit.rlim_cur = wanted;
     // SAFETY: setrlimit reads the struct we pass; raising the soft limit
     // up to the hard one needs no privilege.
     if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) } != 0 {
         let error = std::io::Error::last_os_error();
-        tracing::debug!("the open-files limit stays at {current}: {error}");
+        tracing::warn!(target: CONTROL_LOG, "the open-files limit stays at {current}: {error}");
+        return Some(OpenFiles {
+            soft: current,
+            hard,
+        });
     }
+    Some(OpenFiles { soft: wanted, hard })
 }
 
 fn change(source: SignalSource, generation: u64) -> Signal {
@@ -651,7 +715,7 @@ async fn serve(stream: tokio::net::UnixStream, shared: &Shared) -> std::io::Resu
     }
 }
 
-/// A client beyond [`MAX_CLIENTS`]: its request is read for at most
+/// A client beyond the `max_clients` served: its request is read for at most
 /// [`BEYOND_WAIT`]; a `stop` is obeyed (the host can always be stopped),
 /// anything else — or nothing — is answered in one line that the host is
 /// busy.
@@ -662,7 +726,10 @@ async fn refuse(stream: tokio::net::UnixStream, shared: &Shared) -> std::io::Res
         stop_now(&shared.stop, &shared.cancel);
         return control::write_reply(&mut stream, &Reply::Stopping).await;
     }
-    stream.get_mut().write_all(&busy_line()).await?;
+    stream
+        .get_mut()
+        .write_all(&busy_line(shared.max_clients))
+        .await?;
     stream.get_mut().shutdown().await
 }
 

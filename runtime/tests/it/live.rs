@@ -1298,6 +1298,142 @@ async fn eleven_hundred_silent_connections_lock_out_neither_status_nor_stop() {
     assert!((1..=2).contains(&warned), "{err}");
 }
 
+/// A host started with at most `files` open files (its soft and hard
+/// limit, as a service manager or a container might set them), and a
+/// thread that reads its stderr: each line as it comes, and all of them
+/// when the host has exited.
+struct LimitedHost {
+    child: Child,
+    lines: std::sync::mpsc::Receiver<String>,
+    stderr: std::thread::JoinHandle<String>,
+}
+
+impl LimitedHost {
+    fn start(dir: &Path, server: &Server, files: libc::rlim_t) -> Self {
+        use std::os::unix::process::CommandExt as _;
+        let mut command = command(dir, server, &["run", "--no-repl"]);
+        command
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let limit_files = move || -> std::io::Result<()> {
+            let limit = libc::rlimit {
+                rlim_cur: files,
+                rlim_max: files,
+            };
+            // SAFETY: setrlimit reads the struct we pass; lowering a limit
+            // needs no privilege.
+            if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) } != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        };
+        // SAFETY: the closure runs in the child between fork and exec and
+        // calls only setrlimit, which is async-signal-safe.
+        unsafe {
+            command.pre_exec(limit_files);
+        }
+        let mut child = command.spawn().unwrap();
+        let err = child.stderr.take().unwrap();
+        let (tx, lines) = std::sync::mpsc::channel();
+        let stderr = std::thread::spawn(move || {
+            let mut all = String::new();
+            for line in std::io::BufReader::new(err).lines() {
+                let Ok(line) = line else { break };
+                all.push_str(&line);
+                all.push('\n');
+                let _ = tx.send(line);
+            }
+            all
+        });
+        let socket = dir.join("run/control.sock");
+        let up = wait_for(Duration::from_secs(20), || {
+            socket.exists() || matches!(child.try_wait(), Ok(Some(_)))
+        });
+        assert!(up && socket.exists(), "the host did not open its socket");
+        Self {
+            child,
+            lines,
+            stderr,
+        }
+    }
+
+    /// The control clients the host says it serves at once: it says so on
+    /// stderr, at the default log level, when its open-files limit leaves
+    /// room for fewer than 1,024.
+    fn clients_at_once(&self) -> usize {
+        loop {
+            let line = self
+                .lines
+                .recv_timeout(Duration::from_secs(20))
+                .expect("the host did not say that its open-files limit is low");
+            if line.contains("open-files limit") {
+                return line
+                    .split("serves ")
+                    .nth(1)
+                    .and_then(|rest| rest.split(' ').next())
+                    .and_then(|n| n.parse().ok())
+                    .unwrap_or_else(|| panic!("no number of clients in: {line}"));
+            }
+        }
+    }
+
+    /// Waits for the host to exit; its exit status and all it wrote on
+    /// stderr.
+    fn exit(mut self) -> (std::process::ExitStatus, String) {
+        let status = wait_exit(&mut self.child);
+        (status, self.stderr.join().unwrap())
+    }
+}
+
+/// `n` connections to the host's socket that send nothing.
+fn silent_clients(dir: &Path, n: usize) -> Vec<std::os::unix::net::UnixStream> {
+    let socket = dir.join("run/control.sock");
+    (0..n)
+        .map(|_| std::os::unix::net::UnixStream::connect(&socket).unwrap())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_low_open_files_limit_sizes_the_control_clients_and_says_so_and_stop_still_gets_through()
+{
+    let dir = workspace();
+    let server = Server::start(vec![]).await;
+    let host = LimitedHost::start(dir.path(), &server, 256);
+    // Room for the clients served and as many beyond them, under 256
+    // descriptors with the host's own.
+    let n = host.clients_at_once();
+    assert!((6..=96).contains(&n), "{n} clients under 256 open files");
+
+    // n silent clients fill what is served; the next ones are read for a
+    // second: `status` among them is told at once that the host is busy,
+    // not left waiting until the silent ones time out (5 s) — which is
+    // what happened when the host ran out of descriptors first and could
+    // not accept it.
+    let flood = silent_clients(dir.path(), n + 4);
+    let asked = std::time::Instant::now();
+    let status = run_to_end(command(dir.path(), &server, &["status"])).await;
+    assert_eq!(status.status.code(), Some(1), "{}", stdout(&status));
+    assert!(
+        stderr(&status).contains(&format!("serving {n} control clients at once")),
+        "{}",
+        stderr(&status)
+    );
+    assert!(
+        asked.elapsed() < Duration::from_secs(4),
+        "status waited {:?}",
+        asked.elapsed()
+    );
+    // `stop` gets through the same flood.
+    let stop = run_to_end(command(dir.path(), &server, &["stop"])).await;
+    assert!(stop.status.success(), "{}", stderr(&stop));
+    let (exit, err) = host.exit();
+    assert!(exit.success(), "{exit:?}");
+    drop(flood);
+    assert!(err.contains("the ones beyond are refused"), "{err}");
+    assert!(!err.contains("Too many open files"), "{err}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_send_whose_host_dies_mid_turn_exits_non_zero() {
     let dir = workspace();
