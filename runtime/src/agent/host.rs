@@ -222,9 +222,7 @@ pub async fn run(
                                 });
                             }
                             // Twice the limit: answered without being read.
-                            Err(_) => {
-                                let _ = stream.try_write(&busy_line(max_clients));
-                            }
+                            Err(_) => answer_unread(stream, &busy_line(max_clients)),
                         }
                     }
                     Err(error) => {
@@ -479,6 +477,22 @@ fn busy_line(max_clients: usize) -> Vec<u8> {
     let mut line = serde_json::to_vec(&Reply::Error { message }).unwrap_or_default();
     line.push(b'\n');
     line
+}
+
+/// Writes `line` to a client just accepted, without waiting and without
+/// reading it, and closes the connection. On the socket itself: the
+/// runtime's `try_write` would refuse at once, since a socket just
+/// accepted has no readiness yet. A new connection's buffer has room for
+/// a line; if not, the client gets nothing rather than holding the host.
+/// (A client that wrote its request first still reads the line: the
+/// clients read the answer even when their write fails.)
+fn answer_unread(stream: tokio::net::UnixStream, line: &[u8]) {
+    let Ok(mut stream) = stream.into_std() else {
+        return;
+    };
+    if stream.set_nonblocking(true).is_ok() {
+        let _ = stream.write(line);
+    }
 }
 
 /// Stops the host: no new turn starts, and the turn in flight is cancelled

@@ -1435,6 +1435,51 @@ async fn a_low_open_files_limit_sizes_the_control_clients_and_says_so_and_stop_s
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn beyond_twice_the_clients_served_a_client_is_told_in_one_line_not_cut_off() {
+    let dir = workspace();
+    let server = Server::start(vec![]).await;
+    let host = LimitedHost::start(dir.path(), &server, 256);
+    let n = host.clients_at_once();
+    // n served, n more read for a second, and 8 beyond both: those are
+    // answered without being read.
+    let flood = silent_clients(dir.path(), 2 * n + 8);
+    for (i, client) in flood[2 * n..].iter().enumerate() {
+        client
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let mut said = String::new();
+        let read = std::io::BufReader::new(client).read_line(&mut said);
+        assert!(
+            said.contains(&format!("serving {n} control clients at once")),
+            "client {} of {}: {read:?} {said:?}",
+            2 * n + i + 1,
+            flood.len()
+        );
+    }
+    // The control: the clients served are still held (they are told
+    // nothing until their 5 s are up).
+    flood[0]
+        .set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let mut said = String::new();
+    let read = std::io::BufReader::new(&flood[0]).read_line(&mut said);
+    assert!(read.is_err(), "{read:?} {said:?}");
+    drop(flood);
+    let mut stopped = false;
+    for _ in 0..50 {
+        let stop = run_to_end(command(dir.path(), &server, &["stop"])).await;
+        if stop.status.success() {
+            stopped = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(stopped, "stop was refused after the flood closed");
+    let (exit, _) = host.exit();
+    assert!(exit.success(), "{exit:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_send_whose_host_dies_mid_turn_exits_non_zero() {
     let dir = workspace();
     let server = Server::start(vec![slow_reply()]).await;
