@@ -6,9 +6,11 @@
 //! one signal at a time and runs its turn to the end. Ctrl-C (SIGINT),
 //! SIGTERM and `foveal stop` cancel the turn in flight at once (what the
 //! model sent so far is kept, as the socket's `cancel` keeps it) and stop
-//! the host; a second SIGINT or SIGTERM exits at once. The end of stdin
-//! (in REPL mode) stops the host once what came before it is answered.
-//! The session is synced and the socket removed.
+//! the host; a second SIGINT or SIGTERM — or one after `foveal stop` —
+//! exits at once. The signals are taken on a thread of their own
+//! ([`Shutdown`]), so the host's thread being busy delays neither. The
+//! end of stdin (in REPL mode) stops the host once what came before it is
+//! answered. The session is synced and the socket removed.
 
 use std::io::Write as _;
 use std::pin::Pin;
@@ -92,6 +94,7 @@ pub async fn run(
     mut agent: Agent,
     socket: Option<ControlSocket>,
     options: HostOptions,
+    shutdown: Option<&Shutdown>,
 ) -> anyhow::Result<()> {
     // Each control client is a descriptor: the host serves as many as the
     // open-files limit leaves room for, and says so when that is fewer
@@ -134,25 +137,14 @@ pub async fn run(
         });
     }
 
-    // Shutdown: SIGINT (Ctrl-C) and SIGTERM cancel the turn in flight and
-    // stop the host; a second one exits at once. The handlers are in place
-    // before anything else can take a while.
-    {
-        let mut shutdown = Shutdown::new();
-        let stop_tx = stop_tx.clone();
-        let cancel = agent.canceller();
-        let socket_file = socket.as_ref().map(ControlSocket::file);
-        tokio::spawn(async move {
-            let (name, _) = shutdown.next().await;
-            tracing::info!("{name}: stopping now; the turn in flight is cancelled");
-            stop_now(&stop_tx, &cancel);
-            let (name, number) = shutdown.next().await;
-            eprintln!("{name} again: exiting at once");
-            if let Some(file) = &socket_file {
-                file.remove();
-            }
-            std::process::exit(128 + number);
-        });
+    // Shutdown: SIGINT (Ctrl-C) and SIGTERM, taken on a thread of their
+    // own ([`Shutdown`]), cancel the turn in flight and stop the host from
+    // now on; a second one — or one after `foveal stop` — exits at once.
+    if let Some(shutdown) = shutdown {
+        if let Some(socket) = &socket {
+            shutdown.socket(socket.file());
+        }
+        shutdown.host(stop_tx.clone(), agent.canceller());
     }
 
     // The REPL's reader: a thread, since stdin blocks.
@@ -499,48 +491,184 @@ fn answer_unread(stream: tokio::net::UnixStream, line: &[u8]) {
 /// at once — what the model sent so far is kept, as the socket's `cancel`
 /// keeps it; a tool running finishes.
 fn stop_now(stop: &watch::Sender<bool>, cancel: &super::Cancel) {
-    stop.send_replace(true);
-    if cancel.stop() {
+    if begin_stop(stop, cancel) {
         tracing::info!("stopping: the turn in flight is cancelled");
     }
 }
 
-/// SIGINT and SIGTERM, as they come.
-#[derive(Debug)]
-struct Shutdown {
-    interrupt: Option<tokio::signal::unix::Signal>,
-    terminate: Option<tokio::signal::unix::Signal>,
+/// [`stop_now`] without a word: atomics and a watch, nothing that waits —
+/// for the signal thread. Whether a turn was in flight.
+fn begin_stop(stop: &watch::Sender<bool>, cancel: &super::Cancel) -> bool {
+    stop.send_replace(true);
+    cancel.stop()
+}
+
+/// SIGINT and SIGTERM, taken on a thread of their own: whatever the host's
+/// thread is doing — a skill hook, a tool, an fsync, a write to a full
+/// stdout — the first one stops the host as `foveal stop` does, and the
+/// next one (or the first after `foveal stop`, or one before the host
+/// runs) removes the socket file and exits at once, with 128 + the
+/// signal's number.
+///
+/// The handler only writes the signal's number into a socket pair; the
+/// thread reads it and acts, never waiting for anything the host's thread
+/// may hold (what it says goes to stderr from a thread of its own).
+#[derive(Debug, Clone)]
+pub struct Shutdown {
+    state: Arc<ShutdownState>,
+}
+
+/// What the signal thread acts on, filled in as the host starts.
+#[derive(Debug, Default)]
+struct ShutdownState {
+    /// The host's stop and the canceller of its turns, once it runs.
+    host: std::sync::OnceLock<(watch::Sender<bool>, Arc<super::Cancel>)>,
+    /// The control socket's file, removed on the way out.
+    socket: std::sync::OnceLock<control::SocketFile>,
+}
+
+/// The end of the socket pair the signal handler writes each signal's
+/// number into; -1 until [`Shutdown::install`].
+static SIGNAL_PIPE: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(-1);
+
+/// How long the signal thread lets its last word take on the way out: a
+/// stderr that does not take it (a full pipe) is not waited for.
+const LAST_WORD_WAIT: Duration = Duration::from_millis(100);
+
+/// The handler of SIGINT and SIGTERM: the signal's number into
+/// [`SIGNAL_PIPE`], nothing else — an atomic load and one write(2), which
+/// are async-signal-safe. The pipe does not block: were it full (64 KiB of
+/// signals unread), the byte would be dropped. A write that succeeds
+/// leaves errno as it was.
+extern "C" fn on_stop_signal(number: libc::c_int) {
+    let fd = SIGNAL_PIPE.load(std::sync::atomic::Ordering::SeqCst);
+    if fd < 0 {
+        return;
+    }
+    let byte = number as u8;
+    // SAFETY: write(2) reads one byte from a local that outlives the call;
+    // `fd` is the handler's end of the pair, open for the process's life.
+    unsafe {
+        libc::write(fd, (&raw const byte).cast(), 1);
+    }
 }
 
 impl Shutdown {
-    fn new() -> Self {
-        use tokio::signal::unix::{SignalKind, signal};
-        Self {
-            interrupt: signal(SignalKind::interrupt()).ok(),
-            terminate: signal(SignalKind::terminate()).ok(),
+    /// Installs the handlers of SIGINT and SIGTERM and starts the thread
+    /// that takes them. Until [`run`] starts the host, a signal exits at
+    /// once: nothing is in flight to save.
+    pub fn install() -> std::io::Result<Self> {
+        use std::os::fd::IntoRawFd as _;
+        let (reader, writer) = std::os::unix::net::UnixStream::pair()?;
+        writer.set_nonblocking(true)?;
+        let state = Arc::new(ShutdownState::default());
+        {
+            let state = Arc::clone(&state);
+            std::thread::Builder::new()
+                .name("foveal-signals".into())
+                .spawn(move || take_signals(reader, &state))?;
         }
+        // The handler's end stays open for the life of the process.
+        SIGNAL_PIPE.store(writer.into_raw_fd(), std::sync::atomic::Ordering::SeqCst);
+        for number in [libc::SIGINT, libc::SIGTERM] {
+            // SAFETY: a zeroed sigaction, then filled: the handler, an
+            // empty mask, SA_RESTART (a system call it interrupts is
+            // restarted); the handler does only async-signal-safe work.
+            let installed = unsafe {
+                let mut action: libc::sigaction = std::mem::zeroed();
+                action.sa_sigaction = on_stop_signal as *const () as usize;
+                action.sa_flags = libc::SA_RESTART;
+                libc::sigemptyset(&mut action.sa_mask);
+                libc::sigaction(number, &action, std::ptr::null_mut())
+            };
+            if installed != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+        }
+        Ok(Self { state })
     }
 
-    /// The next of them: its name and number.
-    async fn next(&mut self) -> (&'static str, i32) {
-        async fn one(signal: &mut Option<tokio::signal::unix::Signal>) {
-            if let Some(signal) = signal
-                && signal.recv().await.is_some()
-            {
-                return;
-            }
-            // No handler, or no more signals: never.
-            std::future::pending::<()>().await;
+    /// The control socket's file, removed when a signal exits at once.
+    fn socket(&self, file: control::SocketFile) {
+        let _ = self.state.socket.set(file);
+    }
+
+    /// The running host: a signal stops it through `stop` and `cancel`.
+    fn host(&self, stop: watch::Sender<bool>, cancel: Arc<super::Cancel>) {
+        let _ = self.state.host.set((stop, cancel));
+    }
+}
+
+/// The signal thread: reads each signal's number from the handler and acts
+/// on it ([`Shutdown`]).
+fn take_signals(mut reader: std::os::unix::net::UnixStream, state: &ShutdownState) {
+    use std::io::Read as _;
+    let mut byte = [0u8; 1];
+    loop {
+        match reader.read(&mut byte) {
+            Ok(0) => return,
+            Ok(_) => {}
+            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => return,
         }
-        let Self {
-            interrupt,
-            terminate,
-        } = self;
-        tokio::select! {
-            () = one(interrupt) => ("SIGINT", libc::SIGINT),
-            () = one(terminate) => ("SIGTERM", libc::SIGTERM),
+        let number = libc::c_int::from(byte[0]);
+        let name = if number == libc::SIGINT {
+            "SIGINT"
+        } else {
+            "SIGTERM"
+        };
+        // Read apart from acting: the watch's lock is let go first.
+        let stopping = state.host.get().map(|(stop, _)| *stop.borrow());
+        match (state.host.get(), stopping) {
+            (Some((stop, cancel)), Some(false)) => {
+                begin_stop(stop, cancel);
+                say_aside(format!(
+                    "{name}: stopping now; the turn in flight is cancelled"
+                ));
+            }
+            (_, stopping) => {
+                let line = if stopping.is_some() {
+                    format!("{name} while stopping: exiting at once")
+                } else {
+                    format!("{name}: exiting at once")
+                };
+                exit_now(&line, 128 + number, state.socket.get());
+            }
         }
     }
+}
+
+/// Logs `line` (at info level) from a thread of its own: the signal
+/// thread never waits for stderr, which a full pipe can hold.
+fn say_aside(line: String) {
+    let _ = std::thread::Builder::new()
+        .name("foveal-say".into())
+        .spawn(move || tracing::info!("{line}"));
+}
+
+/// Removes the socket file and ends the process at once with `code`,
+/// after saying `line` on stderr if stderr takes it within
+/// [`LAST_WORD_WAIT`]. Nothing else is waited for: each session message
+/// is in its file already (appended as it happens).
+fn exit_now(line: &str, code: i32, socket: Option<&control::SocketFile>) -> ! {
+    if let Some(file) = socket {
+        file.remove();
+    }
+    let line = format!("{line}\n");
+    let (said, done) = std::sync::mpsc::channel();
+    let speaker = std::thread::Builder::new()
+        .name("foveal-say".into())
+        .spawn(move || {
+            let _ = std::io::stderr().write_all(line.as_bytes());
+            let _ = said.send(());
+        });
+    if speaker.is_ok() {
+        let _ = done.recv_timeout(LAST_WORD_WAIT);
+    }
+    // SAFETY: _exit ends the process at once, running no handler and no
+    // destructor — none is needed: the socket file is removed above, and
+    // the session and the other files are written whole or not at all.
+    unsafe { libc::_exit(code) }
 }
 
 /// The open-files limit, as the host leaves it.

@@ -424,6 +424,161 @@ async fn sigterm_during_a_trickling_stream_exits_within_a_second_with_the_sessio
     assert!(!dir.path().join("run/control.sock").exists());
 }
 
+/// Sends `signal` to the child `host`.
+fn signal(host: &Child, signal: libc::c_int) {
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe {
+        libc::kill(host.id() as libc::pid_t, signal);
+    }
+}
+
+/// The host's exit status if it exits within `within`.
+fn exits_within(host: &mut Child, within: Duration) -> Option<std::process::ExitStatus> {
+    let mut status = None;
+    wait_for(within, || {
+        status = host.try_wait().unwrap();
+        status.is_some()
+    });
+    status
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_sigterm_exits_at_once_while_a_skill_hook_holds_the_hosts_thread() {
+    let dir = workspace();
+    std::fs::create_dir_all(dir.path().join("config")).unwrap();
+    std::fs::write(
+        dir.path().join("config/foveal.toml"),
+        // In the host's process, with a deadline of a minute: the host's
+        // thread waits for the hook that long.
+        format!(
+            "[plugins]\nhook_timeout_ms = 60000\ntrusted = [\"{}\"]\n\n[skills.sleepy]\nisolation = \"in-process\"\n",
+            crate::support::sha256_of(&library("sleepy"))
+        ),
+    )
+    .unwrap();
+    let plugins = dir.path().join("plugins");
+    std::fs::create_dir_all(&plugins).unwrap();
+    install(&library("sleepy"), &plugins, &file_name("sleepy"));
+    let server = Server::start(vec![text_reply("never asked")]).await;
+    let mut host = start_host(dir.path(), &server, &["--no-repl"]);
+    let mut send = command(dir.path(), &server, &["send", "one"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // The turn is in the hook: the host's thread serves nothing else.
+    std::thread::sleep(Duration::from_millis(1500));
+    let mut status = command(dir.path(), &server, &["status"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1000));
+    // The control: `status` is not answered — the thread is held.
+    assert!(
+        status.try_wait().unwrap().is_none(),
+        "the host answered status during the hook"
+    );
+    assert!(server.requests().is_empty());
+
+    let signalled = std::time::Instant::now();
+    signal(&host, libc::SIGTERM);
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(
+        host.try_wait().unwrap().is_none(),
+        "the first SIGTERM is a stop, not an exit"
+    );
+    signal(&host, libc::SIGTERM);
+    let exit = exits_within(&mut host, Duration::from_secs(3));
+    let took = signalled.elapsed();
+    let _ = send.kill();
+    let _ = status.kill();
+    let _ = send.wait();
+    let _ = status.wait();
+    let exit = exit.expect("the host did not exit after two SIGTERMs");
+    assert_eq!(exit.code(), Some(128 + libc::SIGTERM), "{exit:?}");
+    assert!(
+        took <= Duration::from_millis(1200),
+        "the host took {took:?} to exit after the first SIGTERM"
+    );
+    assert!(!dir.path().join("run/control.sock").exists());
+}
+
+#[cfg(target_os = "linux")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_sigint_after_stop_exits_at_once_while_the_host_waits_on_a_full_stdout() {
+    use std::os::fd::AsRawFd as _;
+    // The REPL's stdout: a pipe this test never reads, made one page
+    // small; a reply of exactly its size fills it.
+    let (out, out_writer) = std::io::pipe().unwrap();
+    let fd = out.as_raw_fd();
+    // SAFETY: fcntl(2) on the pipe's read end, which `out` holds open.
+    let (set, got) = unsafe {
+        (
+            libc::fcntl(fd, libc::F_SETPIPE_SZ, 4096),
+            libc::fcntl(fd, libc::F_GETPIPE_SZ),
+        )
+    };
+    assert!(
+        set > 0 && got > 0,
+        "F_SETPIPE_SZ: {set}, F_GETPIPE_SZ: {got}"
+    );
+    let capacity = usize::try_from(got).unwrap();
+    assert!(capacity <= 16384, "{capacity}");
+    let text: String = "la ".repeat(capacity).chars().take(capacity).collect();
+
+    let dir = workspace();
+    let server = Server::start(vec![trickling(&text, 500)]).await;
+    let mut host = command(dir.path(), &server, &["run"])
+        .stdin(Stdio::piped())
+        .stdout(out_writer)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let socket = dir.path().join("run/control.sock");
+    assert!(
+        wait_for(Duration::from_secs(20), || socket.exists()),
+        "the host did not open its socket"
+    );
+    writeln!(host.stdin.as_mut().unwrap(), "a long answer, please").unwrap();
+    let in_pipe = || {
+        let mut n: libc::c_int = 0;
+        // SAFETY: FIONREAD writes the bytes waiting in the pipe into `n`.
+        unsafe {
+            libc::ioctl(fd, libc::FIONREAD, &raw mut n);
+        }
+        usize::try_from(n).unwrap_or(0)
+    };
+    assert!(
+        wait_for(Duration::from_secs(20), || in_pipe() == capacity),
+        "the reply did not fill the pipe: {} of {capacity} bytes",
+        in_pipe()
+    );
+
+    // `stop` is answered and cancels the turn; what the host writes next
+    // waits on the full pipe.
+    let stop = run_to_end(command(dir.path(), &server, &["stop"])).await;
+    assert!(stop.status.success(), "{}", stderr(&stop));
+    // The control: the host cannot finish stopping by itself.
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(
+        host.try_wait().unwrap().is_none(),
+        "the host exited while its stdout was full"
+    );
+    let signalled = std::time::Instant::now();
+    signal(&host, libc::SIGINT);
+    let exit = exits_within(&mut host, Duration::from_secs(3))
+        .expect("one SIGINT after stop did not end the host");
+    assert!(
+        signalled.elapsed() <= Duration::from_secs(1),
+        "{:?}",
+        signalled.elapsed()
+    );
+    assert_eq!(exit.code(), Some(128 + libc::SIGINT), "{exit:?}");
+    assert!(!socket.exists());
+    drop(out);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn piped_input_is_answered_then_the_host_exits_and_sessions_resume() {
     let dir = workspace();
