@@ -1552,6 +1552,7 @@ fn silent_clients(dir: &Path, n: usize) -> Vec<std::os::unix::net::UnixStream> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_low_open_files_limit_sizes_the_control_clients_and_says_so_and_stop_still_gets_through()
 {
+    allow_open_files(4096);
     let dir = workspace();
     let server = Server::start(vec![]).await;
     let host = LimitedHost::start(dir.path(), &server, 256);
@@ -1591,6 +1592,7 @@ async fn a_low_open_files_limit_sizes_the_control_clients_and_says_so_and_stop_s
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn beyond_twice_the_clients_served_a_client_is_told_in_one_line_not_cut_off() {
+    allow_open_files(4096);
     let dir = workspace();
     let server = Server::start(vec![]).await;
     let host = LimitedHost::start(dir.path(), &server, 256);
