@@ -176,10 +176,11 @@ pub struct Memex {
 
 /// A file version the memex wrote itself: `path` went from the version
 /// whose content hash is `from` (`None`: a file the memex did not have) to
-/// the version whose content hash is `to`.
+/// the version whose content hash is `to`, published as `generation`.
 #[derive(Debug, Clone)]
 struct OwnVersion {
     path: PathBuf,
+    generation: u64,
     from: Option<u64>,
     to: u64,
 }
@@ -333,35 +334,47 @@ impl Memex {
     /// Whether this memex itself turned the file at `path` from the version
     /// whose content hash is `from` (`None`: a file it did not have) into
     /// the version whose content hash is `to`, by its own writes alone
-    /// ([`Memex::commit`], [`Memex::adopt`]). An observer that compares two
-    /// snapshots tells the process's own writes from edits made outside
-    /// with it: false when an outside edit came in between, or when the
-    /// writes are too many writes ago.
-    pub fn wrote(&self, path: &Path, from: Option<u64>, to: u64) -> bool {
+    /// ([`Memex::commit`], [`Memex::adopt`]), all published after
+    /// generation `since` — the generation of the snapshot `from` was read
+    /// in. An observer that compares two snapshots tells the process's own
+    /// writes from edits made outside with it: false when an outside edit
+    /// came in between, or when the writes are too many writes ago.
+    ///
+    /// The writes are followed forward from `from`, in the order they
+    /// were made, and only those newer than `since`: a version the memex
+    /// wrote earlier and an outside save brought back (an editor's stale
+    /// buffer) is not taken for its own.
+    pub fn wrote(&self, path: &Path, since: u64, from: Option<u64>, to: u64) -> bool {
         let own = self.own_versions.lock().unwrap_or_else(|e| e.into_inner());
-        let mut at = to;
-        // Each step goes one write back; no chain is longer than the list.
-        for _ in 0..own.len() {
-            let Some(step) = own.iter().rev().find(|v| v.to == at && v.path == path) else {
+        let mut at = from;
+        for step in own
+            .iter()
+            .filter(|v| v.generation > since && v.path == path)
+        {
+            if step.from != at {
+                // The file was another version when this write was made:
+                // something else changed it in between.
                 return false;
-            };
-            match step.from {
-                Some(before) if Some(before) == from => return true,
-                Some(before) => at = before,
-                None => return from.is_none(),
+            }
+            at = Some(step.to);
+            if step.to == to {
+                return true;
             }
         }
         false
     }
 
-    /// Notes a version this memex wrote: see [`Memex::wrote`].
-    fn note_own(&self, path: &Path, from: Option<u64>, to: u64) {
+    /// Notes a version this memex wrote, published as `generation`: see
+    /// [`Memex::wrote`]. Noted before the snapshot that shows it is
+    /// published, so that no observer sees the version first.
+    fn note_own(&self, path: &Path, generation: u64, from: Option<u64>, to: u64) {
         let mut own = self.own_versions.lock().unwrap_or_else(|e| e.into_inner());
         if own.len() >= OWN_VERSIONS {
             own.pop_front();
         }
         own.push_back(OwnVersion {
             path: path.to_owned(),
+            generation,
             from,
             to,
         });
@@ -371,9 +384,16 @@ impl Memex {
     /// and counts the version read as the memex's own write (see
     /// [`Memex::wrote`]). Returns the generation now current.
     pub fn adopt(&self, path: &Path) -> u64 {
-        let generation = self.reload_file(path);
-        if let Some(file) = self.snapshot().file(path) {
-            self.note_own(path, None, file.content_hash);
+        let _writing = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        let before = self.current.load().generation();
+        let (generation, _) = self.reload_locked(path, Own::Any);
+        let current = self.snapshot();
+        if generation == before
+            && let Some(file) = current.file(path)
+        {
+            // Loaded already (the watcher was faster): that version is
+            // still the file this process created.
+            self.note_own(path, generation, None, file.content_hash);
         }
         generation
     }
@@ -632,6 +652,13 @@ impl Memex {
     /// other paths under which the same file is loaded.
     fn reload_one(&self, path: &Path) -> (u64, Vec<PathBuf>) {
         let _writing = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        self.reload_locked(path, Own::No)
+    }
+
+    /// [`Memex::reload_one`] with the writer lock held by the caller; a
+    /// new version that `own` says is this memex's own write is noted so
+    /// ([`Memex::wrote`]) before it is published.
+    fn reload_locked(&self, path: &Path, own: Own) -> (u64, Vec<PathBuf>) {
         let current = self.current.load();
         let mut links = Vec::new();
         let next = if !path.exists() {
@@ -684,7 +711,18 @@ impl Memex {
             }) {
                 Ok((file, names)) => {
                     links = names;
-                    current.with_file(self.prepared(file))
+                    let to = file.content_hash;
+                    let next = current.with_file(self.prepared(file));
+                    let mine = match own {
+                        Own::No => false,
+                        Own::Any => true,
+                        Own::Text(hash) => hash == to,
+                    };
+                    if mine {
+                        let from = current.file(path).map(|f| f.content_hash);
+                        self.note_own(path, next.generation(), from, to);
+                    }
+                    next
                 }
                 Err((error, text)) => {
                     if current.file(path).is_some() {
@@ -727,6 +765,19 @@ fn release_free_memory() {
 /// following no symlinked folders (no cycles).
 /// Why a file was not loaded, and its text when it was read (lossily).
 type Failure = (MemexError, Option<Arc<str>>);
+
+/// Whether a version read again is one this memex wrote itself
+/// ([`Memex::wrote`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Own {
+    /// No: the file as anyone left it.
+    No,
+    /// Whatever is read: a file this process has just created.
+    Any,
+    /// A version with this content hash: the text this memex has just
+    /// written under another name of the same file.
+    Text(u64),
+}
 
 /// How one path of the memex is read.
 #[derive(Debug, Clone, Copy)]
@@ -1292,6 +1343,7 @@ mod tests {
         let path = root.join("a.org");
         let hash = |path: &Path| memex.snapshot().file(path).unwrap().content_hash;
         let start = hash(&path);
+        let since_start = memex.snapshot().generation();
         // Two writes in a row: the chain leads back to where it started.
         memex
             .add_child(&memex.snapshot(), "a", "One", None)
@@ -1300,7 +1352,8 @@ mod tests {
             .add_child(&memex.snapshot(), "a", "Two", None)
             .unwrap();
         let written = hash(&path);
-        assert!(memex.wrote(&path, Some(start), written));
+        let since_written = memex.snapshot().generation();
+        assert!(memex.wrote(&path, since_start, Some(start), written));
         // An edit made outside, then a write on top of it: that write is
         // the memex's own, the way back from it to `start` is not.
         let mut text = std::fs::read_to_string(&path).unwrap();
@@ -1308,19 +1361,120 @@ mod tests {
         std::fs::write(&path, text).unwrap();
         memex.reload_file(&path);
         let outside = hash(&path);
-        assert!(!memex.wrote(&path, Some(written), outside));
+        let since_outside = memex.snapshot().generation();
+        assert!(!memex.wrote(&path, since_written, Some(written), outside));
         memex
             .add_child(&memex.snapshot(), "a", "Three", None)
             .unwrap();
         let last = hash(&path);
-        assert!(memex.wrote(&path, Some(outside), last));
-        assert!(!memex.wrote(&path, Some(start), last));
-        assert!(!memex.wrote(&path, None, last));
+        assert!(memex.wrote(&path, since_outside, Some(outside), last));
+        assert!(!memex.wrote(&path, since_start, Some(start), last));
+        assert!(!memex.wrote(&path, since_start, None, last));
         // A file this process created, then adopted.
         let new = root.join("new.org");
+        let since_last = memex.snapshot().generation();
         std::fs::write(&new, "* New\n").unwrap();
         memex.adopt(&new);
-        assert!(memex.wrote(&new, None, hash(&new)));
+        assert!(memex.wrote(&new, since_last, None, hash(&new)));
+        // Created, then seen by the watcher before it was adopted: still
+        // the process's own file.
+        let newer = root.join("newer.org");
+        let since_new = memex.snapshot().generation();
+        std::fs::write(&newer, "* Newer\n").unwrap();
+        memex.reload_file(&newer);
+        memex.adopt(&newer);
+        assert!(memex.wrote(&newer, since_new, None, hash(&newer)));
+    }
+
+    /// A TODO toggled by the host (X → Y → X → Y), then an editor with a
+    /// stale buffer saves X: that save is an edit made outside, although
+    /// the memex once wrote X over Y itself.
+    #[test]
+    fn a_version_the_memex_wrote_earlier_saved_again_from_outside_is_an_outside_edit() {
+        const X: &str = "* TODO A\n:PROPERTIES:\n:ID: a\n:END:\n";
+        let (dir, memex) = memex_with(&[("a.org", X.as_bytes())]);
+        let path = dir.path().canonicalize().unwrap().join("a.org");
+        let hash = |path: &Path| memex.snapshot().file(path).unwrap().content_hash;
+        let x = hash(&path);
+        let since_x = memex.snapshot().generation();
+        memex
+            .set_todo(&memex.snapshot(), "a", Some("DONE"))
+            .unwrap();
+        let y = hash(&path);
+        let since_first_y = memex.snapshot().generation();
+        memex
+            .set_todo(&memex.snapshot(), "a", Some("TODO"))
+            .unwrap();
+        assert_eq!(hash(&path), x, "toggled back to the same text");
+        let since_second_x = memex.snapshot().generation();
+        memex
+            .set_todo(&memex.snapshot(), "a", Some("DONE"))
+            .unwrap();
+        assert_eq!(hash(&path), y);
+        // The host has seen Y.
+        let seen = memex.snapshot().generation();
+        // The control: each of the host's own toggles is its own, seen
+        // from wherever the observer last looked.
+        assert!(memex.wrote(&path, since_x, Some(x), y));
+        assert!(memex.wrote(&path, since_first_y, Some(y), x));
+        assert!(memex.wrote(&path, since_second_x, Some(x), y));
+        // The editor's stale buffer is saved: X again, from outside.
+        std::fs::write(&path, X).unwrap();
+        memex.reload_file(&path);
+        assert_eq!(hash(&path), x);
+        assert!(memex.snapshot().generation() > seen);
+        assert!(
+            !memex.wrote(&path, seen, Some(y), x),
+            "an outside save taken for the host's own write"
+        );
+    }
+
+    /// A file loaded under two names (a symlink and its target): the
+    /// memex's write through one name is its own under the other too,
+    /// also when the watcher reads that name again; an edit made outside
+    /// through either name is not.
+    #[test]
+    fn a_write_is_the_memexs_own_under_every_name_of_the_file() {
+        let (dir, memex) = memex_with(&[("a.org", b"* A\n:PROPERTIES:\n:ID: a\n:END:\n")]);
+        let root = dir.path().canonicalize().unwrap();
+        let (target, link) = (root.join("a.org"), root.join("link.org"));
+        std::os::unix::fs::symlink("a.org", &link).unwrap();
+        memex.reload_file(&link);
+        let before = memex.snapshot();
+        assert!(before.file(&link).is_some() && before.file(&target).is_some());
+        let own = |old: &MemexSnapshot, new: &MemexSnapshot, path: &Path| {
+            let from = old.file(path).map(|f| f.content_hash);
+            let to = new.file(path).unwrap().content_hash;
+            from == Some(to) || memex.wrote(path, old.generation(), from, to)
+        };
+        memex.add_child(&before, "a", "One", None).unwrap();
+        // The watcher comes to both names.
+        memex.reload_file(&link);
+        memex.reload_file(&target);
+        let after = memex.snapshot();
+        for path in [&target, &link] {
+            assert!(
+                after.file(path).unwrap().text.contains("** One\n"),
+                "{}",
+                path.display()
+            );
+            assert!(own(&before, &after, path), "{}", path.display());
+        }
+        // The control: an edit made outside through the link is news
+        // under both names.
+        let mut text = std::fs::read_to_string(&link).unwrap();
+        text.push_str("* Outside\n");
+        std::fs::write(&link, text).unwrap();
+        memex.reload_file(&link);
+        let edited = memex.snapshot();
+        for path in [&target, &link] {
+            assert!(
+                edited.file(path).unwrap().text.contains("* Outside\n"),
+                "{}",
+                path.display()
+            );
+            assert!(!own(&after, &edited, path), "{}", path.display());
+        }
     }
 
     #[test]

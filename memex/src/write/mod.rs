@@ -430,7 +430,7 @@ impl Memex {
         // The same publish as `reload_file`, which we cannot call: it takes
         // the writer lock we hold. The parsed plan is the file's new text,
         // and a version of the memex's own (`Memex::wrote`).
-        self.note_own(&path, Some(plan.base.content_hash), plan.file.content_hash);
+        let (from, to) = (plan.base.content_hash, plan.file.content_hash);
         let mut file = plan.file;
         let written = fs::metadata(&target).ok();
         file.modified = written
@@ -440,9 +440,22 @@ impl Memex {
         // The new text is a new file (written beside, renamed over).
         file.identity = written.as_ref().map(crate::file::FileId::of);
         let next = self.current.load().with_file(self.prepared(file));
-        let generation = next.generation();
+        let mut generation = next.generation();
+        self.note_own(&path, generation, Some(from), to);
         self.current.store(Arc::new(next));
         self.after_publish();
+        // The file's other names in the memex (its links): read again now,
+        // while the writer lock keeps every other reader out, and a name
+        // that shows the new text is a version of the memex's own too —
+        // not an edit made outside when the watcher comes to it.
+        let names = plan
+            .base
+            .identity
+            .map(|identity| self.current.load().names_of(identity, &path))
+            .unwrap_or_default();
+        for name in names {
+            generation = self.reload_locked(&name, crate::Own::Text(to)).0;
+        }
         Ok(Written {
             path,
             id,

@@ -422,7 +422,9 @@ mod tests {
         let paths: Vec<std::path::PathBuf> =
             memex.snapshot().files().map(|f| f.path.clone()).collect();
         let told = |old: &Arc<MemexSnapshot>, new: &Arc<MemexSnapshot>| {
-            let changes = outside_changes(old, new, |path, from, to| memex.wrote(path, from, to));
+            let changes = outside_changes(old, new, |path, from, to| {
+                memex.wrote(path, old.generation(), from, to)
+            });
             memex_changes(old, new, &changes, &privacy, roots.iter().copied())
         };
         // The embedding pass publishes the file again, with its vectors.

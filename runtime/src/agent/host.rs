@@ -6,9 +6,11 @@
 //! one signal at a time and runs its turn to the end. Ctrl-C (SIGINT),
 //! SIGTERM and `foveal stop` cancel the turn in flight at once (what the
 //! model sent so far is kept, as the socket's `cancel` keeps it) and stop
-//! the host; a second SIGINT or SIGTERM exits at once. The end of stdin
-//! (in REPL mode) stops the host once what came before it is answered.
-//! The session is synced and the socket removed.
+//! the host; a second SIGINT or SIGTERM — or one after `foveal stop` —
+//! exits at once. The signals are taken on a thread of their own
+//! ([`Shutdown`]), so the host's thread being busy delays neither. The
+//! end of stdin (in REPL mode) stops the host once what came before it is
+//! answered. The session is synced and the socket removed.
 
 use std::io::Write as _;
 use std::pin::Pin;
@@ -60,6 +62,8 @@ struct Shared {
     context: ContextParts,
     /// The provider's model, for `hello`.
     model: Option<String>,
+    /// The control clients served at once ([`clients_for`]).
+    max_clients: usize,
 }
 
 /// What the `context` request assembles from.
@@ -90,8 +94,21 @@ pub async fn run(
     mut agent: Agent,
     socket: Option<ControlSocket>,
     options: HostOptions,
+    shutdown: Option<&Shutdown>,
 ) -> anyhow::Result<()> {
-    raise_open_files_limit();
+    // Each control client is a descriptor: the host serves as many as the
+    // open-files limit leaves room for, and says so when that is fewer
+    // than it would.
+    let files = raise_open_files_limit();
+    let max_clients = clients_for(files.map(|f| f.soft), open_files_now());
+    if let Some(OpenFiles { soft, hard }) = files
+        && max_clients < MAX_CLIENTS
+    {
+        tracing::warn!(
+            target: CONTROL_LOG,
+            "the open-files limit is {soft} (hard limit {hard}): the control socket serves {max_clients} clients at once, not {MAX_CLIENTS}; raise the limit (`ulimit -n`, systemd's LimitNOFILE=) for more"
+        );
+    }
     let (queue, mut signals) = mpsc::unbounded_channel::<Queued>();
     let (stop_tx, mut stop) = watch::channel(false);
     let status = agent.status();
@@ -120,25 +137,14 @@ pub async fn run(
         });
     }
 
-    // Shutdown: SIGINT (Ctrl-C) and SIGTERM cancel the turn in flight and
-    // stop the host; a second one exits at once. The handlers are in place
-    // before anything else can take a while.
-    {
-        let mut shutdown = Shutdown::new();
-        let stop_tx = stop_tx.clone();
-        let cancel = agent.canceller();
-        let socket_file = socket.as_ref().map(ControlSocket::file);
-        tokio::spawn(async move {
-            let (name, _) = shutdown.next().await;
-            tracing::info!("{name}: stopping now; the turn in flight is cancelled");
-            stop_now(&stop_tx, &cancel);
-            let (name, number) = shutdown.next().await;
-            eprintln!("{name} again: exiting at once");
-            if let Some(file) = &socket_file {
-                file.remove();
-            }
-            std::process::exit(128 + number);
-        });
+    // Shutdown: SIGINT (Ctrl-C) and SIGTERM, taken on a thread of their
+    // own ([`Shutdown`]), cancel the turn in flight and stop the host from
+    // now on; a second one — or one after `foveal stop` — exits at once.
+    if let Some(shutdown) = shutdown {
+        if let Some(socket) = &socket {
+            shutdown.socket(socket.file());
+        }
+        shutdown.host(stop_tx.clone(), agent.canceller());
     }
 
     // The REPL's reader: a thread, since stdin blocks.
@@ -155,7 +161,7 @@ pub async fn run(
     // for their last replies to be written before it exits. A client beyond
     // the limit is answered in one line (and `stop` is obeyed); a client
     // that sends nothing is closed after `control::REQUEST_WAIT`.
-    let clients = Arc::new(tokio::sync::Semaphore::new(MAX_CLIENTS));
+    let clients = Arc::new(tokio::sync::Semaphore::new(max_clients));
     if let Some(socket) = socket {
         let shared = Arc::new(Shared {
             queue: queue.clone(),
@@ -172,9 +178,10 @@ pub async fn run(
                 privacy: agent.privacy().clone(),
             },
             model: agent.config().provider.model.clone(),
+            max_clients,
         });
         let clients = Arc::clone(&clients);
-        let beyond = Arc::new(tokio::sync::Semaphore::new(MAX_CLIENTS));
+        let beyond = Arc::new(tokio::sync::Semaphore::new(max_clients));
         tokio::spawn(async move {
             let mut refusals = Burst::default();
             let mut failures = Burst::default();
@@ -194,7 +201,7 @@ pub async fn run(
                         if refusals.starts() {
                             tracing::warn!(
                                 target: CONTROL_LOG,
-                                "the control socket has {MAX_CLIENTS} clients at once; the ones beyond are refused (a `stop` among them is obeyed) until some finish"
+                                "the control socket has {max_clients} clients at once; the ones beyond are refused (a `stop` among them is obeyed) until some finish"
                             );
                         }
                         match Arc::clone(&beyond).try_acquire_owned() {
@@ -207,9 +214,7 @@ pub async fn run(
                                 });
                             }
                             // Twice the limit: answered without being read.
-                            Err(_) => {
-                                let _ = stream.try_write(&busy_line());
-                            }
+                            Err(_) => answer_unread(stream, &busy_line(max_clients)),
                         }
                     }
                     Err(error) => {
@@ -329,7 +334,9 @@ pub async fn run(
                     let outside = super::activity::outside_changes(
                         &previous,
                         &seen_memex,
-                        |path, from, to| agent.memex().wrote(path, from, to),
+                        |path, from, to| {
+                            agent.memex().wrote(path, previous.generation(), from, to)
+                        },
                     );
                     if !outside.is_empty() {
                         tracing::info!(generation = memex, "memex changed");
@@ -378,7 +385,7 @@ pub async fn run(
         }
     }
     agent.sync().await?;
-    let _ = tokio::time::timeout(CLIENTS_WAIT, clients.acquire_many(MAX_CLIENTS as u32)).await;
+    let _ = tokio::time::timeout(CLIENTS_WAIT, clients.acquire_many(max_clients as u32)).await;
     tracing::info!(
         session = agent.session().name(),
         "host stopped; session saved"
@@ -386,8 +393,37 @@ pub async fn run(
     Ok(())
 }
 
-/// Control clients served at once.
+/// Control clients served at once — and as many again beyond them, each
+/// given [`BEYOND_WAIT`] to send a `stop` — when the open-files limit
+/// leaves room for them ([`clients_for`]).
 const MAX_CLIENTS: usize = 1024;
+
+/// Descriptors kept free beside the control clients' for what the host
+/// opens as it works: memex writes and reloads, the model's connections,
+/// a skill's new cell, the session and usage files.
+const RESERVED_FILES: usize = 64;
+
+/// How many control clients the host serves at once under the soft
+/// open-files limit `soft` (`None`: unknown), with `open_now` descriptors
+/// already open: the room left after them and [`RESERVED_FILES`], shared
+/// between the clients served and as many beyond them; at most
+/// [`MAX_CLIENTS`], at least one.
+fn clients_for(soft: Option<libc::rlim_t>, open_now: usize) -> usize {
+    let Some(soft) = soft else {
+        return MAX_CLIENTS;
+    };
+    let soft = usize::try_from(soft).unwrap_or(usize::MAX);
+    (soft.saturating_sub(open_now.saturating_add(RESERVED_FILES)) / 2).clamp(1, MAX_CLIENTS)
+}
+
+/// The descriptors this process has open now (0 when it cannot tell).
+fn open_files_now() -> usize {
+    std::fs::read_dir("/proc/self/fd")
+        .or_else(|_| std::fs::read_dir("/dev/fd"))
+        // Less the folder's own descriptor.
+        .map(|dir| dir.count().saturating_sub(1))
+        .unwrap_or(0)
+}
 
 /// How long a stopping host waits for its clients' last replies to be
 /// written (a client that does not read its answer is not waited for).
@@ -424,69 +460,232 @@ impl Burst {
     }
 }
 
-/// What a client beyond [`MAX_CLIENTS`] is told, as one reply line.
-fn busy_line() -> Vec<u8> {
+/// What a client beyond the `max_clients` served is told, as one reply
+/// line.
+fn busy_line(max_clients: usize) -> Vec<u8> {
     let message = format!(
-        "the host is serving {MAX_CLIENTS} control clients at once (the most it serves); try again in a moment"
+        "the host is serving {max_clients} control clients at once (the most it serves); try again in a moment"
     );
     let mut line = serde_json::to_vec(&Reply::Error { message }).unwrap_or_default();
     line.push(b'\n');
     line
 }
 
+/// Writes `line` to a client just accepted, without waiting and without
+/// reading it, and closes the connection. On the socket itself: the
+/// runtime's `try_write` would refuse at once, since a socket just
+/// accepted has no readiness yet. A new connection's buffer has room for
+/// a line; if not, the client gets nothing rather than holding the host.
+/// (A client that wrote its request first still reads the line: the
+/// clients read the answer even when their write fails.)
+fn answer_unread(stream: tokio::net::UnixStream, line: &[u8]) {
+    let Ok(mut stream) = stream.into_std() else {
+        return;
+    };
+    if stream.set_nonblocking(true).is_ok() {
+        let _ = stream.write(line);
+    }
+}
+
 /// Stops the host: no new turn starts, and the turn in flight is cancelled
 /// at once — what the model sent so far is kept, as the socket's `cancel`
 /// keeps it; a tool running finishes.
 fn stop_now(stop: &watch::Sender<bool>, cancel: &super::Cancel) {
-    stop.send_replace(true);
-    if cancel.stop() {
+    if begin_stop(stop, cancel) {
         tracing::info!("stopping: the turn in flight is cancelled");
     }
 }
 
-/// SIGINT and SIGTERM, as they come.
-#[derive(Debug)]
-struct Shutdown {
-    interrupt: Option<tokio::signal::unix::Signal>,
-    terminate: Option<tokio::signal::unix::Signal>,
+/// [`stop_now`] without a word: atomics and a watch, nothing that waits —
+/// for the signal thread. Whether a turn was in flight.
+fn begin_stop(stop: &watch::Sender<bool>, cancel: &super::Cancel) -> bool {
+    stop.send_replace(true);
+    cancel.stop()
+}
+
+/// SIGINT and SIGTERM, taken on a thread of their own: whatever the host's
+/// thread is doing — a skill hook, a tool, an fsync, a write to a full
+/// stdout — the first one stops the host as `foveal stop` does, and the
+/// next one (or the first after `foveal stop`, or one before the host
+/// runs) removes the socket file and exits at once, with 128 + the
+/// signal's number.
+///
+/// The handler only writes the signal's number into a socket pair; the
+/// thread reads it and acts, never waiting for anything the host's thread
+/// may hold (what it says goes to stderr from a thread of its own).
+#[derive(Debug, Clone)]
+pub struct Shutdown {
+    state: Arc<ShutdownState>,
+}
+
+/// What the signal thread acts on, filled in as the host starts.
+#[derive(Debug, Default)]
+struct ShutdownState {
+    /// The host's stop and the canceller of its turns, once it runs.
+    host: std::sync::OnceLock<(watch::Sender<bool>, Arc<super::Cancel>)>,
+    /// The control socket's file, removed on the way out.
+    socket: std::sync::OnceLock<control::SocketFile>,
+}
+
+/// The end of the socket pair the signal handler writes each signal's
+/// number into; -1 until [`Shutdown::install`].
+static SIGNAL_PIPE: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(-1);
+
+/// How long the signal thread lets its last word take on the way out: a
+/// stderr that does not take it (a full pipe) is not waited for.
+const LAST_WORD_WAIT: Duration = Duration::from_millis(100);
+
+/// The handler of SIGINT and SIGTERM: the signal's number into
+/// [`SIGNAL_PIPE`], nothing else — an atomic load and one write(2), which
+/// are async-signal-safe. The pipe does not block: were it full (64 KiB of
+/// signals unread), the byte would be dropped. A write that succeeds
+/// leaves errno as it was.
+extern "C" fn on_stop_signal(number: libc::c_int) {
+    let fd = SIGNAL_PIPE.load(std::sync::atomic::Ordering::SeqCst);
+    if fd < 0 {
+        return;
+    }
+    let byte = number as u8;
+    // SAFETY: write(2) reads one byte from a local that outlives the call;
+    // `fd` is the handler's end of the pair, open for the process's life.
+    unsafe {
+        libc::write(fd, (&raw const byte).cast(), 1);
+    }
 }
 
 impl Shutdown {
-    fn new() -> Self {
-        use tokio::signal::unix::{SignalKind, signal};
-        Self {
-            interrupt: signal(SignalKind::interrupt()).ok(),
-            terminate: signal(SignalKind::terminate()).ok(),
+    /// Installs the handlers of SIGINT and SIGTERM and starts the thread
+    /// that takes them. Until [`run`] starts the host, a signal exits at
+    /// once: nothing is in flight to save.
+    pub fn install() -> std::io::Result<Self> {
+        use std::os::fd::IntoRawFd as _;
+        let (reader, writer) = std::os::unix::net::UnixStream::pair()?;
+        writer.set_nonblocking(true)?;
+        let state = Arc::new(ShutdownState::default());
+        {
+            let state = Arc::clone(&state);
+            std::thread::Builder::new()
+                .name("foveal-signals".into())
+                .spawn(move || take_signals(reader, &state))?;
         }
+        // The handler's end stays open for the life of the process.
+        SIGNAL_PIPE.store(writer.into_raw_fd(), std::sync::atomic::Ordering::SeqCst);
+        for number in [libc::SIGINT, libc::SIGTERM] {
+            // SAFETY: a zeroed sigaction, then filled: the handler, an
+            // empty mask, SA_RESTART (a system call it interrupts is
+            // restarted); the handler does only async-signal-safe work.
+            let installed = unsafe {
+                let mut action: libc::sigaction = std::mem::zeroed();
+                action.sa_sigaction = on_stop_signal as *const () as usize;
+                action.sa_flags = libc::SA_RESTART;
+                libc::sigemptyset(&mut action.sa_mask);
+                libc::sigaction(number, &action, std::ptr::null_mut())
+            };
+            if installed != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+        }
+        Ok(Self { state })
     }
 
-    /// The next of them: its name and number.
-    async fn next(&mut self) -> (&'static str, i32) {
-        async fn one(signal: &mut Option<tokio::signal::unix::Signal>) {
-            if let Some(signal) = signal
-                && signal.recv().await.is_some()
-            {
-                return;
-            }
-            // No handler, or no more signals: never.
-            std::future::pending::<()>().await;
+    /// The control socket's file, removed when a signal exits at once.
+    fn socket(&self, file: control::SocketFile) {
+        let _ = self.state.socket.set(file);
+    }
+
+    /// The running host: a signal stops it through `stop` and `cancel`.
+    fn host(&self, stop: watch::Sender<bool>, cancel: Arc<super::Cancel>) {
+        let _ = self.state.host.set((stop, cancel));
+    }
+}
+
+/// The signal thread: reads each signal's number from the handler and acts
+/// on it ([`Shutdown`]).
+fn take_signals(mut reader: std::os::unix::net::UnixStream, state: &ShutdownState) {
+    use std::io::Read as _;
+    let mut byte = [0u8; 1];
+    loop {
+        match reader.read(&mut byte) {
+            Ok(0) => return,
+            Ok(_) => {}
+            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => return,
         }
-        let Self {
-            interrupt,
-            terminate,
-        } = self;
-        tokio::select! {
-            () = one(interrupt) => ("SIGINT", libc::SIGINT),
-            () = one(terminate) => ("SIGTERM", libc::SIGTERM),
+        let number = libc::c_int::from(byte[0]);
+        let name = if number == libc::SIGINT {
+            "SIGINT"
+        } else {
+            "SIGTERM"
+        };
+        // Read apart from acting: the watch's lock is let go first.
+        let stopping = state.host.get().map(|(stop, _)| *stop.borrow());
+        match (state.host.get(), stopping) {
+            (Some((stop, cancel)), Some(false)) => {
+                begin_stop(stop, cancel);
+                say_aside(format!(
+                    "{name}: stopping now; the turn in flight is cancelled"
+                ));
+            }
+            (_, stopping) => {
+                let line = if stopping.is_some() {
+                    format!("{name} while stopping: exiting at once")
+                } else {
+                    format!("{name}: exiting at once")
+                };
+                exit_now(&line, 128 + number, state.socket.get());
+            }
         }
     }
+}
+
+/// Logs `line` (at info level) from a thread of its own: the signal
+/// thread never waits for stderr, which a full pipe can hold.
+fn say_aside(line: String) {
+    let _ = std::thread::Builder::new()
+        .name("foveal-say".into())
+        .spawn(move || tracing::info!("{line}"));
+}
+
+/// Removes the socket file and ends the process at once with `code`,
+/// after saying `line` on stderr if stderr takes it within
+/// [`LAST_WORD_WAIT`]. Nothing else is waited for: each session message
+/// is in its file already (appended as it happens).
+fn exit_now(line: &str, code: i32, socket: Option<&control::SocketFile>) -> ! {
+    if let Some(file) = socket {
+        file.remove();
+    }
+    let line = format!("{line}\n");
+    let (said, done) = std::sync::mpsc::channel();
+    let speaker = std::thread::Builder::new()
+        .name("foveal-say".into())
+        .spawn(move || {
+            let _ = std::io::stderr().write_all(line.as_bytes());
+            let _ = said.send(());
+        });
+    if speaker.is_ok() {
+        let _ = done.recv_timeout(LAST_WORD_WAIT);
+    }
+    // SAFETY: _exit ends the process at once, running no handler and no
+    // destructor — none is needed: the socket file is removed above, and
+    // the session and the other files are written whole or not at all.
+    unsafe { libc::_exit(code) }
+}
+
+/// The open-files limit, as the host leaves it.
+#[derive(Debug, Clone, Copy)]
+struct OpenFiles {
+    /// The soft limit obtained.
+    soft: libc::rlim_t,
+    /// The hard limit.
+    hard: libc::rlim_t,
 }
 
 /// Raises the soft limit of open files to the hard one (at most 65,536):
 /// each control client is a descriptor, and [`MAX_CLIENTS`] of them beside
 /// the memex, the skills and the model's connection pass the usual soft
-/// limit of 1,024. A cell sets its own, lower limit.
-fn raise_open_files_limit() {
+/// limit of 1,024. A cell sets its own, lower limit. Returns the limit
+/// obtained (`None` when it cannot be read).
+fn raise_open_files_limit() -> Option<OpenFiles> {
     const WANTED: libc::rlim_t = 1 << 16;
     let mut limit = libc::rlimit {
         rlim_cur: 0,
@@ -494,19 +693,28 @@ fn raise_open_files_limit() {
     };
     // SAFETY: getrlimit writes into the struct we pass, and nothing else.
     if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
-        return;
+        return None;
     }
-    let (current, wanted) = (limit.rlim_cur, limit.rlim_max.min(WANTED));
+    let (current, hard) = (limit.rlim_cur, limit.rlim_max);
+    let wanted = hard.min(WANTED);
     if current >= wanted {
-        return;
+        return Some(OpenFiles {
+            soft: current,
+            hard,
+        });
     }
     limit.rlim_cur = wanted;
     // SAFETY: setrlimit reads the struct we pass; raising the soft limit
     // up to the hard one needs no privilege.
     if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) } != 0 {
         let error = std::io::Error::last_os_error();
-        tracing::debug!("the open-files limit stays at {current}: {error}");
+        tracing::warn!(target: CONTROL_LOG, "the open-files limit stays at {current}: {error}");
+        return Some(OpenFiles {
+            soft: current,
+            hard,
+        });
     }
+    Some(OpenFiles { soft: wanted, hard })
 }
 
 fn change(source: SignalSource, generation: u64) -> Signal {
@@ -649,7 +857,7 @@ async fn serve(stream: tokio::net::UnixStream, shared: &Shared) -> std::io::Resu
     }
 }
 
-/// A client beyond [`MAX_CLIENTS`]: its request is read for at most
+/// A client beyond the `max_clients` served: its request is read for at most
 /// [`BEYOND_WAIT`]; a `stop` is obeyed (the host can always be stopped),
 /// anything else — or nothing — is answered in one line that the host is
 /// busy.
@@ -660,7 +868,10 @@ async fn refuse(stream: tokio::net::UnixStream, shared: &Shared) -> std::io::Res
         stop_now(&shared.stop, &shared.cancel);
         return control::write_reply(&mut stream, &Reply::Stopping).await;
     }
-    stream.get_mut().write_all(&busy_line()).await?;
+    stream
+        .get_mut()
+        .write_all(&busy_line(shared.max_clients))
+        .await?;
     stream.get_mut().shutdown().await
 }
 

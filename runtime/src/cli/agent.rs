@@ -127,6 +127,19 @@ fn agent(config: &Config, options: &AgentOptions, watch_views: bool) -> Result<A
 /// `foveal run`: the long-running host.
 pub fn run(config: &Config, options: &AgentOptions, no_repl: bool) -> anyhow::Result<Exit> {
     let started = Instant::now();
+    // SIGINT and SIGTERM are taken on a thread of their own from here on:
+    // while the host loads, one exits at once; once it runs, the first
+    // stops it whatever its thread is doing, the second exits at once.
+    let shutdown = match host::Shutdown::install() {
+        Ok(shutdown) => Some(shutdown),
+        Err(error) => {
+            tracing::warn!(
+                target: host::CONTROL_LOG,
+                "SIGINT and SIGTERM will end the host without saving: {error}"
+            );
+            None
+        }
+    };
     let rt = runtime()?;
     let exit: anyhow::Result<Exit> = rt.block_on(async {
         // Watch first, then load: a change in between is seen by one or
@@ -226,7 +239,7 @@ pub fn run(config: &Config, options: &AgentOptions, no_repl: bool) -> anyhow::Re
             react_to_memex_changes: config.agent.react_to_memex_changes,
             react_to_skill_changes: config.agent.react_to_skill_changes,
         };
-        host::run(agent, Some(socket), options).await?;
+        host::run(agent, Some(socket), options, shutdown.as_ref()).await?;
         Ok(Exit::Ok)
     });
     // A stopping host does not wait for work left on the blocking pool (a

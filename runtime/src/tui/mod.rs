@@ -329,14 +329,19 @@ async fn subscribe_once(socket: &Path, tx: &mpsc::UnboundedSender<FromHost>) -> 
             return Ok(());
         }
         match serde_json::from_str::<Reply>(&line) {
-            // A host older than the handshake refuses `hello`.
-            Ok(Reply::Error { message }) if !greeted => {
+            // A host older than the handshake refuses `hello` as a request
+            // it does not know (serde's "unknown variant").
+            Ok(Reply::Error { message }) if !greeted && message.contains("unknown variant") => {
                 let _ = tx.send(FromHost::Mismatch(format!(
                     "the host does not speak control protocol {PROTOCOL} (it answered: {message}); it is older than this foveal tui {} — run a host of the same version",
                     env!("CARGO_PKG_VERSION")
                 )));
                 return Err("the host refused the handshake".to_owned());
             }
+            // Any other error before the handshake (the host is stopping,
+            // it is serving too many clients): the connection is lost,
+            // for the reason the host gave; the UI tries again.
+            Ok(Reply::Error { message }) if !greeted => return Err(message),
             Ok(reply) => {
                 greeted |= matches!(reply, Reply::Hello { .. });
                 if tx.send(FromHost::Reply(reply)).is_err() {

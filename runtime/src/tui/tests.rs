@@ -275,3 +275,54 @@ fn the_conversation_sticks_to_the_bottom_and_page_up_scrolls_back() {
     app.key(key(KeyCode::PageDown));
     assert!(screen(&app, 100, 20).contains("> line 99"));
 }
+
+/// What [`super::subscribe_once`] makes of a host that answers the
+/// handshake with `message` as an error: its result, and whether it
+/// reported a protocol mismatch.
+async fn refused_handshake(message: &str) -> (Result<(), String>, bool) {
+    use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _};
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("control.sock");
+    let listener = tokio::net::UnixListener::bind(&socket).unwrap();
+    let mut line = serde_json::to_vec(&Reply::Error {
+        message: message.to_owned(),
+    })
+    .unwrap();
+    line.push(b'\n');
+    let host = tokio::spawn(async move {
+        let (stream, _) = listener.accept().await.unwrap();
+        let mut stream = tokio::io::BufReader::new(stream);
+        // The client's `hello` and `subscribe`, read before the answer so
+        // that closing the socket does not reset the connection.
+        for _ in 0..2 {
+            let mut request = String::new();
+            stream.read_line(&mut request).await.unwrap();
+        }
+        stream.get_mut().write_all(&line).await.unwrap();
+        stream.get_mut().shutdown().await.unwrap();
+    });
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let result = super::subscribe_once(&socket, &tx).await;
+    host.await.unwrap();
+    let mut mismatch = false;
+    while let Ok(from) = rx.try_recv() {
+        mismatch |= matches!(from, super::FromHost::Mismatch(_));
+    }
+    (result, mismatch)
+}
+
+#[tokio::test]
+async fn only_a_host_that_does_not_know_hello_is_a_protocol_mismatch() {
+    // A host stopping (`foveal stop`) refuses the reconnecting UI: the
+    // connection is lost, for that reason, and the UI tries again.
+    let (result, mismatch) = refused_handshake("the host is stopping").await;
+    assert!(!mismatch, "a stopping host taken for an older one");
+    assert_eq!(result, Err("the host is stopping".to_owned()));
+    // The control: a host of protocol 0 does not know `hello`.
+    let (result, mismatch) = refused_handshake(
+        "bad request: unknown variant `hello`, expected one of `send`, `status`, `stop`",
+    )
+    .await;
+    assert!(mismatch);
+    assert_eq!(result, Err("the host refused the handshake".to_owned()));
+}

@@ -424,6 +424,161 @@ async fn sigterm_during_a_trickling_stream_exits_within_a_second_with_the_sessio
     assert!(!dir.path().join("run/control.sock").exists());
 }
 
+/// Sends `signal` to the child `host`.
+fn signal(host: &Child, signal: libc::c_int) {
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe {
+        libc::kill(host.id() as libc::pid_t, signal);
+    }
+}
+
+/// The host's exit status if it exits within `within`.
+fn exits_within(host: &mut Child, within: Duration) -> Option<std::process::ExitStatus> {
+    let mut status = None;
+    wait_for(within, || {
+        status = host.try_wait().unwrap();
+        status.is_some()
+    });
+    status
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_sigterm_exits_at_once_while_a_skill_hook_holds_the_hosts_thread() {
+    let dir = workspace();
+    std::fs::create_dir_all(dir.path().join("config")).unwrap();
+    std::fs::write(
+        dir.path().join("config/foveal.toml"),
+        // In the host's process, with a deadline of a minute: the host's
+        // thread waits for the hook that long.
+        format!(
+            "[plugins]\nhook_timeout_ms = 60000\ntrusted = [\"{}\"]\n\n[skills.sleepy]\nisolation = \"in-process\"\n",
+            crate::support::sha256_of(&library("sleepy"))
+        ),
+    )
+    .unwrap();
+    let plugins = dir.path().join("plugins");
+    std::fs::create_dir_all(&plugins).unwrap();
+    install(&library("sleepy"), &plugins, &file_name("sleepy"));
+    let server = Server::start(vec![text_reply("never asked")]).await;
+    let mut host = start_host(dir.path(), &server, &["--no-repl"]);
+    let mut send = command(dir.path(), &server, &["send", "one"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // The turn is in the hook: the host's thread serves nothing else.
+    std::thread::sleep(Duration::from_millis(1500));
+    let mut status = command(dir.path(), &server, &["status"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1000));
+    // The control: `status` is not answered — the thread is held.
+    assert!(
+        status.try_wait().unwrap().is_none(),
+        "the host answered status during the hook"
+    );
+    assert!(server.requests().is_empty());
+
+    let signalled = std::time::Instant::now();
+    signal(&host, libc::SIGTERM);
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(
+        host.try_wait().unwrap().is_none(),
+        "the first SIGTERM is a stop, not an exit"
+    );
+    signal(&host, libc::SIGTERM);
+    let exit = exits_within(&mut host, Duration::from_secs(3));
+    let took = signalled.elapsed();
+    let _ = send.kill();
+    let _ = status.kill();
+    let _ = send.wait();
+    let _ = status.wait();
+    let exit = exit.expect("the host did not exit after two SIGTERMs");
+    assert_eq!(exit.code(), Some(128 + libc::SIGTERM), "{exit:?}");
+    assert!(
+        took <= Duration::from_millis(1200),
+        "the host took {took:?} to exit after the first SIGTERM"
+    );
+    assert!(!dir.path().join("run/control.sock").exists());
+}
+
+#[cfg(target_os = "linux")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_sigint_after_stop_exits_at_once_while_the_host_waits_on_a_full_stdout() {
+    use std::os::fd::AsRawFd as _;
+    // The REPL's stdout: a pipe this test never reads, made one page
+    // small; a reply of exactly its size fills it.
+    let (out, out_writer) = std::io::pipe().unwrap();
+    let fd = out.as_raw_fd();
+    // SAFETY: fcntl(2) on the pipe's read end, which `out` holds open.
+    let (set, got) = unsafe {
+        (
+            libc::fcntl(fd, libc::F_SETPIPE_SZ, 4096),
+            libc::fcntl(fd, libc::F_GETPIPE_SZ),
+        )
+    };
+    assert!(
+        set > 0 && got > 0,
+        "F_SETPIPE_SZ: {set}, F_GETPIPE_SZ: {got}"
+    );
+    let capacity = usize::try_from(got).unwrap();
+    assert!(capacity <= 16384, "{capacity}");
+    let text: String = "la ".repeat(capacity).chars().take(capacity).collect();
+
+    let dir = workspace();
+    let server = Server::start(vec![trickling(&text, 500)]).await;
+    let mut host = command(dir.path(), &server, &["run"])
+        .stdin(Stdio::piped())
+        .stdout(out_writer)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let socket = dir.path().join("run/control.sock");
+    assert!(
+        wait_for(Duration::from_secs(20), || socket.exists()),
+        "the host did not open its socket"
+    );
+    writeln!(host.stdin.as_mut().unwrap(), "a long answer, please").unwrap();
+    let in_pipe = || {
+        let mut n: libc::c_int = 0;
+        // SAFETY: FIONREAD writes the bytes waiting in the pipe into `n`.
+        unsafe {
+            libc::ioctl(fd, libc::FIONREAD, &raw mut n);
+        }
+        usize::try_from(n).unwrap_or(0)
+    };
+    assert!(
+        wait_for(Duration::from_secs(20), || in_pipe() == capacity),
+        "the reply did not fill the pipe: {} of {capacity} bytes",
+        in_pipe()
+    );
+
+    // `stop` is answered and cancels the turn; what the host writes next
+    // waits on the full pipe.
+    let stop = run_to_end(command(dir.path(), &server, &["stop"])).await;
+    assert!(stop.status.success(), "{}", stderr(&stop));
+    // The control: the host cannot finish stopping by itself.
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(
+        host.try_wait().unwrap().is_none(),
+        "the host exited while its stdout was full"
+    );
+    let signalled = std::time::Instant::now();
+    signal(&host, libc::SIGINT);
+    let exit = exits_within(&mut host, Duration::from_secs(3))
+        .expect("one SIGINT after stop did not end the host");
+    assert!(
+        signalled.elapsed() <= Duration::from_secs(1),
+        "{:?}",
+        signalled.elapsed()
+    );
+    assert_eq!(exit.code(), Some(128 + libc::SIGINT), "{exit:?}");
+    assert!(!socket.exists());
+    drop(out);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn piped_input_is_answered_then_the_host_exits_and_sessions_resume() {
     let dir = workspace();
@@ -1294,6 +1449,189 @@ async fn eleven_hundred_silent_connections_lock_out_neither_status_nor_stop() {
     std::io::Read::read_to_string(host.stderr.as_mut().unwrap(), &mut err).unwrap();
     let warned = err.matches("clients at once").count();
     assert!((1..=2).contains(&warned), "{err}");
+}
+
+/// A host started with at most `files` open files (its soft and hard
+/// limit, as a service manager or a container might set them), and a
+/// thread that reads its stderr: each line as it comes, and all of them
+/// when the host has exited.
+struct LimitedHost {
+    child: Child,
+    lines: std::sync::mpsc::Receiver<String>,
+    stderr: std::thread::JoinHandle<String>,
+}
+
+impl LimitedHost {
+    fn start(dir: &Path, server: &Server, files: libc::rlim_t) -> Self {
+        use std::os::unix::process::CommandExt as _;
+        let mut command = command(dir, server, &["run", "--no-repl"]);
+        command
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let limit_files = move || -> std::io::Result<()> {
+            let limit = libc::rlimit {
+                rlim_cur: files,
+                rlim_max: files,
+            };
+            // SAFETY: setrlimit reads the struct we pass; lowering a limit
+            // needs no privilege.
+            if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) } != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        };
+        // SAFETY: the closure runs in the child between fork and exec and
+        // calls only setrlimit, which is async-signal-safe.
+        unsafe {
+            command.pre_exec(limit_files);
+        }
+        let mut child = command.spawn().unwrap();
+        let err = child.stderr.take().unwrap();
+        let (tx, lines) = std::sync::mpsc::channel();
+        let stderr = std::thread::spawn(move || {
+            let mut all = String::new();
+            for line in std::io::BufReader::new(err).lines() {
+                let Ok(line) = line else { break };
+                all.push_str(&line);
+                all.push('\n');
+                let _ = tx.send(line);
+            }
+            all
+        });
+        let socket = dir.join("run/control.sock");
+        let up = wait_for(Duration::from_secs(20), || {
+            socket.exists() || matches!(child.try_wait(), Ok(Some(_)))
+        });
+        assert!(up && socket.exists(), "the host did not open its socket");
+        Self {
+            child,
+            lines,
+            stderr,
+        }
+    }
+
+    /// The control clients the host says it serves at once: it says so on
+    /// stderr, at the default log level, when its open-files limit leaves
+    /// room for fewer than 1,024.
+    fn clients_at_once(&self) -> usize {
+        loop {
+            let line = self
+                .lines
+                .recv_timeout(Duration::from_secs(20))
+                .expect("the host did not say that its open-files limit is low");
+            if line.contains("open-files limit") {
+                return line
+                    .split("serves ")
+                    .nth(1)
+                    .and_then(|rest| rest.split(' ').next())
+                    .and_then(|n| n.parse().ok())
+                    .unwrap_or_else(|| panic!("no number of clients in: {line}"));
+            }
+        }
+    }
+
+    /// Waits for the host to exit; its exit status and all it wrote on
+    /// stderr.
+    fn exit(mut self) -> (std::process::ExitStatus, String) {
+        let status = wait_exit(&mut self.child);
+        (status, self.stderr.join().unwrap())
+    }
+}
+
+/// `n` connections to the host's socket that send nothing.
+fn silent_clients(dir: &Path, n: usize) -> Vec<std::os::unix::net::UnixStream> {
+    let socket = dir.join("run/control.sock");
+    (0..n)
+        .map(|_| std::os::unix::net::UnixStream::connect(&socket).unwrap())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_low_open_files_limit_sizes_the_control_clients_and_says_so_and_stop_still_gets_through()
+{
+    allow_open_files(4096);
+    let dir = workspace();
+    let server = Server::start(vec![]).await;
+    let host = LimitedHost::start(dir.path(), &server, 256);
+    // Room for the clients served and as many beyond them, under 256
+    // descriptors with the host's own.
+    let n = host.clients_at_once();
+    assert!((6..=96).contains(&n), "{n} clients under 256 open files");
+
+    // n silent clients fill what is served; the next ones are read for a
+    // second: `status` among them is told at once that the host is busy,
+    // not left waiting until the silent ones time out (5 s) — which is
+    // what happened when the host ran out of descriptors first and could
+    // not accept it.
+    let flood = silent_clients(dir.path(), n + 4);
+    let asked = std::time::Instant::now();
+    let status = run_to_end(command(dir.path(), &server, &["status"])).await;
+    assert_eq!(status.status.code(), Some(1), "{}", stdout(&status));
+    assert!(
+        stderr(&status).contains(&format!("serving {n} control clients at once")),
+        "{}",
+        stderr(&status)
+    );
+    assert!(
+        asked.elapsed() < Duration::from_secs(4),
+        "status waited {:?}",
+        asked.elapsed()
+    );
+    // `stop` gets through the same flood.
+    let stop = run_to_end(command(dir.path(), &server, &["stop"])).await;
+    assert!(stop.status.success(), "{}", stderr(&stop));
+    let (exit, err) = host.exit();
+    assert!(exit.success(), "{exit:?}");
+    drop(flood);
+    assert!(err.contains("the ones beyond are refused"), "{err}");
+    assert!(!err.contains("Too many open files"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn beyond_twice_the_clients_served_a_client_is_told_in_one_line_not_cut_off() {
+    allow_open_files(4096);
+    let dir = workspace();
+    let server = Server::start(vec![]).await;
+    let host = LimitedHost::start(dir.path(), &server, 256);
+    let n = host.clients_at_once();
+    // n served, n more read for a second, and 8 beyond both: those are
+    // answered without being read.
+    let flood = silent_clients(dir.path(), 2 * n + 8);
+    for (i, client) in flood[2 * n..].iter().enumerate() {
+        client
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let mut said = String::new();
+        let read = std::io::BufReader::new(client).read_line(&mut said);
+        assert!(
+            said.contains(&format!("serving {n} control clients at once")),
+            "client {} of {}: {read:?} {said:?}",
+            2 * n + i + 1,
+            flood.len()
+        );
+    }
+    // The control: the clients served are still held (they are told
+    // nothing until their 5 s are up).
+    flood[0]
+        .set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let mut said = String::new();
+    let read = std::io::BufReader::new(&flood[0]).read_line(&mut said);
+    assert!(read.is_err(), "{read:?} {said:?}");
+    drop(flood);
+    let mut stopped = false;
+    for _ in 0..50 {
+        let stop = run_to_end(command(dir.path(), &server, &["stop"])).await;
+        if stop.status.success() {
+            stopped = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(stopped, "stop was refused after the flood closed");
+    let (exit, _) = host.exit();
+    assert!(exit.success(), "{exit:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
