@@ -15,27 +15,31 @@ fn main() -> ExitCode {
     // (`debug`, `foveal=trace`, …). The one-shot commands report everything
     // they need on stdout, so they log only what FOVEAL_LOG asks for.
     let explicit = EnvFilter::try_from_env("FOVEAL_LOG").ok();
-    // Without FOVEAL_LOG, the commands that run cycles still say on stderr
-    // when a skill is refused, panics or is quarantined (the registry's
-    // warnings), when a skill's cell refuses an act or dies and when a memex file cannot be loaded, one plain line each;
+    // Without FOVEAL_LOG, every command but `tui` says on stderr each hook
+    // failure (a skill's error, a panic, a dead or hung cell, a quarantine),
+    // once per skill, hook and cause (`foveal::skill_errors`).
+    // The commands that run cycles also say when a skill is refused (the
+    // registry's warnings), when a skill's cell refuses an act or dies and when a memex file cannot be loaded, one plain line each;
     // and how the background embedding goes (a line when it starts, every
     // 10 s, and when it ends); and when the control socket refuses clients
     // (once per burst).
     // The commands that call hooks without running cycles say when a
-    // skill's cell refuses an act or dies, and when a skill's section is
-    // left out of the prompt (its hook failed).
-    // Both say what a skill logs at warn level (the computed-context skill:
-    // a handoff that does not parse, once). A skill's error-level lines are
-    // its panics, which the registry says already.
+    // skill's cell refuses an act or dies.
+    // Every command but `tui` also says what a skill logs at warn level
+    // (the computed-context skill: a handoff that does not parse, once). A
+    // skill's error-level lines are its panics, which the registry says
+    // already.
     let trouble = explicit
         .is_none()
         .then(|| {
             if cli.runs_cycles() {
-                Some("off,foveal::registry=warn,foveal_cell=warn,foveal::prompt=warn,foveal::memex=warn,foveal::embed=info,foveal::control=warn")
+                Some("off,foveal::registry=warn,foveal::skill_errors=warn,foveal_cell=warn,foveal::prompt=warn,foveal::memex=warn,foveal::embed=info,foveal::control=warn")
             } else if cli.calls_hooks() {
-                Some("off,foveal_cell=warn,foveal::prompt=warn")
-            } else {
+                Some("off,foveal::skill_errors=warn,foveal_cell=warn,foveal::prompt=warn")
+            } else if cli.draws_on_the_terminal() {
                 None
+            } else {
+                Some("off,foveal::skill_errors=warn")
             }
         })
         .flatten()
