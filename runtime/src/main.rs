@@ -72,9 +72,43 @@ fn main() -> ExitCode {
     foveal::agent::activity::keep();
     match foveal::cli::run(cli) {
         Ok(exit) => ExitCode::from(exit.code()),
+        // The reader of stdout went away (`foveal status --json | head`):
+        // it read what it wanted; there is nothing to say.
+        Err(error) if broken_pipe(&error) && stdout_closed() => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("error: {error:#}");
             ExitCode::FAILURE
         }
     }
+}
+
+/// Whether `error` is, or was caused by, a write to a pipe with no reader
+/// (EPIPE: the host's Rust runtime ignores SIGPIPE).
+fn broken_pipe(error: &anyhow::Error) -> bool {
+    error.chain().any(|cause| {
+        let kind = match cause.downcast_ref::<std::io::Error>() {
+            Some(io) => Some(io.kind()),
+            // serde_json's error does not give its I/O error as a source.
+            None => cause
+                .downcast_ref::<serde_json::Error>()
+                .and_then(serde_json::Error::io_error_kind),
+        };
+        kind == Some(std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+/// Whether stdout is a pipe whose reader has gone away, so that an EPIPE
+/// is stdout's and not, say, the control socket's (a host that went away
+/// is an error to say).
+fn stdout_closed() -> bool {
+    let mut stdout = libc::pollfd {
+        fd: libc::STDOUT_FILENO,
+        events: libc::POLLOUT,
+        revents: 0,
+    };
+    // SAFETY: `poll` reads and writes the one `pollfd` we pass (count 1)
+    // and does not wait (timeout 0); it touches no other memory.
+    let ready = unsafe { libc::poll(&mut stdout, 1, 0) };
+    // A pipe with no reader polls as an error for its writer.
+    ready > 0 && (stdout.revents & libc::POLLERR) != 0
 }
