@@ -318,7 +318,11 @@ pub fn post_execution(
     let outcome = skills.call_components(SKILL, call);
     drop(ticket);
     let edits = std::mem::take(&mut *target.results.lock().unwrap_or_else(|e| e.into_inner()));
-    let error = outcome.err().map(|e| e.to_string());
+    let error = outcome.err().map(|e| {
+        // Said on stderr once per cause in this process.
+        e.say_failure();
+        e.to_string()
+    });
     if let Some(error) = &error {
         tracing::warn!(target: "foveal::computed", "post-execution of {task}: {error}");
     }

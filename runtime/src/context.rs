@@ -332,12 +332,14 @@ pub fn render(
         Ok(components) => components,
         Err(unavailable) => {
             let why = unavailable.to_string();
-            if unavailable.is_not_loaded() {
+            // A failure is said on stderr once per cause in this process
+            // (`crate::skill_errors`).
+            let failed = unavailable.say_failure();
+            if unavailable.is_not_loaded() || failed {
                 tracing::debug!(target: "foveal::context", "awareness fallback: {why}");
             } else {
                 tracing::warn!(target: "foveal::context", "awareness fallback: {why}");
             }
-            let failed = matches!(unavailable.reason(), crate::registry::Reason::Failed { .. });
             return fallback(why, failed);
         }
     };

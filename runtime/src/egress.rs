@@ -71,6 +71,7 @@ impl PrivacyConfig for Config {
 /// of failure is kept: a skill's error message could quote the text it
 /// was given.
 fn fallback(error: &Unavailable, configuring: bool) -> Fallback {
+    say_withheld(error);
     match error.reason() {
         Reason::NotLoaded { .. } => Fallback::NotLoaded,
         Reason::NoHook { hook, .. } if *hook == hooks::INVOKE.name => Fallback::NotConfigurable,
@@ -79,6 +80,22 @@ fn fallback(error: &Unavailable, configuring: bool) -> Fallback {
         Reason::Quarantined { .. } => Fallback::Quarantined,
         Reason::Failed { error, .. } if configuring => Fallback::ConfigureFailed(error.code_name()),
         Reason::Failed { error, .. } => Fallback::HookFailed(error.code_name()),
+    }
+}
+
+/// Says a failure of a privacy skill's hook on stderr once per code in
+/// this process ([`crate::skill_errors`]), its message withheld: it could
+/// quote the text the hook was given. A panic, or a cell that died, was
+/// said by the registry.
+fn say_withheld(unavailable: &Unavailable) {
+    if let Reason::Failed { skill, hook, error } = unavailable.reason()
+        && error.code != foveal_sdk::SkillError::PANIC
+    {
+        let withheld = foveal_sdk::SkillError::new(
+            error.code,
+            "(its message is not shown: a privacy skill's error may quote the text it was given)",
+        );
+        crate::skill_errors::say(skill, *hook, &withheld);
     }
 }
 

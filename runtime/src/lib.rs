@@ -31,6 +31,8 @@
 //!   optionally on an allow-list of SHA-256 digests.
 //! - [`registry`] holds the loaded skills as an immutable, generation-numbered
 //!   snapshot and is the one path every hook call takes.
+//! - [`skill_errors`] says each hook failure once per process, and keeps
+//!   the list `foveal prompt --json` shows.
 //! - [`watcher`] reloads skills when the plugins folder changes.
 //! - [`host_api`] is what the host offers skills.
 //! - [`prompt`] assembles the prompt from ordered components within a
@@ -67,6 +69,7 @@ pub mod isolation;
 pub mod loader;
 pub mod prompt;
 pub mod registry;
+pub mod skill_errors;
 pub mod tokens;
 pub mod trust;
 pub mod tui;

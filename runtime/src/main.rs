@@ -15,27 +15,31 @@ fn main() -> ExitCode {
     // (`debug`, `foveal=trace`, …). The one-shot commands report everything
     // they need on stdout, so they log only what FOVEAL_LOG asks for.
     let explicit = EnvFilter::try_from_env("FOVEAL_LOG").ok();
-    // Without FOVEAL_LOG, the commands that run cycles still say on stderr
-    // when a skill is refused, panics or is quarantined (the registry's
-    // warnings), when a skill's cell refuses an act or dies and when a memex file cannot be loaded, one plain line each;
+    // Without FOVEAL_LOG, every command but `tui` says on stderr each hook
+    // failure (a skill's error, a panic, a dead or hung cell, a quarantine),
+    // once per skill, hook and cause (`foveal::skill_errors`).
+    // The commands that run cycles also say when a skill is refused (the
+    // registry's warnings), when a skill's cell refuses an act or dies and when a memex file cannot be loaded, one plain line each;
     // and how the background embedding goes (a line when it starts, every
     // 10 s, and when it ends); and when the control socket refuses clients
     // (once per burst).
     // The commands that call hooks without running cycles say when a
-    // skill's cell refuses an act or dies, and when a skill's section is
-    // left out of the prompt (its hook failed).
-    // Both say what a skill logs at warn level (the computed-context skill:
-    // a handoff that does not parse, once). A skill's error-level lines are
-    // its panics, which the registry says already.
+    // skill's cell refuses an act or dies.
+    // Every command but `tui` also says what a skill logs at warn level
+    // (the computed-context skill: a handoff that does not parse, once). A
+    // skill's error-level lines are its panics, which the registry says
+    // already.
     let trouble = explicit
         .is_none()
         .then(|| {
             if cli.runs_cycles() {
-                Some("off,foveal::registry=warn,foveal_cell=warn,foveal::prompt=warn,foveal::memex=warn,foveal::embed=info,foveal::control=warn")
+                Some("off,foveal::registry=warn,foveal::skill_errors=warn,foveal_cell=warn,foveal::prompt=warn,foveal::memex=warn,foveal::embed=info,foveal::control=warn")
             } else if cli.calls_hooks() {
-                Some("off,foveal_cell=warn,foveal::prompt=warn")
-            } else {
+                Some("off,foveal::skill_errors=warn,foveal_cell=warn,foveal::prompt=warn")
+            } else if cli.draws_on_the_terminal() {
                 None
+            } else {
+                Some("off,foveal::skill_errors=warn")
             }
         })
         .flatten()
@@ -68,9 +72,43 @@ fn main() -> ExitCode {
     foveal::agent::activity::keep();
     match foveal::cli::run(cli) {
         Ok(exit) => ExitCode::from(exit.code()),
+        // The reader of stdout went away (`foveal status --json | head`):
+        // it read what it wanted; there is nothing to say.
+        Err(error) if broken_pipe(&error) && stdout_closed() => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("error: {error:#}");
             ExitCode::FAILURE
         }
     }
+}
+
+/// Whether `error` is, or was caused by, a write to a pipe with no reader
+/// (EPIPE: the host's Rust runtime ignores SIGPIPE).
+fn broken_pipe(error: &anyhow::Error) -> bool {
+    error.chain().any(|cause| {
+        let kind = match cause.downcast_ref::<std::io::Error>() {
+            Some(io) => Some(io.kind()),
+            // serde_json's error does not give its I/O error as a source.
+            None => cause
+                .downcast_ref::<serde_json::Error>()
+                .and_then(serde_json::Error::io_error_kind),
+        };
+        kind == Some(std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+/// Whether stdout is a pipe whose reader has gone away, so that an EPIPE
+/// is stdout's and not, say, the control socket's (a host that went away
+/// is an error to say).
+fn stdout_closed() -> bool {
+    let mut stdout = libc::pollfd {
+        fd: libc::STDOUT_FILENO,
+        events: libc::POLLOUT,
+        revents: 0,
+    };
+    // SAFETY: `poll` reads and writes the one `pollfd` we pass (count 1)
+    // and does not wait (timeout 0); it touches no other memory.
+    let ready = unsafe { libc::poll(&mut stdout, 1, 0) };
+    // A pipe with no reader polls as an error for its writer.
+    ready > 0 && (stdout.revents & libc::POLLERR) != 0
 }

@@ -142,6 +142,24 @@ impl Unavailable {
     pub fn is_not_loaded(&self) -> bool {
         matches!(*self.0, Reason::NotLoaded { .. } | Reason::NoHook { .. })
     }
+
+    /// Says a hook that failed ([`Reason::Failed`]) on stderr, once per
+    /// skill, hook and cause in this process, and notes it for `foveal
+    /// prompt --json` ([`crate::skill_errors`]); true when the reason is a
+    /// failure. For the callers that take a hook's fallback because of an
+    /// error the skill returned: a panic, a dead or hung cell and an
+    /// abandoned call were noted by the registry already, so they are not
+    /// said twice. The other reasons (not loaded, no such hook, waiting for
+    /// a dependency, quarantined) are not failures of this call: false.
+    pub fn say_failure(&self) -> bool {
+        match &*self.0 {
+            Reason::Failed { skill, hook, error } => {
+                crate::skill_errors::say(skill, *hook, error);
+                true
+            }
+            _ => false,
+        }
+    }
 }
 
 impl From<Reason> for Unavailable {
@@ -270,6 +288,7 @@ impl Skill {
             *count
         };
         tracing::error!(
+            target: "foveal::skill_errors",
             skill = %name,
             path = %self.loaded.path.display(),
             hook = %hook,
@@ -359,8 +378,10 @@ impl Skill {
             .consecutive_panics
             .fetch_add(1, Ordering::Relaxed)
             + 1;
+        // Both lines are said by every command (`foveal::skill_errors`).
         if run >= self.quarantine_after && !self.health.quarantined.swap(true, Ordering::Relaxed) {
             tracing::error!(
+                target: "foveal::skill_errors",
                 skill = %self.loaded.info.name,
                 path = %self.loaded.path.display(),
                 hook,
@@ -369,6 +390,7 @@ impl Skill {
             );
         } else if !said {
             tracing::warn!(
+                target: "foveal::skill_errors",
                 skill = %self.loaded.info.name,
                 path = %self.loaded.path.display(),
                 hook,
@@ -488,13 +510,12 @@ impl Slot {
         let lent = match view.map(foveal_cell::lend::lend).transpose() {
             Ok(lent) => lent,
             Err(e) => {
-                return Err(self.failed(
-                    hook.name,
-                    SkillError::new(
-                        SkillError::UNAVAILABLE,
-                        format!("the memex could not be lent to its cell: {e}"),
-                    ),
-                ));
+                let error = SkillError::new(
+                    SkillError::UNAVAILABLE,
+                    format!("the memex could not be lent to its cell: {e}"),
+                );
+                crate::skill_errors::say(&self.skill.loaded.info.name, hook.name, &error);
+                return Err(self.failed(hook.name, error));
             }
         };
         let (answer, failure) =
@@ -563,22 +584,34 @@ impl Slot {
         why: crate::companion::Abandoned,
     ) -> Unavailable {
         let skill = &*self.skill;
-        let message = match why {
+        let name = &skill.loaded.info.name;
+        let error = match why {
             crate::companion::Abandoned::Timeout => {
+                // Said by `hung`, with the file and the deadline.
                 skill.hung(hook, timeout);
-                format!(
-                    "did not return within {} ms (plugins.hook_timeout_ms); the call was abandoned and the skill quarantined",
-                    timeout.as_millis()
-                )
+                let error = SkillError::new(
+                    SkillError::UNAVAILABLE,
+                    format!(
+                        "did not return within {} ms (plugins.hook_timeout_ms); the call was abandoned and the skill quarantined",
+                        timeout.as_millis()
+                    ),
+                );
+                crate::skill_errors::note(name, hook, &error);
+                error
             }
             crate::companion::Abandoned::NoThread => {
-                "the thread to run it on could not be started".to_owned()
+                let error = SkillError::new(
+                    SkillError::UNAVAILABLE,
+                    "the thread to run it on could not be started",
+                );
+                crate::skill_errors::say(name, hook, &error);
+                error
             }
         };
         Reason::Failed {
-            skill: skill.loaded.info.name.clone(),
+            skill: name.clone(),
             hook,
-            error: SkillError::new(SkillError::UNAVAILABLE, message),
+            error,
         }
         .into()
     }
@@ -637,7 +670,14 @@ impl Slot {
             );
             error.message = capped.into();
         }
-        self.skill.record(hook, &error, said);
+        // A panic, or a cell that died or hung (`said`: the cell said so),
+        // is the registry's to note, and its line is said the first time
+        // for each cause only; an error the skill returned is its caller's
+        // (`Unavailable::say_failure`): only the caller knows whether it is
+        // a failure or an answer.
+        let first = (error.code == SkillError::PANIC || said)
+            && crate::skill_errors::note(&self.skill.loaded.info.name, hook, &error);
+        self.skill.record(hook, &error, said || !first);
         Reason::Failed {
             skill: self.skill.loaded.info.name.clone(),
             hook,

@@ -414,16 +414,26 @@ fn invoke(skills: &Snapshot, method: &str, args: &Value) -> Result<Value, CallEr
     match answer {
         Ok(text) => serde_json::from_str(text.as_str())
             .map_err(|e| CallError::Other(WindowError::Protocol(e.to_string()))),
-        Err(unavailable) => Err(match unavailable.into_reason() {
-            Reason::Failed { error, .. } if error.code == NOT_OPEN => NotOpen,
-            Reason::Failed { error, .. } if error.code == SkillError::INVALID_INPUT => {
-                CallError::Other(WindowError::Invalid(error.message.into_string()))
+        Err(unavailable) => {
+            // `not open` and an invalid item are answers; any other error
+            // is a failure, said on stderr once per cause in this process.
+            if let Reason::Failed { error, .. } = unavailable.reason()
+                && error.code != NOT_OPEN
+                && error.code != SkillError::INVALID_INPUT
+            {
+                unavailable.say_failure();
             }
-            Reason::Failed { error, .. } => {
-                CallError::Other(WindowError::Failed(error.to_string()))
-            }
-            reason => CallError::Other(WindowError::NotLoaded(reason.to_string())),
-        }),
+            Err(match unavailable.into_reason() {
+                Reason::Failed { error, .. } if error.code == NOT_OPEN => NotOpen,
+                Reason::Failed { error, .. } if error.code == SkillError::INVALID_INPUT => {
+                    CallError::Other(WindowError::Invalid(error.message.into_string()))
+                }
+                Reason::Failed { error, .. } => {
+                    CallError::Other(WindowError::Failed(error.to_string()))
+                }
+                reason => CallError::Other(WindowError::NotLoaded(reason.to_string())),
+            })
+        }
     }
 }
 

@@ -988,8 +988,11 @@ fn skill_tools_checked(skills: &crate::registry::Snapshot, taken: &[Tool]) -> (V
             Ok(declared) => declared,
             Err(error) if error.is_not_loaded() => continue,
             Err(error) => {
-                failed |= matches!(error.reason(), crate::registry::Reason::Failed { .. });
-                if !matches!(error.reason(), crate::registry::Reason::NoHook { .. }) {
+                // A failure is said on stderr once per cause in this
+                // process (`crate::skill_errors`).
+                let said = error.say_failure();
+                failed |= said;
+                if !said && !matches!(error.reason(), crate::registry::Reason::NoHook { .. }) {
                     tracing::warn!(skill = %skill, "tools not offered: {error}");
                 }
                 continue;

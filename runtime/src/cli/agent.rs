@@ -463,6 +463,14 @@ pub fn status(config: &Config, json: bool) -> anyhow::Result<Exit> {
         get("session").as_str().unwrap_or("")
     )?;
     writeln!(out, "registry gen:   {}", get("registry_generation"))?;
+    // Mapped for good (loaded code is never unloaded), against
+    // `plugins.max_loads` and `plugins.max_load_mib`.
+    writeln!(
+        out,
+        "libraries:      {} loaded, {:.1} MiB",
+        get("loaded_libraries"),
+        get("loaded_library_bytes").as_u64().unwrap_or(0) as f64 / 1048576.0
+    )?;
     writeln!(out, "memex gen:      {}", get("memex_generation"))?;
     writeln!(
         out,
@@ -599,8 +607,9 @@ pub fn check(config: &Config) -> anyhow::Result<Exit> {
                 snapshot.len(),
                 snapshot.files().count()
             ));
-            for (path, error) in snapshot.failed() {
-                problems.push(format!("memex: {}: {error}", path.display()));
+            // Each error names its file.
+            for error in snapshot.failed().values() {
+                problems.push(format!("memex: {error}"));
             }
             opened = Some(snapshot);
         }

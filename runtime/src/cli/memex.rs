@@ -288,7 +288,8 @@ pub fn query(config: &Config, args: QueryArgs, json: bool) -> anyhow::Result<Exi
     let mut failed_hidden = 0;
     for (path, error) in snapshot.failed() {
         if include_private || !failed_is_private(&snapshot, &privacy, path) {
-            eprintln!("warning: {} not loaded: {error}", path.display());
+            // The error names the file.
+            eprintln!("warning: not loaded: {error}");
         } else {
             failed_hidden += 1;
         }

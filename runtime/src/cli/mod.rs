@@ -64,6 +64,13 @@ impl Cli {
                 | Command::Skill { .. }
         )
     }
+
+    /// Whether the command draws on the terminal (`tui`): a line on stderr
+    /// would break its screen, so it says nothing there without
+    /// `FOVEAL_LOG`.
+    pub fn draws_on_the_terminal(&self) -> bool {
+        matches!(self.command, Command::Tui { .. })
+    }
 }
 
 /// Options shared by the commands that load skills.

@@ -13,6 +13,10 @@
 //! the prompt's usage of its budget, no recent errors, and the signal's
 //! event class (a user's message is `communication`; a heartbeat or a
 //! delegation has none).
+//!
+//! With `--json`, `skill_errors` lists every hook that failed while the
+//! prompt was made (`{skill, hook, error}`, once per skill, hook and
+//! cause: [`crate::skill_errors`]); each is also one line on stderr.
 
 use std::io::Write as _;
 use std::sync::Arc;
@@ -90,6 +94,10 @@ struct Report<'a> {
     egress: &'a EgressSummary,
     execution_pattern: &'a ExecutionPattern,
     execution_signals: &'a AssessmentSignals,
+    /// Every hook that failed in this process, once per skill, hook and
+    /// cause (each also said on stderr): a section that is missing
+    /// because its skill failed is named here.
+    skill_errors: Vec<crate::skill_errors::HookFailure>,
 }
 
 #[derive(Debug, serde::Serialize)]
@@ -189,7 +197,8 @@ pub fn run(config: &Config, options: &PromptOptions) -> anyhow::Result<Exit> {
         }),
         ..PromptInput::default()
     };
-    let assembler = Assembler::with_gate(settings, Arc::new(gate));
+    let gate = Arc::new(gate);
+    let assembler = Assembler::with_gate(settings, Arc::clone(&gate));
     let prompt = match assembler.assemble(&skills, &snapshot, &input) {
         Ok(prompt) => prompt,
         Err(error @ PromptError::UnknownContextType(_)) => {
@@ -214,7 +223,18 @@ pub fn run(config: &Config, options: &PromptOptions) -> anyhow::Result<Exit> {
     };
     let mut out = std::io::stdout().lock();
     if options.json {
-        serde_json::to_writer_pretty(&mut out, &report(&prompt, &prompt.egress, &execution))?;
+        let mut json = report(&prompt, &prompt.egress, &execution);
+        // A skill's message passes the gate as the prompt did.
+        json.skill_errors = crate::skill_errors::all()
+            .into_iter()
+            .map(|mut failure| {
+                if let Some(clean) = gate.clean_quietly(&failure.error, &snapshot) {
+                    failure.error = clean;
+                }
+                failure
+            })
+            .collect();
+        serde_json::to_writer_pretty(&mut out, &json)?;
         writeln!(out)?;
     } else {
         write!(out, "{}", text(&prompt, &prompt.egress, &execution))?;
@@ -267,6 +287,7 @@ fn report<'a>(
         egress,
         execution_pattern: &execution.pattern,
         execution_signals: &execution.signals,
+        skill_errors: Vec::new(),
     }
 }
 

@@ -417,21 +417,13 @@ impl SkillComponents {
             let components = match slot.call_components(call) {
                 Ok(components) => components,
                 Err(unavailable) => {
-                    failed |=
-                        matches!(unavailable.reason(), crate::registry::Reason::Failed { .. });
-                    // A panic, a dead or hung cell and a quarantine are said
-                    // by the registry; an error the skill returned is said
-                    // here, once a call, so that it is never silent.
-                    match unavailable.reason() {
-                        crate::registry::Reason::Failed { error, .. }
-                            if error.code != foveal_sdk::SkillError::PANIC =>
-                        {
-                            tracing::warn!(target: "foveal::prompt", skill = %info.name, "skill components left out: {unavailable}");
-                        }
-                        _ => {
-                            tracing::debug!(target: "foveal::prompt", skill = %info.name, "skill components left out: {unavailable}");
-                        }
-                    }
+                    // A failure is said on stderr once per skill, hook and
+                    // cause in this process (`crate::skill_errors`; a panic,
+                    // a dead or hung cell and a quarantine by the registry),
+                    // so that it is never silent and a skill that fails
+                    // every cycle is one line.
+                    failed |= unavailable.say_failure();
+                    tracing::debug!(target: "foveal::prompt", skill = %info.name, "skill components left out: {unavailable}");
                     continue;
                 }
             };

@@ -73,6 +73,21 @@ impl<'s> Economics<'s> {
         self.slot.is_some() && self.fallback.borrow().is_none()
     }
 
+    /// [`fell_back`](Self::fell_back) for a hook call that did not
+    /// answer. A failure of the hook is said on stderr once per cause in
+    /// this process (`crate::skill_errors`), not once a cycle here.
+    fn fell_back_from(&self, unavailable: &crate::registry::Unavailable) {
+        if unavailable.say_failure() {
+            let mut fallback = self.fallback.borrow_mut();
+            if fallback.is_none() {
+                tracing::debug!(target: "foveal::prompt", "token economics fallback: {unavailable}");
+                *fallback = Some(unavailable.to_string());
+            }
+        } else {
+            self.fell_back(unavailable.to_string());
+        }
+    }
+
     fn fell_back(&self, why: String) {
         let mut fallback = self.fallback.borrow_mut();
         if fallback.is_none() {
@@ -108,7 +123,7 @@ impl<'s> Economics<'s> {
                     };
                     return (Text::Skill(prefix.text), state);
                 }
-                Err(unavailable) => self.fell_back(unavailable.to_string()),
+                Err(unavailable) => self.fell_back_from(&unavailable),
             }
         }
         (
@@ -135,7 +150,7 @@ impl<'s> Economics<'s> {
         }) {
             Ok(answer) => answer,
             Err(unavailable) => {
-                self.fell_back(unavailable.to_string());
+                self.fell_back_from(&unavailable);
                 return FALLBACK;
             }
         };
@@ -189,7 +204,7 @@ impl<'s> Economics<'s> {
                     Err(BudgetFailure::DoesNotFit(error.message.to_string()))
                 }
                 _ => {
-                    self.fell_back(unavailable.to_string());
+                    self.fell_back_from(&unavailable);
                     Err(BudgetFailure::Unavailable)
                 }
             },

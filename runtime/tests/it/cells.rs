@@ -267,7 +267,7 @@ fn a_skill_whose_hook_returns_an_error_is_said_on_stderr_without_foveal_log() {
     assert!(!out.contains("=== 4600 rogue"), "{out}");
     assert!(
         err.contains(
-            "skill components left out: skill `rogue` hook `components` failed: invalid input"
+            "skill `rogue` hook `components` failed: invalid input (code 3): rogue: unknown act"
         ),
         "{err}"
     );

@@ -228,7 +228,7 @@ fn foveal_prompt_carries_the_computed_section_and_says_only_the_broken_handoff_o
     );
     // The section is not left out; the one thing the skill says is the
     // handoff that does not parse, with its file and line, once.
-    assert!(!err.contains("left out"), "{err}");
+    assert!(!err.contains("hook `components` failed"), "{err}");
     let line = ORG.lines().position(|l| l == "gotchas: [unclosed").unwrap() + 1;
     let said = format!("main.org:{line}: the handoff of task t-broken does not parse");
     assert_eq!(err.matches(&said).count(), 1, "{err}");
@@ -315,7 +315,7 @@ fn a_handoff_in_flow_style_is_read_whole_and_a_broken_one_is_said_once_on_stderr
         // Said at the default log level, once, with its file and line;
         // the section is not left out for it.
         assert_eq!(err.matches(&said).count(), 1, "{args:?}: {err}");
-        assert!(!err.contains("left out"), "{args:?}: {err}");
+        assert!(!err.contains("hook `components` failed"), "{args:?}: {err}");
     }
 }
 

@@ -31,6 +31,8 @@ mod privacy;
 mod privacy_doors;
 mod prompt;
 mod registry;
+mod sections;
+mod skill_errors;
 mod skill_kit;
 mod trust;
 mod tui;
