@@ -277,7 +277,10 @@ impl SectionKind {
     /// replaces it by a one-line summary.
     pub const CONTEXT: Self = Self(3);
     /// One message of the conversation history, oldest first: dropped
-    /// oldest first when the levels above were not enough.
+    /// oldest first when the levels above were not enough. Its tokens
+    /// include what travels beside its text: an assistant message's tool
+    /// calls (ids, names, arguments), a tool result's call id; dropping it
+    /// drops them too.
     pub const HISTORY: Self = Self(4);
     /// The pending event (the user's message): its middle is cut, with a
     /// marker, when nothing else is left to trim.
@@ -310,10 +313,21 @@ impl TrimLevels {
     /// L4b: the oldest items of the context window (seed 002) dropped,
     /// with a marker — after the history, before the user's message.
     pub const WINDOW: Self = Self(1 << 5);
+    /// L1b: the tool calls (arguments) and tool results of the
+    /// conversation history cut, each with a note saying how much — past
+    /// turns' first, the current turn's only as far as needed. The host
+    /// cuts them (the `budget` hook does not see the calls' arguments): a
+    /// plan asks for it by applying this level, with no edit of its own,
+    /// and plans the next levels on the next round's counts, as it does
+    /// for an L3 re-rendering. After L1, before L2. A skill built before
+    /// this constant never asks for it; the history is then only dropped
+    /// (L4), calls with their messages.
+    pub const TOOL_CALLS: Self = Self(1 << 6);
 
     /// Every level, in the order they are applied, with its name.
-    pub const ALL: [(Self, &'static str); 6] = [
+    pub const ALL: [(Self, &'static str); 7] = [
         (Self::LOGS, "L1_logs"),
+        (Self::TOOL_CALLS, "L1b_tool_calls"),
         (Self::MANDATES, "L2_mandates"),
         (Self::CONTEXT, "L3_context"),
         (Self::HISTORY, "L4_history"),

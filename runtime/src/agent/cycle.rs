@@ -272,16 +272,13 @@ impl Agent {
                 .map(Tool::definition)
                 .collect()
         };
-        // The definitions travel beside the messages: their bytes (an upper
-        // bound of their tokens) come out of the budget.
-        // So do the tool calls of the history and the ids of the results.
-        let beside = beside_bytes(&definitions, &sensed.history, &sensed.tool_results);
-        let budget = self
-            .config
-            .context
-            .max_tokens
-            .saturating_sub(u32::try_from(beside).unwrap_or(u32::MAX))
-            .max(1);
+        // The definitions travel beside the messages and cannot be
+        // trimmed: their bytes (an upper bound of their tokens) come out of
+        // the budget, which the assembler says. The history's tool calls
+        // and the results' call ids are counted in their sections, where
+        // the budget can cut them (L1b) or drop them with their message
+        // (L4).
+        let tool_definitions = definition_bytes(&definitions);
         let focus = self.focus.clone();
         let window_revision = self.window.for_prompt(&sensed.skills);
         let input = PromptInput {
@@ -293,7 +290,9 @@ impl Agent {
             tool_results: &sensed.tool_results,
             tools: &sensed.specs,
             logs: &sensed.logs,
-            budget: Some(budget),
+            budget: Some(self.config.context.max_tokens),
+            budget_from: Some("context.max_tokens"),
+            tool_definitions: u32::try_from(tool_definitions).unwrap_or(u32::MAX),
             exact_counts: false,
             window: window_revision.map(|revision| crate::prompt::SessionWindow {
                 session: self.window.session(),
@@ -766,23 +765,13 @@ impl Agent {
     }
 }
 
-/// The bytes that travel beside a prompt's text (an upper bound of their
-/// tokens): the tool definitions, the tool calls of the history and the
-/// ids of the results.
-fn beside_bytes(
-    definitions: &[crate::provider::ToolDefinition],
-    history: &[Message],
-    tool_results: &[Message],
-) -> usize {
+/// The bytes the tool definitions take beside a prompt's sections (an
+/// upper bound of their tokens).
+fn definition_bytes(definitions: &[crate::provider::ToolDefinition]) -> usize {
     definitions
         .iter()
         .map(|d| d.name.len() + d.description.len() + d.parameters.to_string().len() + 64)
         .sum::<usize>()
-        + history
-            .iter()
-            .chain(tool_results)
-            .map(Message::call_bytes)
-            .sum::<usize>()
 }
 
 fn ms(d: std::time::Duration) -> f64 {

@@ -229,11 +229,7 @@ async fn think_keeps_the_prompt_and_what_travels_beside_it_within_the_budget() {
     let max_tokens = 3_000;
     f.agent.config.context.max_tokens = max_tokens;
     let (narrow, thought) = sense_and_think(&mut f, "And now?", &mut out).await;
-    let beside = beside_bytes(
-        &thought.request.tools,
-        &narrow.history,
-        &narrow.tool_results,
-    );
+    let beside = definition_bytes(&thought.request.tools);
     assert!(
         narrow.summary.prompt_tokens as usize + beside <= max_tokens as usize,
         "{} tokens of prompt and {beside} bytes beside it",
@@ -247,6 +243,115 @@ async fn think_keeps_the_prompt_and_what_travels_beside_it_within_the_budget() {
     assert!(sent.contains("And now?"));
 }
 
+/// The arguments of an `add_journal_entry` call writing `bytes` of text.
+fn journal_entry(n: usize, bytes: usize) -> String {
+    let text: String = format!("Walk {n}: along the canal, slower than planned, past the locks. ")
+        .chars()
+        .cycle()
+        .take(bytes)
+        .collect();
+    serde_json::json!({"title": format!("Walk {n}"), "text": text}).to_string()
+}
+
+/// The arguments of every tool call in a request body, in order.
+fn sent_arguments(body: &str) -> Vec<String> {
+    let body: serde_json::Value = serde_json::from_str(body).unwrap();
+    let mut arguments = Vec::new();
+    for message in body["messages"].as_array().unwrap() {
+        for call in message["tool_calls"].as_array().into_iter().flatten() {
+            arguments.push(call["function"]["arguments"].as_str().unwrap().to_owned());
+        }
+    }
+    arguments
+}
+
+/// Issue 29, row 3: the history's tool calls counted against the budget
+/// but were never trimmed, and the cycle took them out of the budget
+/// before assembling: seven turns that each wrote a 2,000-byte journal
+/// entry left a budget of 1 token, and every later turn failed with "no
+/// prompt could be assembled: … budget of 1 tokens (--budget)". Now they
+/// are sections' text like any other: the turn after them works, and at
+/// a budget their whole text does not fit, they are cut with a note (L1b)
+/// and every turn of the conversation stays.
+#[tokio::test]
+async fn seven_long_journal_entries_then_a_turn_that_works() {
+    let mut answers = Vec::new();
+    for n in 0..7 {
+        answers.extend([
+            call("add_journal_entry", &journal_entry(n, 2000)),
+            text("Written."),
+        ]);
+    }
+    answers.extend([text("Seven walks."), text("Wide."), text("Narrow.")]);
+    let mut f = fixture_with_economics(answers);
+    for n in 0..7 {
+        let (report, out) = ask(&mut f, &format!("Write walk {n} in my journal")).await;
+        assert_eq!(report.error, None, "turn {n}");
+        assert_eq!(report.stop, crate::agent::StopReason::Replied, "turn {n}");
+        assert!(out.tools[0].1.is_ok(), "turn {n}: {:?}", out.tools);
+        assert_eq!(out.text, "Written.");
+    }
+    let journal = std::fs::read_to_string(f.dir.path().join("memex/journal.org")).unwrap();
+    for n in 0..7 {
+        assert!(journal.contains(&format!("Walk {n}: along")), "{journal}");
+    }
+
+    // The eighth turn works, and sees every call whole: at the default
+    // budget (16,384 tokens) they fit.
+    let (report, out) = ask(&mut f, "What did I write?").await;
+    assert_eq!(report.error, None);
+    assert_eq!(out.text, "Seven walks.");
+    let sent = f.model.bodies().last().unwrap().clone();
+    assert!(sent.contains("What did I write?"));
+    let whole: Vec<String> = (0..7).map(|n| journal_entry(n, 2000)).collect();
+    assert_eq!(sent_arguments(&sent), whole);
+
+    // A budget too small for the calls whole: the past calls are cut with
+    // a note, every turn stays, and what travels beside the prompt (the
+    // tool definitions) still fits with it.
+    let mut out = Collect::default();
+    let (wide, thought) = sense_and_think(&mut f, "And now?", &mut out).await;
+    let definitions = u32::try_from(definition_bytes(&thought.request.tools)).unwrap();
+    let max_tokens = wide.summary.prompt_tokens + definitions - 1000;
+    f.agent.config.context.max_tokens = max_tokens;
+    let (narrow, _) = sense_and_think(&mut f, "And now?", &mut out).await;
+    assert!(
+        narrow.summary.prompt_tokens + definitions <= max_tokens,
+        "{} + {definitions} > {max_tokens}",
+        narrow.summary.prompt_tokens
+    );
+    let sent = f.model.bodies().last().unwrap().clone();
+    let cut = sent_arguments(&sent);
+    assert_eq!(cut.len(), 7, "{sent}");
+    for (n, arguments) in cut.iter().enumerate() {
+        // Still JSON, each long string cut with a note.
+        let arguments: serde_json::Value = serde_json::from_str(arguments).unwrap();
+        assert_eq!(arguments["title"], format!("Walk {n}"));
+        let text = arguments["text"].as_str().unwrap();
+        assert!(text.starts_with(&format!("Walk {n}: along")), "{text}");
+        assert!(
+            text.ends_with("… [cut: 1,800 bytes of arguments]"),
+            "{text}"
+        );
+    }
+    for n in 0..7 {
+        assert!(
+            sent.contains(&format!("Write walk {n} in my journal")),
+            "turn {n} was dropped: {sent}"
+        );
+    }
+    assert!(!sent.contains("earlier message"), "{sent}");
+    // The session keeps them whole.
+    let recorded: Vec<String> = f
+        .agent
+        .session()
+        .entries()
+        .iter()
+        .flat_map(|e| e.tool_calls.iter().map(|c| c.arguments.clone()))
+        .collect();
+    assert_eq!(recorded, whole);
+}
+
 #[tokio::test]
 async fn think_sends_nothing_when_no_prompt_fits_the_budget() {
     let mut f = fixture_with_economics(vec![text("never asked")]);
@@ -257,6 +362,13 @@ async fn think_sends_nothing_when_no_prompt_fits_the_budget() {
     match stop {
         Err(Stop::Failed { error, .. }) => {
             assert!(error.starts_with("no prompt could be assembled"), "{error}");
+            // It names the setting the budget came from, not a flag.
+            assert!(
+                error.contains("(context.max_tokens)")
+                    && error.contains("raise context.max_tokens"),
+                "{error}"
+            );
+            assert!(!error.contains("--budget"), "{error}");
         }
         other => panic!("{other:?}"),
     }

@@ -17,13 +17,21 @@
 //!   texts go through [`crate::tokens`], which caches by content and
 //!   counts long texts in chunks.
 //!
+//! A section's count is its text's and, for a message of the history,
+//! that of what travels beside the text in the request: an assistant
+//! message's tool calls (ids, names, arguments), a tool result's call id.
+//! Tool calls are part of the budget like any text, and go when their
+//! message goes (L4) or are cut (L1b); nothing of the history is taken out
+//! of the budget before it is planned.
+//!
 //! # Rounds
 //!
 //! The skill's `budget` hook gets the sections with their counts and
 //! answers with a plan; the host applies it (only to the sections each
-//! level may touch), re-renders the context when L3 asks for it, counts
-//! again and asks again, until the skill says the prompt fits. The host
-//! then checks the total itself.
+//! level may touch), re-renders the context when L3 asks for it, cuts the
+//! history's tool calls and results when L1b asks for it
+//! ([`super::calls`]), counts again and asks again, until the skill says
+//! the prompt fits. The host then checks the total itself.
 //!
 //! # Without the skill
 //!
@@ -35,20 +43,75 @@ use std::collections::HashMap;
 
 use abi_stable::std_types::ROption;
 use foveal_sdk::Role;
-use foveal_sdk::prompt::{PrefixRequest, SectionKind, TrimLevels};
+use foveal_sdk::prompt::{PrefixRequest, SectionKind, TrimLevels, ids};
 
 use super::economics::{BudgetFailure, Economics};
-use super::{PromptError, PromptSection, Text};
+use super::{CallPart, PromptError, PromptSection, Text};
 
 /// The most rounds a plan may take (each applies at least one new level;
-/// there are five).
-const MAX_ROUNDS: usize = 8;
+/// there are seven, and L3 may take two rounds).
+const MAX_ROUNDS: usize = 10;
 
 /// The budget a prompt was assembled against, and where it came from.
 #[derive(Debug, Clone)]
 pub(crate) struct Budget {
     pub tokens: u32,
+    /// Where it came from, as the messages say it: the setting or flag,
+    /// and what was taken out of it for the tool definitions.
     pub from: String,
+    /// What to change to raise it, for the messages: the setting or flag
+    /// it came from, never another.
+    pub change: String,
+}
+
+impl Budget {
+    /// `tokens` from `source` (`--budget`, `context.max_tokens`,
+    /// `context_types.<name>.token_budget`, `model.context_limit`), less
+    /// `tool_definitions` tokens for the tool definitions that travel
+    /// beside the sections (an upper bound: their bytes). An error when
+    /// the definitions leave nothing.
+    pub(crate) fn new(
+        tokens: u32,
+        source: &str,
+        tool_definitions: u32,
+    ) -> Result<Self, PromptError> {
+        let change = change_for(source);
+        if tool_definitions == 0 {
+            return Ok(Self {
+                tokens,
+                from: source.to_owned(),
+                change,
+            });
+        }
+        if tool_definitions >= tokens {
+            return Err(PromptError::ToolsOverBudget {
+                tools: tool_definitions,
+                budget: tokens,
+                from: source.to_owned(),
+                change,
+            });
+        }
+        Ok(Self {
+            tokens: tokens - tool_definitions,
+            from: format!("{source} {tokens}, less {tool_definitions} for the tool definitions"),
+            change,
+        })
+    }
+}
+
+/// What to change to raise the budget, when it comes from `source`: that
+/// setting or flag, never another.
+fn change_for(source: &str) -> String {
+    match source {
+        "--budget" => "give a larger --budget".to_owned(),
+        "context.max_tokens" => {
+            "raise context.max_tokens in the configuration (or CONTEXT_MAX_TOKENS)".to_owned()
+        }
+        "model.context_limit" => {
+            "raise model.context_limit only if the model reads more".to_owned()
+        }
+        other => format!("raise {other} in the configuration"),
+    }
 }
 
 /// Token counts remembered from the last assembly, by text address.
@@ -99,12 +162,55 @@ impl Counter {
         n
     }
 
+    /// The tokens of a section: its text's, and those of what travels
+    /// beside it (see [`call_text`]).
+    pub(crate) fn section_tokens(&mut self, section: &PromptSection) -> u32 {
+        let text = self.count(&section.text);
+        let exact = self.exact;
+        let mut beside: u32 = 0;
+        call_text(section.call.as_ref(), &mut |part: &str| {
+            let n = if exact {
+                saturate(crate::tokens::global().count(part))
+            } else {
+                saturate(part.len())
+            };
+            beside = beside.saturating_add(n);
+        });
+        text.saturating_add(beside)
+    }
+
     /// Counts every section again (after switching to exact counts).
     fn recount(&mut self, sections: &mut [PromptSection]) {
         for section in sections {
-            section.tokens = self.count(&section.text);
+            let n = self.section_tokens(section);
+            section.tokens = n;
         }
     }
+}
+
+/// Each text of a call part that travels in the request beside its
+/// section's text: every call's id, name and arguments, or the id of the
+/// call a result answers. (The framing around them is not counted, as the
+/// framing of messages is not.)
+fn call_text(call: Option<&CallPart>, each: &mut dyn FnMut(&str)) {
+    match call {
+        Some(CallPart::Calls(calls)) => {
+            for c in calls.iter() {
+                each(&c.id);
+                each(&c.name);
+                each(&c.arguments);
+            }
+        }
+        Some(CallPart::Result(id)) => each(id),
+        None => {}
+    }
+}
+
+/// The bytes of a section: its text and its call part.
+fn section_bytes(section: &PromptSection) -> usize {
+    let mut bytes = section.text.as_str().len();
+    call_text(section.call.as_ref(), &mut |part: &str| bytes += part.len());
+    bytes
 }
 
 fn saturate(n: usize) -> u32 {
@@ -139,12 +245,14 @@ pub(crate) fn enforce(
     context_renderable: bool,
     rerender: &mut Rerender<'_>,
 ) -> Result<Outcome, PromptError> {
-    let bytes: usize = sections.iter().map(|s| s.text.as_str().len()).sum();
+    let bytes: usize = sections.iter().map(section_bytes).sum();
     counter.exact =
         counter.exact || crate::tokens::global().is_loaded() || bytes > budget.tokens as usize;
     counter.recount(sections);
 
     let mut applied = TrimLevels::NONE;
+    // Whether L1b cut anything (it is reported only then).
+    let mut calls_cut = false;
     let mut usage_percent = None;
     let mut planned = false;
     for round in 0..=MAX_ROUNDS {
@@ -175,7 +283,11 @@ pub(crate) fn enforce(
             usage_percent = plan.usage_percent.into_option().map(|p| p.min(100));
             break;
         }
-        if let Err(why) = apply(sections, &plan, context_renderable, rerender) {
+        // L1b, asked for in this round: the host cuts the history's tool
+        // calls and results once the plan's edits are applied.
+        let cut_calls = plan.applied.contains(TrimLevels::TOOL_CALLS)
+            && !applied.contains(TrimLevels::TOOL_CALLS);
+        if let Err(why) = apply(sections, &plan, context_renderable, cut_calls, rerender) {
             economics.reject_plan(why);
             break;
         }
@@ -185,9 +297,18 @@ pub(crate) fn enforce(
             counter.recount(sections);
         } else {
             for section in sections.iter_mut() {
-                section.tokens = counter.count(&section.text);
+                let n = counter.section_tokens(section);
+                section.tokens = n;
             }
         }
+        if cut_calls {
+            calls_cut = super::calls::cut(sections, budget.tokens, counter);
+        }
+    }
+    // L1b is reported only when it cut something (a skill asks for it
+    // whenever there is a history, which may hold no long call).
+    if !calls_cut {
+        applied = TrimLevels(applied.0 & !TrimLevels::TOOL_CALLS.0);
     }
 
     let total = sections.iter().map(|s| u64::from(s.tokens)).sum::<u64>();
@@ -220,6 +341,7 @@ pub(crate) fn enforce(
                 .fallback()
                 .unwrap_or_else(|| "token economics unavailable".to_owned())
         ),
+        change: change_for("model.context_limit"),
     };
     if !counter.exact && total > limit.tokens {
         counter.exact = true;
@@ -254,14 +376,16 @@ pub(crate) fn enforce(
 }
 
 /// Applies one plan; an error means the plan was unusable (nothing of it
-/// is applied then).
+/// is applied then). `cut_calls`: the plan newly asks for L1b, which the
+/// caller does after this.
 fn apply(
     sections: &mut Vec<PromptSection>,
     plan: &foveal_sdk::prompt::BudgetPlan,
     context_renderable: bool,
+    cut_calls: bool,
     rerender: &mut Rerender<'_>,
 ) -> Result<(), String> {
-    if plan.edits.is_empty() && plan.context_budget.is_none() {
+    if plan.edits.is_empty() && plan.context_budget.is_none() && !cut_calls {
         return Err("the prompt does not fit and the plan changes nothing".to_owned());
     }
     // Check every edit first.
@@ -314,8 +438,10 @@ fn apply(
         match &edit.text {
             ROption::RSome(text) => {
                 if section.kind == SectionKind::HISTORY {
-                    // The marker of what L4 dropped.
+                    // The marker of what L4 dropped: a system note, whose
+                    // message's calls (or call id) go with it.
                     section.role = Role::SYSTEM;
+                    section.call = None;
                 }
                 section.text = Text::Skill(text.clone());
             }
@@ -353,9 +479,39 @@ fn does_not_fit(sections: &[PromptSection], budget: &Budget, why: String) -> Pro
             why = why.replace(&id, &format!("{} ({}):", section.key, section.id));
         }
     }
+    // And the largest part, as the user knows it.
+    if let Some(largest) = sections.iter().max_by_key(|s| s.tokens) {
+        why = format!(
+            "{why}; the largest part is {} ({} tokens)",
+            describe(largest),
+            largest.tokens
+        );
+    }
     PromptError::DoesNotFit {
         budget: budget.tokens,
         from: budget.from.clone(),
         why,
+        change: budget.change.clone(),
+    }
+}
+
+/// A section as the user knows it, for error messages.
+fn describe(section: &PromptSection) -> String {
+    match (&section.call, section.id) {
+        (Some(CallPart::Calls(calls)), _) => format!(
+            "a message of the conversation history with its tool calls ({})",
+            calls
+                .iter()
+                .map(|c| c.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        (Some(CallPart::Result(_)), ids::TOOL_RESULT) => {
+            "the result of the tool this cycle called (tool_result, 7000)".to_owned()
+        }
+        (Some(CallPart::Result(_)), _) => "a tool result in the conversation history".to_owned(),
+        (None, ids::CONVERSATION_HISTORY) => "a message of the conversation history".to_owned(),
+        (None, ids::PENDING_EVENT) => "the message (pending_event, 6000)".to_owned(),
+        _ => format!("{} ({})", section.key, section.id),
     }
 }

@@ -57,7 +57,12 @@
 //!    the pending event, or last when there is none (see below).
 //! 4. The budget is the smallest of `CONTEXT_MAX_TOKENS` / the config
 //!    (`--budget` replaces it), the context type's budget and the model's
-//!    context limit; it is enforced by [`budget`].
+//!    context limit, less what the tool definitions take (they travel
+//!    beside the sections and cannot be trimmed); it is enforced by
+//!    [`budget`]. The history's tool calls are in it like any text: each
+//!    history section counts its message's calls (ids, names, arguments)
+//!    or its result's call id, L1b cuts long ones ([`calls`]) and L4
+//!    drops them with their message.
 //!
 //! # Where this differs from the seeds, and why
 //!
@@ -68,10 +73,13 @@
 //!   edit that kept the count served stale context. The host's cache keys
 //!   on the memex generation.
 //! - Seed 003's budget could return a prompt still over budget and counted
-//!   tokens as length/4. Here counts are the model's encoding, two more
-//!   levels follow L3 (the oldest history, then the middle of an oversized
-//!   user message, with a marker), and when even that cannot fit the answer
-//!   is an error saying what is too large — never an over-budget prompt.
+//!   tokens as length/4. Here counts are the model's encoding, more
+//!   levels follow L3 (the oldest history, the context window's oldest
+//!   items, then the middle of an oversized user message, with a marker),
+//!   one comes between L1 and L2 (L1b: the history's long tool calls and
+//!   results cut, with a note), and when even that cannot fit the answer
+//!   is an error saying what is too large and what setting to change —
+//!   never an over-budget prompt.
 //! - L3 re-renders the context at the remaining budget when the awareness
 //!   skill is loaded (its budget-aware mode keeps the foveal subtree and
 //!   drops detail by priority) and uses the seed's one-line summary only
@@ -116,6 +124,7 @@
 //! ```
 
 pub mod budget;
+pub mod calls;
 pub mod components;
 pub mod context_types;
 pub mod cost;
@@ -206,7 +215,10 @@ pub struct PromptSection {
     pub kind: SectionKind,
     /// Its text.
     pub text: Text,
-    /// Its tokens (see [`Prompt::tokens_exact`]).
+    /// Its tokens (see [`Prompt::tokens_exact`]): its text's and, for a
+    /// message of the history, those of its [`call`](Self::call) (each
+    /// call's id, name and arguments, or the id a result answers), which
+    /// travel beside the text.
     pub tokens: u32,
     /// The tool calls an assistant message made, or the call a tool
     /// result answers: sent in the request's own fields (`tool_calls`,
@@ -346,6 +358,14 @@ pub struct PromptInput<'a> {
     /// Replaces `context.max_tokens` (still capped by the context type and
     /// the model).
     pub budget: Option<u32>,
+    /// Where [`budget`](Self::budget) comes from, as messages name it
+    /// (`context.max_tokens` when a caller passes the configured value
+    /// itself); none: `--budget`.
+    pub budget_from: Option<&'a str>,
+    /// The tokens of the tool definitions that travel beside the sections
+    /// (an upper bound: their bytes): taken out of the budget, and said so
+    /// in its source.
+    pub tool_definitions: u32,
     /// Count every section exactly even when the bytes show the prompt
     /// fits (loads the tokenizer's tables).
     pub exact_counts: bool,
@@ -378,6 +398,8 @@ impl Default for PromptInput<'_> {
             tools: &[],
             logs: &[],
             budget: None,
+            budget_from: None,
+            tool_definitions: 0,
             exact_counts: false,
             window: None,
         }
@@ -474,7 +496,9 @@ pub struct Prompt {
     /// The budget that was enforced.
     pub budget: u32,
     /// Where it came from (`context.max_tokens`, `--budget`,
-    /// `context_types.<name>.token_budget`, `model.context_limit`).
+    /// `context_types.<name>.token_budget`, `model.context_limit`), and
+    /// what the tool definitions took out of it
+    /// (`context.max_tokens 16384, less 2310 for the tool definitions`).
     pub budget_from: String,
     /// Contract 5: the share of the budget used, 0–100; none without the
     /// token-economics skill.
@@ -525,16 +549,35 @@ pub enum PromptError {
     UnknownContextType(#[from] UnknownContextType),
     /// Every trimming level was applied and the prompt still does not fit.
     #[error(
-        "the prompt does not fit its budget of {budget} tokens ({from}): {why}; raise the budget (--budget, context.max_tokens, CONTEXT_MAX_TOKENS) or shorten the largest sections"
+        "the prompt does not fit its budget of {budget} tokens ({from}): {why}; {change}, or shorten the largest sections"
     )]
     DoesNotFit {
         /// The budget.
         budget: u32,
-        /// Where it came from.
+        /// Where it came from (the setting or flag, less the tool
+        /// definitions).
         from: String,
         /// What the token-economics skill found: the tokens still needed
-        /// and the largest sections.
+        /// and the largest sections; and the largest part, as the host
+        /// knows it (a tool call of the history, the message, …).
         why: String,
+        /// What to change to raise the budget: the setting or flag it came
+        /// from.
+        change: String,
+    },
+    /// The tool definitions alone take the whole budget.
+    #[error(
+        "the tool definitions take {tools} tokens, the whole budget of {budget} tokens ({from}), and leave nothing for the prompt; {change}, or offer fewer tools (a context type's tool_filter, fewer skills with tools)"
+    )]
+    ToolsOverBudget {
+        /// The definitions' tokens (an upper bound: their bytes).
+        tools: u32,
+        /// The budget before them.
+        budget: u32,
+        /// Where it came from.
+        from: String,
+        /// What to change: the setting or flag the budget came from.
+        change: String,
     },
     /// The prompt is over the model's context limit and the token-economics
     /// skill is not there to trim it.
@@ -901,10 +944,10 @@ impl Assembler {
             gated.extend(section.text.address());
         }
 
-        // The budget (contract 3).
+        // The budget (contract 3), less the tool definitions.
         let (budget_tokens, budget_from) = {
             let mut choice = match input.budget {
-                Some(b) => (b, "--budget".to_owned()),
+                Some(b) => (b, input.budget_from.unwrap_or("--budget").to_owned()),
                 None => (self.settings.max_tokens, "context.max_tokens".to_owned()),
             };
             if let Some(b) = context_type.token_budget
@@ -920,10 +963,7 @@ impl Assembler {
             }
             choice
         };
-        let budget = budget::Budget {
-            tokens: budget_tokens,
-            from: budget_from,
-        };
+        let budget = budget::Budget::new(budget_tokens, &budget_from, input.tool_definitions)?;
         let previous = std::mem::take(&mut *self.lock_memo());
         let mut counter = budget::Counter::new(previous);
         counter.exact = input.exact_counts;
@@ -996,7 +1036,8 @@ impl Assembler {
                 memo.clean(&self.gate, &section.text, form, memex, skills, &mut egress)?
             {
                 section.text = text;
-                section.tokens = counter.count(&section.text);
+                let n = counter.section_tokens(section);
+                section.tokens = n;
                 changed = true;
             }
         }
@@ -1005,7 +1046,8 @@ impl Assembler {
             if !outcome.exact {
                 counter.exact = true;
                 for section in &mut sections {
-                    section.tokens = counter.count(&section.text);
+                    let n = counter.section_tokens(section);
+                    section.tokens = n;
                 }
                 outcome.exact = true;
             }

@@ -736,6 +736,274 @@ fn a_prompt_that_cannot_fit_is_an_error_naming_the_largest_section() {
     assert!(text.contains("tool_result (7000): "), "{text}");
 }
 
+/// A message of the history that called `add_journal_entry` with `bytes`
+/// of text, as call `id`.
+fn journal_call(id: &str, n: usize, bytes: usize) -> Message {
+    let text: String = format!("Walk {n}: along the canal, slower than planned, past the locks. ")
+        .chars()
+        .cycle()
+        .take(bytes)
+        .collect();
+    Message {
+        role: Role::ASSISTANT,
+        text: "".into(),
+        call: Some(foveal::prompt::CallPart::Calls(
+            vec![foveal::prompt::ToolCallRecord {
+                id: id.to_owned(),
+                name: "add_journal_entry".to_owned(),
+                arguments: serde_json::json!({"title": format!("Walk {n}"), "text": text})
+                    .to_string(),
+            }]
+            .into(),
+        )),
+    }
+}
+
+fn call_arguments(section: &foveal::prompt::PromptSection) -> Option<&str> {
+    match &section.call {
+        Some(foveal::prompt::CallPart::Calls(calls)) => Some(calls[0].arguments.as_str()),
+        _ => None,
+    }
+}
+
+/// Issue 29, row 3: the history's tool calls (ids, names, arguments) and
+/// results are counted in the budget and cut at L1b — past turns' first,
+/// with a note, before any turn is dropped — and the request carries them
+/// cut while the input (the session) keeps them whole.
+#[test]
+fn the_histories_tool_calls_are_in_the_budget_and_cut_before_any_turn_goes() {
+    let world = World::new(&["token-economics"]);
+    let assembler = Assembler::new(PromptSettings::default());
+    let mut history = Vec::new();
+    for n in 0..7 {
+        let id = format!("call_{n}");
+        history.push(Message::new(
+            Role::USER,
+            format!("Write walk {n} in my journal"),
+        ));
+        history.push(journal_call(&id, n, 2000));
+        history.push(Message::tool_result(
+            &id,
+            format!(
+                "journal entry added; {}",
+                "the text as written. ".repeat(40)
+            ),
+        ));
+        history.push(Message::new(Role::ASSISTANT, "Written."));
+    }
+    let base = PromptInput {
+        message: Some("What did I write?".into()),
+        history: &history,
+        ..PromptInput::default()
+    };
+    let full = world
+        .assemble(
+            &assembler,
+            &PromptInput {
+                exact_counts: true,
+                ..base.clone()
+            },
+        )
+        .unwrap();
+    assert!(full.trim_levels.is_empty());
+    // A message that only called a tool counts its call.
+    let calling = full
+        .sections
+        .iter()
+        .find(|s| call_arguments(s).is_some())
+        .unwrap();
+    assert_eq!(calling.text.as_str(), "");
+    assert!(calling.tokens > 300, "{}", calling.tokens);
+
+    // Over budget by a little: L1b, not L4; every message stays.
+    let budget = full.total_tokens - 500;
+    let cut = world
+        .assemble(
+            &assembler,
+            &PromptInput {
+                budget: Some(budget),
+                ..base.clone()
+            },
+        )
+        .unwrap();
+    assert_eq!(cut.trim_levels, TrimLevels::TOOL_CALLS);
+    assert_eq!(
+        cut.trim_levels.names().collect::<Vec<_>>(),
+        ["L1b_tool_calls"]
+    );
+    assert!(cut.total_tokens <= budget);
+    let history_sections: Vec<_> = cut
+        .sections
+        .iter()
+        .filter(|s| s.key == "conversation_history")
+        .collect();
+    assert_eq!(history_sections.len(), 28);
+    for section in &history_sections {
+        if let Some(arguments) = call_arguments(section) {
+            let arguments: serde_json::Value = serde_json::from_str(arguments).unwrap();
+            let text = arguments["text"].as_str().unwrap();
+            assert!(text.starts_with("Walk "), "{text}");
+            assert!(
+                text.ends_with("… [cut: 1,800 bytes of arguments]"),
+                "{text}"
+            );
+        } else if section.role == Role::TOOL {
+            let text = section.text.as_str();
+            assert!(text.starts_with("journal entry added; "), "{text}");
+            assert!(text.ends_with(" bytes of this result]"), "{text}");
+        }
+    }
+    let sent = format!("{:?}", cut.chat_messages());
+    assert!(sent.contains("bytes of arguments]"), "{sent}");
+    assert!(sent.contains("Write walk 0 in my journal"), "{sent}");
+    // The input is not changed: what the session holds stays whole.
+    match &history[1].call {
+        Some(foveal::prompt::CallPart::Calls(calls)) => {
+            assert!(calls[0].arguments.len() > 2000);
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+/// Issue 29, row 3: one 60 kB call made in this turn no longer fails the
+/// turn's next cycle: the current turn's calls are cut too, when the past
+/// turns' are not enough, and the turn goes on.
+#[test]
+fn a_huge_call_of_the_current_turn_is_cut_and_the_cycle_goes_on() {
+    let world = World::new(&["token-economics"]);
+    let assembler = Assembler::new(PromptSettings {
+        max_tokens: 2000,
+        ..PromptSettings::default()
+    });
+    let history = [
+        Message::new(Role::USER, "Write all of it down"),
+        journal_call("call_1", 1, 60_000),
+    ];
+    let results = [Message::tool_result("call_1", "journal entry added")];
+    let prompt = world
+        .assemble(
+            &assembler,
+            &PromptInput {
+                signal: SignalKind::TOOL_OUTPUT,
+                history: &history,
+                tool_results: &results,
+                ..PromptInput::default()
+            },
+        )
+        .unwrap();
+    assert!(prompt.trim_levels.contains(TrimLevels::TOOL_CALLS));
+    assert!(!prompt.trim_levels.contains(TrimLevels::HISTORY));
+    assert!(prompt.total_tokens <= 2000);
+    assert_eq!(prompt.budget_from, "context.max_tokens");
+    let texts: Vec<&str> = prompt.sections.iter().map(|s| s.text.as_str()).collect();
+    assert!(texts.contains(&"Write all of it down"), "{texts:?}");
+    assert!(texts.contains(&"journal entry added"), "{texts:?}");
+    let arguments = prompt.sections.iter().find_map(call_arguments).unwrap();
+    assert!(
+        arguments.contains("… [cut: 59,800 bytes of arguments]"),
+        "{arguments}"
+    );
+}
+
+/// Issue 29, row 3: a prompt that cannot fit says where its budget came
+/// from — the setting, less the tool definitions, never a flag the user
+/// did not give — which part is too big, and what to change.
+#[test]
+fn an_over_budget_prompt_names_the_budgets_source_and_the_part_too_big() {
+    let world = World::new(&["token-economics"]);
+    let assembler = Assembler::new(PromptSettings {
+        max_tokens: 2000,
+        ..PromptSettings::default()
+    });
+    // The tool definitions are taken out of the budget, and said so.
+    let prompt = world
+        .assemble(
+            &assembler,
+            &PromptInput {
+                message: Some("hi".into()),
+                tool_definitions: 500,
+                ..PromptInput::default()
+            },
+        )
+        .unwrap();
+    assert_eq!(prompt.budget, 1500);
+    assert_eq!(
+        prompt.budget_from,
+        "context.max_tokens 2000, less 500 for the tool definitions"
+    );
+    // This cycle's tool result is never cut: too big, it is named.
+    let history = [
+        Message::new(Role::USER, "Run the report"),
+        Message {
+            role: Role::ASSISTANT,
+            text: "".into(),
+            call: Some(foveal::prompt::CallPart::Calls(
+                vec![foveal::prompt::ToolCallRecord {
+                    id: "call_9".into(),
+                    name: "run_report".into(),
+                    arguments: "{}".into(),
+                }]
+                .into(),
+            )),
+        },
+    ];
+    let result: Arc<str> = "a row of the report ".repeat(2000).into();
+    let results = [Message::tool_result("call_9", result)];
+    let err = world
+        .assemble(
+            &assembler,
+            &PromptInput {
+                signal: SignalKind::TOOL_OUTPUT,
+                history: &history,
+                tool_results: &results,
+                tool_definitions: 500,
+                ..PromptInput::default()
+            },
+        )
+        .unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, PromptError::DoesNotFit { .. }), "{text}");
+    assert!(
+        text.starts_with(
+            "the prompt does not fit its budget of 1500 tokens (context.max_tokens 2000, less 500 for the tool definitions): "
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "the largest part is the result of the tool this cycle called (tool_result, 7000)"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.ends_with(
+            "raise context.max_tokens in the configuration (or CONTEXT_MAX_TOKENS), or shorten the largest sections"
+        ),
+        "{text}"
+    );
+    assert!(!text.contains("--budget"), "{text}");
+    // Tool definitions that leave nothing: said so, with the same source.
+    let err = world
+        .assemble(
+            &assembler,
+            &PromptInput {
+                message: Some("hi".into()),
+                tool_definitions: 2000,
+                ..PromptInput::default()
+            },
+        )
+        .unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, PromptError::ToolsOverBudget { .. }), "{text}");
+    assert!(
+        text.starts_with(
+            "the tool definitions take 2000 tokens, the whole budget of 2000 tokens (context.max_tokens)"
+        ),
+        "{text}"
+    );
+    assert!(!text.contains("--budget"), "{text}");
+}
+
 proptest::proptest! {
     #![proptest_config(proptest::prelude::ProptestConfig::with_cases(24))]
     /// Whatever the sizes and the budget: a prompt within its budget, or

@@ -7,6 +7,15 @@
 //!
 //! 1. **L1** — logs to their last five lines (the host lists logs oldest
 //!    first, so these are the newest).
+//!
+//!    **L1b** — the tool calls and tool results of the conversation
+//!    history, cut with a note. The host does the cutting (a call's
+//!    arguments travel beside its message's text, which is all this hook
+//!    sees), so a round that reaches L1b asks for it and stops, like an
+//!    L3 re-rendering; the next round plans on the new counts. Before L2:
+//!    a past call's arguments were written by the model and acted on,
+//!    their result is recorded (and a write is in the memex), so they are
+//!    worth less than the user's standing mandates or the context.
 //! 2. **L2** — the prefix rebuilt without the standing mandates.
 //! 3. **L3** — when the host can re-render the context (the awareness
 //!    skill is loaded) and the other sections leave room: re-render it at
@@ -25,8 +34,8 @@
 //!    marker saying how much was cut, keeping as much of its start and end
 //!    as fits.
 //!
-//! When even L5 cannot make room — the sections no level may touch (tool
-//! result, skills' components, the prefix without mandates) exceed the
+//! When even L5 cannot make room — the sections no level may touch (this
+//! cycle's tool result, skills' components, the prefix without mandates) exceed the
 //! budget alone — the answer is [`SkillError::DOES_NOT_FIT`], which the
 //! host reports as an error: never an over-budget prompt.
 
@@ -98,6 +107,14 @@ pub fn plan(
         if total <= budget {
             return Ok(plan.finish());
         }
+    }
+
+    // L1b: the history's tool calls and results cut, by the host.
+    if !done.contains(TrimLevels::TOOL_CALLS)
+        && sections.iter().any(|s| s.kind == SectionKind::HISTORY)
+    {
+        plan.applied = plan.applied.union(TrimLevels::TOOL_CALLS);
+        return Ok(plan.finish());
     }
 
     // L2: the prefix without the standing mandates.
@@ -508,9 +525,9 @@ mod tests {
             ),
             section(6000, SectionKind::MESSAGE, "the question"),
         ];
-        // The history goes first.
+        // The history goes first (once the host cut its tool calls).
         let total: u32 = s.iter().map(|s| s.tokens).sum();
-        let first = run(&request(total - 1, &s, TrimLevels::NONE, false)).unwrap();
+        let first = run(&request(total - 1, &s, TrimLevels::TOOL_CALLS, false)).unwrap();
         assert_eq!(first.applied, TrimLevels::HISTORY);
         // Then the oldest items, as few as fit, with a marker.
         let without_history = [s[0], s[1], s[3]];
@@ -613,7 +630,7 @@ mod tests {
             section(5000, SectionKind::HISTORY, leak("c".repeat(10))),
             section(6000, SectionKind::MESSAGE, "hi"),
         ];
-        let plan = run(&request(120, &s, TrimLevels::NONE, false)).unwrap();
+        let plan = run(&request(120, &s, TrimLevels::TOOL_CALLS, false)).unwrap();
         assert_eq!(plan.applied, TrimLevels::HISTORY);
         assert_eq!(plan.edits[0].index, 1);
         assert!(plan.edits[0].text.is_none());
@@ -622,6 +639,37 @@ mod tests {
             plan.edits[1].text.as_ref().unwrap().as_str(),
             "[2 earlier messages omitted to fit the token budget]"
         );
+    }
+
+    #[test]
+    fn the_histories_tool_calls_are_asked_for_after_the_logs_and_before_the_mandates() {
+        let logs = "1\n2\n3\n4\n5\n6\n7\n";
+        let s = [
+            section(0, SectionKind::PREFIX, "p"),
+            section(2500, SectionKind::LOGS, logs),
+            section(5000, SectionKind::HISTORY, leak("a".repeat(100))),
+            section(6000, SectionKind::MESSAGE, "hi"),
+        ];
+        let mut full = request(110, &s, TrimLevels::NONE, false);
+        full.prefix.mandates = "- always cite ids".into();
+        // L1 is applied in the same round; L1b is asked for, with no edit
+        // of its own, and the round stops there.
+        let first = run(&full).unwrap();
+        assert!(!first.fits);
+        assert_eq!(first.applied, TrimLevels::LOGS | TrimLevels::TOOL_CALLS);
+        assert_eq!(first.edits.len(), 1);
+        assert_eq!(first.edits[0].index, 1);
+        assert!(first.context_budget.is_none());
+        // The next round goes on with L2, then the history.
+        let mut next = request(110, &s, TrimLevels::LOGS | TrimLevels::TOOL_CALLS, false);
+        next.prefix.mandates = "- always cite ids".into();
+        let second = run(&next).unwrap();
+        assert!(second.applied.contains(TrimLevels::MANDATES));
+        assert!(!second.applied.contains(TrimLevels::TOOL_CALLS));
+        // Without a history there is nothing to ask for.
+        let without = [s[0], s[1], s[3]];
+        let plan = run(&request(12, &without, TrimLevels::NONE, false)).unwrap();
+        assert_eq!(plan.applied, TrimLevels::LOGS);
     }
 
     #[test]
