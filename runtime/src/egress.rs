@@ -95,7 +95,7 @@ fn say_withheld(unavailable: &Unavailable) {
             error.code,
             "(its message is not shown: a privacy skill's error may quote the text it was given)",
         );
-        crate::skill_errors::say(skill, *hook, &withheld);
+        crate::skill_errors::say(skill, hook, &withheld);
     }
 }
 

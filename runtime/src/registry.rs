@@ -154,7 +154,7 @@ impl Unavailable {
     pub fn say_failure(&self) -> bool {
         match &*self.0 {
             Reason::Failed { skill, hook, error } => {
-                crate::skill_errors::say(skill, *hook, error);
+                crate::skill_errors::say(skill, hook, error);
                 true
             }
             _ => false,
