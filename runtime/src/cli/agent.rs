@@ -586,8 +586,27 @@ pub fn check(config: &Config) -> anyhow::Result<Exit> {
                 snapshot.len(),
                 snapshot.files().count()
             ));
+            // As `memex stats`: a private file that failed to load is not
+            // named, only counted; one that could not be read at all is
+            // (its privacy is unknown, and its name may be the only clue).
+            let privacy = crate::memex::privacy::PrivacyTags::new(&config.privacy_tags);
+            let mut hidden = 0usize;
             for (path, error) in snapshot.failed() {
-                problems.push(format!("memex: {}: {error}", path.display()));
+                if crate::cli::memex::failed_is_private(&snapshot, &privacy, path) {
+                    hidden += 1;
+                } else {
+                    problems.push(format!("memex: {}: {error}", path.display()));
+                }
+            }
+            match hidden {
+                0 => {}
+                1 => problems.push(
+                    "memex: 1 private file failed to load, not named here (`foveal memex stats --include-private` names it)"
+                        .to_owned(),
+                ),
+                n => problems.push(format!(
+                    "memex: {n} private files failed to load, not named here (`foveal memex stats --include-private` names them)"
+                )),
             }
             opened = Some(snapshot);
         }

@@ -287,3 +287,63 @@ fn stats_names_no_private_file_unless_asked_and_says_how_many_it_hid() {
     assert!(out.contains("failed files     2\n"), "{out}");
     assert!(err.contains("diary-canary.org:"), "{err}");
 }
+
+/// Review of privacy v3: `foveal check` named every file that failed to
+/// load, private ones too, and `memex query` named a file that failed
+/// before it could be read (too large), whose privacy is unknown. `check`
+/// hides a private one as `memex stats` does and says how many it hid; a
+/// file never read is named by `check` and `stats`, where its name may be
+/// the only clue, and only counted by `query`.
+#[test]
+fn check_names_no_private_failed_file_and_only_check_and_stats_name_a_file_never_read() {
+    let dir = sandbox_with_private_files();
+    // Over the memex's limit: it fails before it is read.
+    std::fs::File::create(dir.path().join("memex/huge.org"))
+        .unwrap()
+        .set_len(4 << 30)
+        .unwrap();
+    let problem = |out: &str, name: &str| {
+        out.lines()
+            .any(|l| l.starts_with("PROBLEM  memex: ") && l.contains(name))
+    };
+
+    let check = foveal(dir.path(), &["check", "--memex", "memex"]);
+    let out = text(&check.stdout);
+    assert_eq!(check.status.code(), Some(1), "{out}");
+    assert_no_private(&out);
+    // The public broken file and the file never read are named; the
+    // private one counted.
+    assert!(problem(&out, "/broken.org: "), "{out}");
+    assert!(problem(&out, "/huge.org: "), "{out}");
+    assert!(
+        out.contains(
+            "PROBLEM  memex: 1 private file failed to load, not named here (`foveal memex stats --include-private` names it)\n"
+        ),
+        "{out}"
+    );
+
+    let stats = foveal(dir.path(), &["memex", "stats", "--memex", "memex"]);
+    assert!(stats.status.success(), "{}", text(&stats.stderr));
+    let out = text(&stats.stdout);
+    assert_no_private(&out);
+    assert!(out.contains("/huge.org"), "{out}");
+
+    let query = |extra: &[&str]| {
+        let mut args = vec!["memex", "query", "--memex", "memex", "--tag", "project"];
+        args.extend_from_slice(extra);
+        let output = foveal(dir.path(), &args);
+        assert!(output.status.success(), "{}", text(&output.stderr));
+        text(&output.stderr)
+    };
+    let err = query(&[]);
+    assert_no_private(&err);
+    assert!(err.contains("broken.org not loaded"), "{err}");
+    assert!(!err.contains("huge.org"), "{err}");
+    assert!(
+        err.contains("; 1 file that could not be read not named (`foveal memex stats` names it) (--include-private shows them)"),
+        "{err}"
+    );
+    let err = query(&["--include-private"]);
+    assert!(err.contains("huge.org not loaded"), "{err}");
+    assert!(!err.contains("note:"), "{err}");
+}
