@@ -1174,6 +1174,67 @@ mod tests {
         }
     }
 
+    /// Review of privacy v3: a setup file beside a symlink no longer
+    /// counted — only the folder of the file's real location was searched
+    /// — so a file private only through the setup file beside its link
+    /// (where Org, opening the file through the link, reads it) was public
+    /// under both names.
+    #[test]
+    fn a_setup_file_beside_a_symlink_makes_the_file_private_under_every_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        for (name, text) in [
+            ("private/setup.org", "#+FILETAGS: :@personal:\n"),
+            ("public/setup.org", "#+TODO: TODO | DONE\n"),
+            (
+                "public/n.org",
+                "#+SETUPFILE: setup.org\n* Harbour notes\nMet Ann at the harbour canary.\n",
+            ),
+            (
+                "public/launch.org",
+                "* Launch plan\nThe public launch notes.\n",
+            ),
+        ] {
+            let path = root.join(name);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        }
+        let target = root.join("public/n.org");
+        let link = root.join("private/n.org");
+        std::os::unix::fs::symlink("../public/n.org", &link).unwrap();
+        let memex = Memex::open(std::slice::from_ref(&root)).unwrap();
+        let privacy = PrivacyTags::new(["@personal"]);
+        let check = |when: &str| {
+            let snapshot = memex.snapshot();
+            for path in [&link, &target] {
+                let file = snapshot.file(path).expect("loaded under both names");
+                assert!(
+                    privacy.file_is_private(file),
+                    "{when}: {} has file tags {:?}",
+                    path.display(),
+                    file.file_tags
+                );
+            }
+            // The public file beside the target stays public, and is lent.
+            let launch = snapshot.file(&root.join("public/launch.org")).unwrap();
+            assert!(!privacy.file_is_private(launch), "{when}");
+            let lent = lent_text(&memex, &privacy);
+            assert!(lent.contains("The public launch notes."), "{when}: {lent}");
+            assert!(!lent.contains("harbour"), "{when}: {lent}");
+        };
+        check("loaded");
+        // Read again through either name.
+        std::fs::write(
+            &target,
+            "#+SETUPFILE: setup.org\n* Harbour notes\nMet Ann at the harbour again.\n",
+        )
+        .unwrap();
+        memex.reload_file(&target);
+        check("read again through the file");
+        memex.reload_file(&link);
+        check("read again through the link");
+    }
+
     /// While the setup file that makes a file private is missing,
     /// half-written or not UTF-8, the file keeps the privacy it had and
     /// nothing of it is lent; it is public again only once the setup file

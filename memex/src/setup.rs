@@ -32,10 +32,11 @@
 //! Two rules keep a setup file from making a private file public:
 //!
 //! - **A file is one file, whatever its names.** A relative value is
-//!   looked up from the file's real location (links resolved), not from
-//!   the folder of the link it was reached by; a file with other names in
-//!   the memex (hard links) is read from each of their folders too, and
-//!   the file tags of every reading count ([`resolve_with`]).
+//!   looked up from the folder of the file's real location (links
+//!   resolved) and from the folder of each name the memex reaches it by
+//!   (a symlink's own folder, a hard link's), and the file tags of every
+//!   reading count ([`resolve_with`]): a setup file beside a link cannot
+//!   make the file public, nor can one beside its target.
 //! - **A setup file that cannot be read never declassifies.** One that is
 //!   missing, unreadable, not a regular file, over [`MAX_SETUP_BYTES`] or
 //!   not UTF-8 (at any depth) gives what it gave when the file was last
@@ -144,11 +145,12 @@ pub fn resolve(path: &Path, text: &str) -> (Settings, Setup) {
 /// `path`, following its `#+SETUPFILE:` lines.
 ///
 /// A relative value is looked up from the folder of the file's real
-/// location (`path` with its links resolved) and from that of each of
+/// location (`path` with its links resolved), from the folder `path`
+/// itself sits in (a symlink's folder), and from both folders of each of
 /// `names`, the other paths by which the memex reaches the same file
-/// (hard links): the first reading gives the settings, and the file tags
-/// of the others are added to them — the file is private if any way of
-/// reading it makes it so.
+/// (symlinks, hard links): the first reading gives the settings, and the
+/// file tags of the others are added to them — the file is private if
+/// any way of reading it makes it so.
 ///
 /// `previous` is the setup the file's version now served was read with:
 /// a setup file that cannot be read whole answers from it (see the
@@ -160,13 +162,18 @@ pub fn resolve_with(
     text: &str,
     previous: Option<&Setup>,
 ) -> (Settings, Setup) {
-    let folder = |real: &Path| real.parent().unwrap_or(Path::new("/")).to_path_buf();
+    let folder = |path: &Path| path.parent().unwrap_or(Path::new("/")).to_path_buf();
     let real = normal(path);
+    // The folder of the real location first (its reading gives the
+    // settings), then, for `path` and each other name, the folder of its
+    // real location and the folder the name itself sits in — a symlink's
+    // own folder, where Org looks when the file is opened through it.
     let mut dirs = vec![folder(real.as_path())];
-    for name in names {
-        let dir = folder(normal(name).as_path());
-        if !dirs.contains(&dir) {
-            dirs.push(dir);
+    for name in std::iter::once(path).chain(names.iter().map(PathBuf::as_path)) {
+        for dir in [folder(normal(name).as_path()), normal(&folder(name))] {
+            if !dirs.contains(&dir) {
+                dirs.push(dir);
+            }
         }
     }
     let mut resolver = Resolver {

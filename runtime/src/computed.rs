@@ -20,8 +20,13 @@
 //!   to (or under) must be visible, no privacy tag may be added, and no
 //!   text may carry private text or a secret — the rule every memex write
 //!   obeys, the gate's [`Gate::check_write`], asked of every text of an
-//!   edit before any of it is written, with the answer every such refusal
-//!   gives ([`crate::egress::WRITE_REFUSED`]). The ticket closes when the
+//!   edit before any of it is written (title, tags, property keys and
+//!   values, `KIND`, `SEVERITY` and `SOURCE` included, body), each alone
+//!   and all joined in the order the file will hold them, a property with
+//!   the rest of the drawer it joins — a `KIND` or `SEVERITY` value of the
+//!   host's own vocabulary is let through as a word alone, not as part of
+//!   a longer private passage; with the answer every such refusal gives
+//!   ([`crate::egress::WRITE_REFUSED`]). The ticket closes when the
 //!   call returns: a skill cannot write at any other time, and never
 //!   touches a file itself.
 //!
@@ -406,22 +411,88 @@ fn text_field<'a>(edit: &'a Value, key: &str) -> Result<&'a str, String> {
         .ok_or_else(|| format!("`{key}` must be a string"))
 }
 
-/// The privacy check of one text the skill wants written: the gate's
-/// rule for every memex write.
-fn check_text(target: &Target, snapshot: &MemexSnapshot, text: &str) -> Result<(), String> {
+/// Whether `value` of property `key` is a word of the host's own
+/// vocabulary: a `KIND` the computed-context skill knows (`pattern`,
+/// `gotcha`, `warning`, `decision`) or a `SEVERITY` (`low`, `medium`,
+/// `high`, `critical`), any case. Such a word is the host's, and quotes
+/// nothing even where a private line is just that word (a private node's
+/// `:KIND: gotcha`): written alone, it is let through.
+fn own_word(key: &str, value: &str) -> bool {
+    let words: &[&str] = if key.eq_ignore_ascii_case("KIND") {
+        &["pattern", "gotcha", "warning", "decision"]
+    } else if key.eq_ignore_ascii_case("SEVERITY") {
+        &["low", "medium", "high", "critical"]
+    } else {
+        &[]
+    };
+    words.iter().any(|word| value.eq_ignore_ascii_case(word))
+}
+
+/// The privacy check of the texts the skill wants written, in the order
+/// the file will hold them, each with whether it is a word of the host's
+/// vocabulary ([`own_word`]): the gate's rule for every memex write, on
+/// each other text alone ([`Gate::check_write`]) and on all of them joined
+/// by line breaks ([`Gate::check_write_except`], where a vocabulary word
+/// is let through alone but not as part of a longer private passage), so
+/// a private run split across texts that end up side by side is found.
+fn check_texts(
+    target: &Target,
+    snapshot: &MemexSnapshot,
+    texts: &[(&str, bool)],
+) -> Result<(), String> {
+    let mut whole = String::new();
+    let mut own: Vec<std::ops::Range<usize>> = Vec::new();
+    for (i, (text, vocabulary)) in texts.iter().enumerate() {
+        if i > 0 {
+            whole.push('\n');
+        }
+        if *vocabulary {
+            own.push(whole.len()..whole.len() + text.len());
+        }
+        whole.push_str(text);
+    }
+    let alone = texts
+        .iter()
+        .filter(|(_, vocabulary)| !vocabulary)
+        .map(|(text, _)| *text);
     target
         .gate
-        .check_write([text], snapshot)
+        .check_write(alone, snapshot)
+        .and_then(|()| target.gate.check_write_except(&whole, &own, snapshot))
         .map_err(|refused| refused.to_string())
 }
 
-/// Whether a property's value is free text, which the gate checks. Values
-/// of a fixed vocabulary (a kind, a severity, an id) are one common word:
-/// the gate would take any private line holding just that word for it.
-fn free_text(key: &str) -> bool {
-    !["KIND", "SEVERITY", "SOURCE"]
-        .iter()
-        .any(|k| key.eq_ignore_ascii_case(k))
+/// The property drawer of object `id` once `key` is set to `value`: its
+/// keys and values in the order the file will hold them (a key already
+/// there keeps its place, a new one comes last), each with whether it is
+/// a word of the host's vocabulary. A value reads on into the next line of
+/// the drawer — `:A: Met Ann at the` and `:harbour: on a` are one run of
+/// words — so a property is checked with its neighbours. `:EMBEDDING:`
+/// values are left out, as the gate leaves them out of visible text.
+fn drawer_with<'a>(
+    snapshot: &'a MemexSnapshot,
+    id: &str,
+    key: &'a str,
+    value: &'a str,
+) -> Vec<(&'a str, bool)> {
+    let mut parts: Vec<(&'a str, bool)> = Vec::new();
+    let mut set = false;
+    if let Some(object) = snapshot.get(id) {
+        for (k, v) in object.properties() {
+            if k.eq_ignore_ascii_case(key) {
+                if !set {
+                    parts.extend([(key, false), (value, own_word(key, value))]);
+                    set = true;
+                }
+            } else if !k.eq_ignore_ascii_case("EMBEDDING") {
+                parts.extend([(k, false), (v, own_word(k, v))]);
+            }
+        }
+    }
+    if !set {
+        parts.extend([(key, false), (value, own_word(key, value))]);
+    }
+    parts
 }
 
 /// One edit; the id written.
@@ -438,9 +509,9 @@ fn one_edit(target: &Target, edit: &Value) -> Result<String, String> {
         }
         let snapshot = memex.snapshot();
         visible(&snapshot, id)?;
-        if free_text(key) {
-            check_text(target, &snapshot, value)?;
-        }
+        // Every key and value, `KIND`, `SEVERITY` and `SOURCE` too, with
+        // the drawer it joins: what the drawer holds is visible text.
+        check_texts(target, &snapshot, &drawer_with(&snapshot, id, key, value))?;
         memex
             .set_property(&snapshot, id, key, value)
             .map(|_| ())
@@ -480,17 +551,19 @@ fn one_edit(target: &Target, edit: &Value) -> Result<String, String> {
             };
             let snapshot = memex.snapshot();
             visible(&snapshot, parent)?;
-            // Every text of the edit before any of it is written: a
-            // refused property must not leave its headline behind.
-            check_text(target, &snapshot, title)?;
-            if let Some(body) = body {
-                check_text(target, &snapshot, body)?;
-            }
+            // Every text of the edit before any of it is written (a
+            // refused property must not leave its headline behind), in
+            // the order the file will hold them: the headline's title and
+            // tags (one line: the tags read on from the title), every key
+            // and value of its drawer, its body.
+            let tag_line = tags.join(" ");
+            let mut texts: Vec<(&str, bool)> = vec![(title, false), (tag_line.as_str(), false)];
             for (key, value) in &properties {
-                if free_text(key) {
-                    check_text(target, &snapshot, value)?;
-                }
+                texts.push((key.as_str(), false));
+                texts.push((value.as_str(), own_word(key, value)));
             }
+            texts.extend(body.map(|body| (body, false)));
+            check_texts(target, &snapshot, &texts)?;
             let written = memex
                 .add_child(&snapshot, parent, title, body)
                 .map_err(|e| e.to_string())?;
@@ -636,6 +709,57 @@ mod tests {
             4,
             "{text}"
         );
+    }
+
+    /// Review of privacy v3: tags, `KIND`, `SEVERITY` and `SOURCE` values
+    /// went unchecked, and each text was checked alone — so a private run
+    /// cut between a title and its tags, or between two properties of a
+    /// drawer, was written into visible text whole.
+    #[test]
+    fn tags_every_property_and_texts_side_by_side_are_checked_as_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let (open, _) = open_ticket(dir.path());
+        let ticket = open.0;
+        let file = dir.path().join("a.org");
+        let private = "My secret plan for the garden party next week";
+        // A run cut between the title and its tags; a private value in
+        // each property the write-back took for one word; a run cut
+        // between a value and the key after it (a key is a word).
+        let edits = json!({"edits": [
+            {"op": "add_child", "parent": "k", "title": "My secret plan for", "tags": ["the", "garden", "party"]},
+            {"op": "add_child", "parent": "k", "title": "Node", "properties": [["KIND", private]]},
+            {"op": "set_property", "id": "k", "key": "SOURCE", "value": private},
+            {"op": "set_property", "id": "k", "key": "SEVERITY", "value": private},
+            {"op": "set_property", "id": "k", "key": "PLAN", "value": "My secret plan for"},
+            {"op": "set_property", "id": "k", "key": "the", "value": "garden party next"}
+        ]});
+        let before = std::fs::read_to_string(&file).unwrap();
+        let answer = write(ticket, &edits.to_string()).unwrap();
+        let r = results(&answer);
+        assert_eq!(r.len(), 6, "{answer}");
+        for i in [0, 1, 2, 3, 5] {
+            assert_eq!(r[i]["error"], crate::egress::WRITE_REFUSED, "{i}: {answer}");
+        }
+        // Four words alone are no quote: the positive control of the last
+        // edit, which it joins.
+        assert_eq!(r[4]["ok"], true, "{answer}");
+        let text = std::fs::read_to_string(&file).unwrap();
+        assert_eq!(
+            text,
+            before.replacen(":ID: k\n", ":ID: k\n:PLAN: My secret plan for\n", 1),
+            "a refused edit wrote"
+        );
+        // The same edits in public text are made.
+        let edits = json!({"edits": [
+            {"op": "add_child", "parent": "k", "title": "Rake the", "tags": ["garden", "paths"], "properties": [["KIND", "pattern"], ["SEVERITY", "high"], ["SOURCE", "k"]]},
+            {"op": "set_property", "id": "k", "key": "ORDER", "value": "garden paths first"}
+        ]});
+        let answer = write(ticket, &edits.to_string()).unwrap();
+        assert!(results(&answer).iter().all(|r| r["ok"] == true), "{answer}");
+        let text = std::fs::read_to_string(&file).unwrap();
+        assert!(text.contains("** Rake the :garden:paths:\n"), "{text}");
+        assert!(text.contains(":SEVERITY: high\n"), "{text}");
+        assert!(text.contains(":ORDER: garden paths first\n"), "{text}");
     }
 
     #[test]

@@ -184,14 +184,6 @@ impl ToolCategory {
             Self::Dangerous => "dangerous",
         }
     }
-
-    /// Whether a tool of this category changes something (write,
-    /// dangerous): what it is given may be written, so private text in
-    /// its arguments is refused before it runs
-    /// ([`check_arguments`](crate::agent::tools::check_arguments)).
-    pub fn acts(self) -> bool {
-        matches!(self, Self::Write | Self::Dangerous)
-    }
 }
 
 impl fmt::Display for ToolCategory {

@@ -565,10 +565,10 @@ impl Agent {
             Ok(args) => args.clone(),
             Err(error) => return Err(ToolError::InvalidArguments(error.to_string()).to_string()),
         };
-        // A tool that acts, given private text or a secret, would write it
-        // where a visible object holds it: refused before it runs (and
-        // before anyone is asked to confirm it), the host's and the
-        // skills' alike.
+        // A tool given private text or a secret could write it where a
+        // visible object holds it: refused before it runs (and before
+        // anyone is asked to confirm it), the host's write tools and every
+        // skill tool, whatever category it declares.
         tools::check_arguments(tool, &args, &self.gate, &self.memex.snapshot())
             .map_err(|refused| refused.to_string())?;
         if tool.category == ToolCategory::Dangerous && pattern.dangerous_requires_confirm {

@@ -679,3 +679,74 @@ async fn act_refuses_a_write_tool_given_private_text_and_writes_nothing() {
     assert!(journal.contains(" Planned the demo\n"), "{journal}");
     assert!(journal.contains("It went well."), "{journal}");
 }
+
+/// Review of privacy v3: each text of a write was checked alone, so a
+/// private run cut between a headline's title and its body passed, and
+/// once written side by side every run of it was visible text.
+#[tokio::test]
+async fn act_refuses_a_write_whose_title_and_body_together_quote_private_text() {
+    // The Health body, `CANARY-7f3a9 blood pressure notes`, cut in two:
+    // each half alone is no quote.
+    let split = serde_json::json!(
+        {"parent_id": "launch", "title": "canary-7F3A9 Blood", "body": "Pressure notes"}
+    )
+    .to_string();
+    let public = serde_json::json!(
+        {"parent_id": "launch", "title": "canary-7F3A9 Blood", "body": "Tests passed."}
+    )
+    .to_string();
+    let mut f = fixture(vec![
+        call("add_headline", &split),
+        text("ok"),
+        call("add_headline", &public),
+        text("ok"),
+    ]);
+    let before = memex_files(&f);
+    let (_, out) = ask(&mut f, "Write that down").await;
+    assert_eq!(
+        out.tools,
+        [(
+            "add_headline".to_owned(),
+            Err(crate::egress::WRITE_REFUSED.to_owned())
+        )]
+    );
+    assert_eq!(memex_files(&f), before, "a refused write wrote");
+    // The same title with a public body is written: the positive control.
+    let (_, out) = ask(&mut f, "Write that down").await;
+    assert!(out.tools[0].1.is_ok(), "{:?}", out.tools);
+    let work = disk(&f);
+    assert!(work.contains("** canary-7F3A9 Blood\n"), "{work}");
+    assert!(work.contains("Tests passed."), "{work}");
+}
+
+/// Review of privacy v3: a skill's tool had its arguments checked only
+/// when it declared itself a write or dangerous tool, and a category is
+/// the skill's word, not what the tool does.
+#[tokio::test]
+async fn a_skill_tool_is_refused_private_text_whatever_category_it_declares() {
+    let f = fixture(vec![]);
+    let snapshot = f.agent.memex().snapshot();
+    let private = serde_json::json!({"text": "canary-7F3A9 blood pressure notes"});
+    let split = serde_json::json!({"a": "canary-7F3A9 blood", "b": "pressure notes"});
+    let public = serde_json::json!({"text": "blood tests passed"});
+    for category in ToolCategory::ALL {
+        let tool = Tool {
+            name: "keep".to_owned(),
+            description: "Keeps a text.".to_owned(),
+            parameters: serde_json::json!({"type": "object"}),
+            category,
+            source: ToolSource::Skill("notes".to_owned()),
+        };
+        let check = |args: &serde_json::Value| {
+            tools::check_arguments(&tool, args, &f.agent.gate, &snapshot)
+        };
+        for args in [&private, &split] {
+            assert_eq!(
+                check(args),
+                Err(ToolError::Failed(crate::egress::WRITE_REFUSED.to_owned())),
+                "{category} {args}"
+            );
+        }
+        assert_eq!(check(&public), Ok(()), "{category}");
+    }
+}

@@ -19,13 +19,13 @@
 //!
 //! Private objects (privacy tags, at any depth) do not exist for tools: a
 //! private id is answered exactly like an unknown one, and no tool writes
-//! under one. A tool that acts (write, dangerous) — the host's or a
-//! skill's — is refused before it runs when its arguments hold private
-//! text or a secret ([`check_arguments`]): what it wrote would be held by a
-//! visible object, and so be public. Bad arguments are a [`ToolError`]
-//! returned to the model as the tool's result, never a crash. A path in a
-//! result is named from its memex root (`work.org`), never as the
-//! machine's absolute path.
+//! under one. A host tool that writes, and every skill tool whatever
+//! category it declares, is refused before it runs when its arguments hold
+//! private text or a secret ([`check_arguments`]): what it wrote would be
+//! held by a visible object, and so be public. Bad arguments are a
+//! [`ToolError`] returned to the model as the tool's result, never a
+//! crash. A path in a result is named from its memex root (`work.org`),
+//! never as the machine's absolute path.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -261,15 +261,19 @@ impl ToolOutput {
     }
 }
 
-/// Refuses a call of `tool` whose arguments hold private text or a secret
-/// when the tool acts (write, dangerous: [`ToolCategory::acts`]), before
-/// it runs: the rule every memex write obeys ([`Gate::check_write`]), here
-/// for the host's tools and the skills' alike, which the agent and `foveal
-/// tool call` both ask. Of a host tool, the texts it writes are checked
-/// (an id only names the object written to, and a private id is answered
-/// as a missing one); of a skill's, every string of its arguments, since
-/// the host cannot know which it writes. `memex` is the memex as it is
-/// now. The answer is the one every such refusal gives
+/// Refuses a call of `tool` whose arguments hold private text or a secret,
+/// before it runs: the rule every memex write obeys ([`Gate::check_write`]),
+/// here for the host's tools and the skills' alike, which the agent and
+/// `foveal tool call` both ask. Of a host tool, the texts it writes, as
+/// the file will hold them: each alone and all joined in order, title then
+/// body ([`Gate::check_write_parts`]); an id only names the object written
+/// to (a private id is answered as a missing one), and a host tool that
+/// writes nothing has nothing checked. Of a skill's tool, whatever
+/// category it declares (a category is the skill's word, not the host's
+/// knowledge of what the tool does), every string and number of its
+/// arguments, alone and joined ([`Gate::check_write_arguments`]), since
+/// the host cannot know which it writes or sends. `memex` is the memex as
+/// it is now. The answer is the one every such refusal gives
 /// ([`WRITE_REFUSED`](crate::egress::WRITE_REFUSED)); nothing is written.
 pub fn check_arguments(
     tool: &Tool,
@@ -277,16 +281,17 @@ pub fn check_arguments(
     gate: &Gate,
     memex: &MemexSnapshot,
 ) -> Result<(), ToolError> {
-    if !tool.category.acts() {
-        return Ok(());
-    }
     let checked = match &tool.source {
         ToolSource::Builtin(builtin) => {
-            let written = builtin
+            let written: Vec<&str> = builtin
                 .written()
                 .iter()
-                .filter_map(|key| args.get(key).and_then(Value::as_str));
-            gate.check_write(written, memex)
+                .filter_map(|key| args.get(key).and_then(Value::as_str))
+                .collect();
+            if written.is_empty() {
+                return Ok(());
+            }
+            gate.check_write_parts(&written, memex)
         }
         ToolSource::Skill(_) => gate.check_write_arguments(args, memex),
     };

@@ -607,9 +607,28 @@ pub fn check(config: &Config) -> anyhow::Result<Exit> {
                 snapshot.len(),
                 snapshot.files().count()
             ));
-            // Each error names its file.
-            for error in snapshot.failed().values() {
-                problems.push(format!("memex: {error}"));
+            // As `memex stats`: a private file that failed to load is not
+            // named, only counted; one that could not be read at all is
+            // (its privacy is unknown, and its name may be the only clue).
+            let privacy = crate::memex::privacy::PrivacyTags::new(&config.privacy_tags);
+            let mut hidden = 0usize;
+            for (path, error) in snapshot.failed() {
+                if crate::cli::memex::failed_is_private(&snapshot, &privacy, path) {
+                    hidden += 1;
+                } else {
+                    // The error names its file.
+                    problems.push(format!("memex: {error}"));
+                }
+            }
+            match hidden {
+                0 => {}
+                1 => problems.push(
+                    "memex: 1 private file failed to load, not named here (`foveal memex stats --include-private` names it)"
+                        .to_owned(),
+                ),
+                n => problems.push(format!(
+                    "memex: {n} private files failed to load, not named here (`foveal memex stats --include-private` names them)"
+                )),
             }
             opened = Some(snapshot);
         }

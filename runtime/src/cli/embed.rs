@@ -6,7 +6,7 @@ use std::time::Instant;
 use crate::cli::Exit;
 use crate::config::Config;
 use crate::embed::service::{embed_jobs, open_cache};
-use crate::embed::{EmbedKind, plan};
+use crate::embed::{EmbedKind, Recheck, plan};
 use crate::memex::privacy::PrivacyTags;
 
 /// What `memex embed --json` prints.
@@ -55,7 +55,7 @@ pub fn run(config: &Config, json: bool) -> anyhow::Result<Exit> {
     };
     let privacy = PrivacyTags::new(&config.privacy_tags);
     let snapshot = memex.snapshot();
-    let plan = plan(&snapshot, &privacy, &cache, remote, gate.as_ref());
+    let mut plan = plan(&snapshot, &privacy, &cache, remote, gate.as_ref());
     // Vectors of objects that became private since they were embedded.
     if let Err(error) = cache.remove(&plan.withdraw) {
         eprintln!("warning: {error}");
@@ -83,10 +83,19 @@ pub fn run(config: &Config, json: bool) -> anyhow::Result<Exit> {
             .progress_chars("=> "),
         );
         bar.set_message("embedding");
-        let result = embed_jobs(&*embedder, &cache, &plan.jobs, settings.batch, |done| {
-            bar.set_position(done as u64);
-            true
-        });
+        // Each batch checked again against the memex as it is then.
+        let mut recheck = Recheck::new(&memex, &privacy, &cache, remote, gate.as_ref(), &mut plan);
+        let result = embed_jobs(
+            &*embedder,
+            &cache,
+            &plan.jobs,
+            settings.batch,
+            &mut recheck,
+            |done| {
+                bar.set_position(done as u64);
+                true
+            },
+        );
         bar.finish_and_clear();
         embedded = match result {
             Ok(done) => done,

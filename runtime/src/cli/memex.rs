@@ -10,7 +10,11 @@
 //! it hid (`query` on stderr, so that its stdout stays one object a line,
 //! or a JSON array). A file that failed to load is private when its text
 //! names a privacy tag — the privacy gate's rule for such files
-//! ([`PrivacyTags::failed_text_is_private`]).
+//! ([`PrivacyTags::failed_text_is_private`]). A file that failed before
+//! it could be read (too large, unreadable, not a regular file) has no
+//! text to judge: `stats` (and `foveal check`) name it, since its name
+//! may be the user's only clue to what went wrong; `query`, a listing of
+//! objects, does not, and counts it.
 
 use std::io::Write as _;
 use std::path::Path;
@@ -57,10 +61,21 @@ struct Failure {
 
 /// Whether the file at `path`, which failed to load, is private as a
 /// whole: its text, when it was read, names a privacy tag.
-fn failed_is_private(snapshot: &MemexSnapshot, privacy: &PrivacyTags, path: &Path) -> bool {
+pub(crate) fn failed_is_private(
+    snapshot: &MemexSnapshot,
+    privacy: &PrivacyTags,
+    path: &Path,
+) -> bool {
     snapshot
         .failed_texts()
         .any(|(failed, text)| failed == path && privacy.failed_text_is_private(text))
+}
+
+/// Whether the file at `path`, which failed to load, was read at all (its
+/// text is known): one too large, unreadable or not a regular file was
+/// not, and whether it is private is unknown.
+fn failed_was_read(snapshot: &MemexSnapshot, path: &Path) -> bool {
+    snapshot.failed_texts().any(|(failed, _)| failed == path)
 }
 
 /// `n` of `what` (`1 private object`, `2 private objects`).
@@ -286,16 +301,21 @@ pub fn query(config: &Config, args: QueryArgs, json: bool) -> anyhow::Result<Exi
         }
     }
     let mut failed_hidden = 0;
+    let mut unread_hidden = 0;
     for (path, error) in snapshot.failed() {
-        if include_private || !failed_is_private(&snapshot, &privacy, path) {
+        if !include_private && failed_is_private(&snapshot, &privacy, path) {
+            failed_hidden += 1;
+        } else if !include_private && !failed_was_read(&snapshot, path) {
+            // Never read: whether it is private is unknown. `memex stats`
+            // and `foveal check` name it (it may be the only clue).
+            unread_hidden += 1;
+        } else {
             // The error names the file.
             eprintln!("warning: not loaded: {error}");
-        } else {
-            failed_hidden += 1;
         }
     }
     let hidden = matched - found.len();
-    if hidden > 0 || failed_hidden > 0 {
+    if hidden > 0 || failed_hidden > 0 || unread_hidden > 0 {
         let mut parts = Vec::new();
         if hidden > 0 {
             parts.push(format!("{} hidden", counted(hidden, "private object")));
@@ -304,6 +324,12 @@ pub fn query(config: &Config, args: QueryArgs, json: bool) -> anyhow::Result<Exi
             parts.push(format!(
                 "{} that failed to load not named",
                 counted(failed_hidden, "private file")
+            ));
+        }
+        if unread_hidden > 0 {
+            parts.push(format!(
+                "{} that could not be read not named (`foveal memex stats` names it)",
+                counted(unread_hidden, "file")
             ));
         }
         eprintln!("note: {} (--include-private shows them)", parts.join("; "));

@@ -655,11 +655,14 @@ pub enum ToolCommand {
     /// lent the memex (`--memex`, config `memex.paths`) through the
     /// registry's panic guard and deadline, and the result through the
     /// privacy gate, on stdout. A `dangerous` tool asks for confirmation on
-    /// a terminal and is refused without one, as in `foveal ask`.
+    /// a terminal and is refused without one, as in `foveal ask`. ARGS
+    /// holding private text or a secret are refused, whatever the tool's
+    /// category; when the memex does not open, ARGS holding any text are
+    /// refused (they cannot be checked).
     ///
-    /// Exits 1 when no skill offers NAME (the tools offered are listed) or
-    /// the tool fails (its error on stderr), 2 when ARGS is not a JSON
-    /// object.
+    /// Exits 1 when no skill offers NAME (the tools offered are listed),
+    /// the call is refused or the tool fails (the reason on stderr), 2 when
+    /// ARGS is not a JSON object.
     Call {
         /// The tool's name, as the skill declares it.
         name: String,

@@ -1,10 +1,12 @@
 //! `foveal tool call NAME ARGS`: runs one skill tool the way the agent
 //! runs it when the model calls it — the declarations checked as the agent
-//! checks them, a write or dangerous tool refused private text or a secret
-//! in its arguments, the call through the registry (panic guard,
+//! checks them, the tool refused private text or a secret in its arguments
+//! (whatever its category), the call through the registry (panic guard,
 //! deadline), a dangerous tool only with the user's confirmation, and the
 //! result through the privacy gate — and prints the result. No model is
-//! involved.
+//! involved. When the memex does not open, arguments cannot be checked for
+//! private text: a call with any text in its arguments is refused, and
+//! only one without (`{}`) runs, lent an empty memex.
 //!
 //! Also the tool part of `foveal skill check`: each declaration checked,
 //! and each read or terminal tool called once with example arguments made
@@ -66,17 +68,26 @@ pub fn run(config: &Config, name: &str, args: &str, focus: Option<String>) -> an
     let ToolSource::Skill(skill) = &tool.source else {
         return Ok(Exit::NotFound);
     };
-    // A tool that does not read the memex runs without one.
+    // A tool given no text runs without a memex; one given text does not:
+    // without the memex its arguments cannot be checked for private text
+    // (fail closed), and a skill's category says nothing certain about
+    // what the tool does with them.
     let snapshot = match crate::memex::Memex::open(&config.memex_paths) {
         Ok(memex) => memex.snapshot(),
+        Err(error) if holds_text(&args) => {
+            eprintln!(
+                "error: refused: the memex did not open ({error}), so the arguments of {name} cannot be checked for private text; nothing was run (give the memex with --memex)"
+            );
+            return Ok(Exit::NotFound);
+        }
         Err(error) => {
             eprintln!("note: the tool is lent an empty memex: {error} (give one with --memex)");
             std::sync::Arc::new(crate::memex::MemexSnapshot::default())
         }
     };
     let gate = crate::egress::Gate::from_config(config)?;
-    // As the agent: a tool that acts is refused private text or a secret
-    // in its arguments before it runs, or anyone is asked to confirm it.
+    // As the agent: a tool is refused private text or a secret in its
+    // arguments before it runs, or anyone is asked to confirm it.
     if let Err(refused) = crate::agent::tools::check_arguments(tool, &args, &gate, &snapshot) {
         eprintln!("error: {refused}");
         return Ok(Exit::NotFound);
@@ -136,6 +147,17 @@ pub fn run(config: &Config, name: &str, args: &str, focus: Option<String>) -> an
             eprintln!("error: {}", shown(&error));
             Ok(Exit::NotFound)
         }
+    }
+}
+
+/// Whether `value` holds a string or a number at any depth (keys
+/// included): text the write check of its arguments would read.
+fn holds_text(value: &serde_json::Value) -> bool {
+    match value {
+        serde_json::Value::String(_) | serde_json::Value::Number(_) => true,
+        serde_json::Value::Array(items) => items.iter().any(holds_text),
+        serde_json::Value::Object(map) => !map.is_empty(),
+        serde_json::Value::Null | serde_json::Value::Bool(_) => false,
     }
 }
 

@@ -51,9 +51,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use crate::egress::Gate;
-use crate::memex::MemexFile;
 use crate::memex::privacy::PrivacyTags;
 use crate::memex::snapshot::MemexSnapshot;
+use crate::memex::{Memex, MemexFile};
 use cache::{Key, VectorCache};
 
 /// The text embedded for object `index` of `file`: its title, a line
@@ -123,6 +123,37 @@ pub struct Plan {
     /// while the object was public) and no visible object needs: to be
     /// removed ([`VectorCache::remove`]) before anything is embedded.
     pub withdraw: Vec<Key>,
+    /// The generation of the snapshot planned.
+    pub generation: u64,
+    /// For each file of that snapshot, its visible objects' texts: what a
+    /// pass starts its re-checks from ([`Recheck`]).
+    pub files: HashMap<PathBuf, FileTexts>,
+}
+
+/// The keys of the texts of one file version's visible objects (those
+/// without an `:EMBEDDING:` property), with what they were computed from:
+/// the file's content hash and which of its objects were private.
+#[derive(Debug, Default)]
+pub struct FileTexts {
+    content_hash: u64,
+    mask: Vec<bool>,
+    keys: Vec<Key>,
+}
+
+impl FileTexts {
+    /// The keys of `file`'s visible objects' texts, `mask` saying which of
+    /// its objects are private.
+    fn of(file: &MemexFile, mask: Vec<bool>, model_id: &str) -> Self {
+        let keys = (0..file.objects.len() as u32)
+            .filter(|&index| !mask[index as usize] && !has_property_vector(file, index))
+            .map(|index| cache::key(model_id, &text_of(file, index)))
+            .collect();
+        Self {
+            content_hash: file.content_hash,
+            mask,
+            keys,
+        }
+    }
 }
 
 /// Which objects of `snapshot` need a vector from `cache`'s model.
@@ -135,11 +166,15 @@ pub fn plan(
     remote: bool,
     gate: Option<&Gate>,
 ) -> Plan {
-    let mut plan = Plan::default();
+    let mut plan = Plan {
+        generation: snapshot.generation(),
+        ..Plan::default()
+    };
     let mut queued: HashSet<Key> = HashSet::new();
     let mut private: HashSet<Key> = HashSet::new();
     for file in snapshot.files() {
         let mask = privacy.private_mask(file);
+        let mut visible: Vec<Key> = Vec::new();
         for index in 0..file.objects.len() as u32 {
             plan.objects += 1;
             if has_property_vector(file, index) {
@@ -166,6 +201,7 @@ pub fn plan(
             }
             let key = cache::key(cache.model_id(), &text);
             plan.live.insert(key);
+            visible.push(key);
             if cache.contains(&key) {
                 plan.reused += 1;
             } else if queued.insert(key) {
@@ -175,12 +211,128 @@ pub fn plan(
                 plan.reused += 1;
             }
         }
+        plan.files.insert(
+            file.path.clone(),
+            FileTexts {
+                content_hash: file.content_hash,
+                mask,
+                keys: visible,
+            },
+        );
     }
     plan.withdraw = private
         .into_iter()
         .filter(|key| !plan.live.contains(key))
         .collect();
     plan
+}
+
+/// The jobs of a pass, checked again before each batch against the memex
+/// as it is then ([`service::embed_jobs`]): a text planned while its
+/// object was visible is neither embedded nor sent once no visible object
+/// of the current snapshot has it — its object became private during the
+/// pass (a tag added, a setup file), or changed — and, with a remote
+/// embedder, once the last door would change it. The keys of the visible
+/// objects' texts are computed once per new generation, and then only for
+/// the file versions whose text or privacy changed.
+pub struct Recheck<'a> {
+    memex: &'a Memex,
+    privacy: &'a PrivacyTags,
+    model_id: String,
+    /// With a remote embedder, the last door (`None`: nothing is sent).
+    remote: Option<Option<&'a Gate>>,
+    generation: u64,
+    files: HashMap<PathBuf, FileTexts>,
+    visible: HashSet<Key>,
+}
+
+impl std::fmt::Debug for Recheck<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Recheck")
+            .field("generation", &self.generation)
+            .field("files", &self.files.len())
+            .field("visible", &self.visible.len())
+            .finish()
+    }
+}
+
+impl<'a> Recheck<'a> {
+    /// The re-checks of the jobs of `plan` (which it takes the per-file
+    /// texts of), planned on a snapshot of `memex` for `cache`'s model;
+    /// `remote` and `gate` as [`plan`] had them.
+    pub fn new(
+        memex: &'a Memex,
+        privacy: &'a PrivacyTags,
+        cache: &VectorCache,
+        remote: bool,
+        gate: Option<&'a Gate>,
+        plan: &mut Plan,
+    ) -> Self {
+        let files = std::mem::take(&mut plan.files);
+        let visible = files
+            .values()
+            .flat_map(|texts| texts.keys.iter().copied())
+            .collect();
+        Self {
+            memex,
+            privacy,
+            model_id: cache.model_id().to_owned(),
+            remote: remote.then_some(gate),
+            generation: plan.generation,
+            files,
+            visible,
+        }
+    }
+
+    /// Which of `jobs` may still be embedded (and sent), by the memex as
+    /// it is now.
+    pub fn keep(&mut self, jobs: &[Job]) -> Vec<bool> {
+        let snapshot = self.memex.snapshot();
+        if snapshot.generation() != self.generation {
+            self.update(&snapshot);
+        }
+        jobs.iter()
+            .map(|job| {
+                self.visible.contains(&job.key)
+                    && match self.remote {
+                        None => true,
+                        // The last door, again: fail closed without a gate.
+                        Some(gate) => {
+                            gate.is_some_and(|g| g.clean_quietly(&job.text, &snapshot).is_none())
+                        }
+                    }
+            })
+            .collect()
+    }
+
+    /// The visible texts of `snapshot`, from those of the file versions
+    /// seen before when their text and privacy are the same.
+    fn update(&mut self, snapshot: &MemexSnapshot) {
+        let mut files: HashMap<PathBuf, FileTexts> = HashMap::with_capacity(self.files.len());
+        let mut changed = false;
+        for file in snapshot.files() {
+            let mask = self.privacy.private_mask(file);
+            let texts = match self.files.remove(&file.path) {
+                Some(seen) if seen.content_hash == file.content_hash && seen.mask == mask => seen,
+                _ => {
+                    changed = true;
+                    FileTexts::of(file, mask, &self.model_id)
+                }
+            };
+            files.insert(file.path.clone(), texts);
+        }
+        // A file gone takes its texts with it.
+        changed |= !self.files.is_empty();
+        self.files = files;
+        if changed {
+            self.visible = self
+                .files
+                .values()
+                .flat_map(|texts| texts.keys.iter().copied())
+                .collect();
+        }
+        self.generation = snapshot.generation();
+    }
 }
 
 /// Fills file versions with the vectors a cache holds, as the memex
@@ -204,11 +356,14 @@ pub struct Vectors {
     /// ([`title_hash`]): removed at the next publish, unless a visible
     /// object has the same text then.
     withdraw: Mutex<Vec<(Key, u64)>>,
-    /// For each file, the last version (its content hash and number of
-    /// private objects) whose private objects were looked for in the
-    /// cache: a version published again with more vectors, or a refill,
-    /// is not looked at again.
-    looked: Mutex<HashMap<PathBuf, (u64, usize)>>,
+    /// For each file, the last version (its content hash and a hash of
+    /// which of its objects are private) whose private objects were looked
+    /// for in the cache: a version published again with more vectors, or a
+    /// refill, is not looked at again. A version without a private object
+    /// forgets the file's entry, so the same private version coming back
+    /// later (tagged, untagged and embedded again, tagged again) is looked
+    /// at again.
+    looked: Mutex<HashMap<PathBuf, (u64, u64)>>,
 }
 
 impl Vectors {
@@ -240,13 +395,19 @@ impl Vectors {
     /// published; `mask` says which are private) whose text's vector the
     /// cache holds: it was embedded while they were public.
     fn look_for_private(&self, file: &MemexFile, mask: &[bool]) {
-        let private = mask.iter().filter(|p| **p).count();
-        if private == 0 {
+        if !mask.iter().any(|p| *p) {
+            // Nothing private now: whatever was looked at before is
+            // forgotten, and a private version that comes back is new.
+            self.looked
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&file.path);
             return;
         }
         {
             let mut looked = self.looked.lock().unwrap_or_else(|e| e.into_inner());
-            let version = (file.content_hash, private);
+            let bytes: Vec<u8> = mask.iter().map(|p| u8::from(*p)).collect();
+            let version = (file.content_hash, crate::memex::file::fnv1a(&bytes));
             if looked.get(&file.path) == Some(&version) {
                 return;
             }
@@ -280,12 +441,14 @@ impl Vectors {
             return;
         }
         // A visible object with the same title and body has the same key:
-        // the vector is its own too, and stays.
+        // the vector is its own too, and stays. Sets, so that the pass is
+        // linear in the objects (it runs under the memex's writer lock).
+        let titles: HashSet<u64> = noted.iter().map(|(_, title)| *title).collect();
+        let mut keys: HashSet<Key> = noted.drain(..).map(|(key, _)| key).collect();
         for file in snapshot.files() {
             let mut mask: Option<Vec<bool>> = None;
             for index in 0..file.objects.len() as u32 {
-                let title = title_hash(file, index);
-                if !noted.iter().any(|(_, t)| *t == title) {
+                if !titles.contains(&title_hash(file, index)) {
                     continue;
                 }
                 let mask = mask.get_or_insert_with(|| self.privacy.private_mask(file));
@@ -293,13 +456,13 @@ impl Vectors {
                     continue;
                 }
                 let key = cache::key(self.cache.model_id(), &text_of(file, index));
-                noted.retain(|(k, _)| *k != key);
+                keys.remove(&key);
             }
-            if noted.is_empty() {
+            if keys.is_empty() {
                 return;
             }
         }
-        let keys: Vec<Key> = noted.into_iter().map(|(key, _)| key).collect();
+        let keys: Vec<Key> = keys.into_iter().collect();
         match self.cache.remove(&keys) {
             Ok(removed) => tracing::debug!(
                 target: "foveal::embed",

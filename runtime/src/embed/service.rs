@@ -4,7 +4,8 @@
 //!
 //! The background worker is one thread (and the model's own pool, at a
 //! lower priority): it plans what the memex lacks ([`crate::embed::plan`]),
-//! embeds it a batch at a time into the cache, and every couple of
+//! embeds it a batch at a time into the cache — each batch checked again
+//! against the memex as it is then ([`Recheck`]) — and every couple of
 //! seconds — and at the end — publishes the files that gained vectors as a
 //! new memex generation ([`Memex::refill`]). Then it sleeps until a new
 //! file version is published with an object the cache has no vector for
@@ -18,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use crate::egress::Gate;
 use crate::embed::cache::VectorCache;
-use crate::embed::{EmbedError, EmbedSettings, Embedder, Job, Vectors, model_id, plan};
+use crate::embed::{EmbedError, EmbedSettings, Embedder, Job, Recheck, Vectors, model_id, plan};
 use crate::memex::Memex;
 use crate::memex::privacy::PrivacyTags;
 
@@ -76,36 +77,55 @@ pub struct EmbedStatus {
 
 /// Embeds `jobs` `batch` at a time with `embedder`, adding each batch to
 /// `cache` as it is done (so an interruption loses at most one batch).
-/// `done(n)` is called after each batch with the jobs done so far; when
-/// it returns `false` the work stops there. Returns the jobs done.
+/// Before each batch, `recheck` drops the jobs whose text no visible
+/// object of the memex has any more ([`Recheck::keep`]): an object that
+/// became private while the pass ran is neither embedded nor sent.
+/// `done(n)` is called after each batch with the jobs handled so far
+/// (embedded or dropped); when it returns `false` the work stops there.
+/// Returns the jobs handled.
 pub fn embed_jobs(
     embedder: &dyn Embedder,
     cache: &VectorCache,
     jobs: &[Job],
     batch: usize,
+    recheck: &mut Recheck<'_>,
     mut done: impl FnMut(usize) -> bool,
 ) -> Result<usize, EmbedError> {
     let mut finished = 0;
-    for chunk in jobs.chunks(batch.max(1)) {
-        let texts: Vec<&str> = chunk.iter().map(|j| j.text.as_str()).collect();
-        let vectors = embedder.embed(&texts)?;
-        if vectors.len() != chunk.len() {
-            return Err(EmbedError::Compute(format!(
-                "{} vectors for {} texts",
-                vectors.len(),
-                chunk.len()
-            )));
+    for planned in jobs.chunks(batch.max(1)) {
+        let chunk: Vec<&Job> = planned
+            .iter()
+            .zip(recheck.keep(planned))
+            .filter_map(|(job, keep)| keep.then_some(job))
+            .collect();
+        if chunk.len() < planned.len() {
+            tracing::debug!(
+                target: "foveal::embed",
+                dropped = planned.len() - chunk.len(),
+                "texts no visible object has any more, not embedded"
+            );
         }
-        cache
-            .insert(
-                chunk
-                    .iter()
-                    .zip(vectors)
-                    .map(|(job, v)| (job.key, v))
-                    .collect(),
-            )
-            .map_err(|e| EmbedError::Compute(e.to_string()))?;
-        finished += chunk.len();
+        if !chunk.is_empty() {
+            let texts: Vec<&str> = chunk.iter().map(|j| j.text.as_str()).collect();
+            let vectors = embedder.embed(&texts)?;
+            if vectors.len() != chunk.len() {
+                return Err(EmbedError::Compute(format!(
+                    "{} vectors for {} texts",
+                    vectors.len(),
+                    chunk.len()
+                )));
+            }
+            cache
+                .insert(
+                    chunk
+                        .iter()
+                        .zip(vectors)
+                        .map(|(job, v)| (job.key, v))
+                        .collect(),
+                )
+                .map_err(|e| EmbedError::Compute(e.to_string()))?;
+        }
+        finished += planned.len();
         if !done(finished) {
             break;
         }
@@ -260,7 +280,7 @@ impl Worker {
         let mut described = false;
         while !self.stop.load(Ordering::Relaxed) {
             let snapshot = self.memex.snapshot();
-            let plan = plan(
+            let mut plan = plan(
                 &snapshot,
                 &self.privacy,
                 &self.cache,
@@ -356,17 +376,30 @@ impl Worker {
                 !stop.load(Ordering::Relaxed)
             };
             let mut status = self.status.clone();
-            let result = embed_jobs(
-                &*embedder,
-                &self.cache,
-                &plan.jobs,
-                self.settings.batch,
-                |done| {
-                    let go = progress(done, &mut status);
-                    (self.report)(&status);
-                    go
-                },
-            );
+            let result = {
+                // Each batch checked again against the memex as it is
+                // then: what became private meanwhile is not embedded.
+                let mut recheck = Recheck::new(
+                    &self.memex,
+                    &self.privacy,
+                    &self.cache,
+                    remote,
+                    Some(&self.gate),
+                    &mut plan,
+                );
+                embed_jobs(
+                    &*embedder,
+                    &self.cache,
+                    &plan.jobs,
+                    self.settings.batch,
+                    &mut recheck,
+                    |done| {
+                        let go = progress(done, &mut status);
+                        (self.report)(&status);
+                        go
+                    },
+                )
+            };
             self.status = status;
             match result {
                 Ok(done) if done == total => {

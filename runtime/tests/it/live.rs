@@ -895,8 +895,9 @@ async fn an_adversary_finds_no_private_byte_in_any_request_file_or_log() {
         &file_name("foveal_fixture_tools"),
     );
     // The model stands in for anyone who learned the private text
-    // elsewhere: it echoes it in its reply and in tool arguments, and
-    // makes a careless skill quote it in an error.
+    // elsewhere: it echoes it in its reply and in tool arguments — handed
+    // to a skill's tool that would quote it in an error, which is refused
+    // before it runs, whatever its category.
     let leak = "met ANN at the\nharbour canary-d1a7 on a windy morning";
     let arguments = json!({ "text": leak }).to_string();
     let server = Server::start(vec![
@@ -941,15 +942,16 @@ async fn an_adversary_finds_no_private_byte_in_any_request_file_or_log() {
             assert!(!leaked(text), "a request carried {text:?}");
         });
     }
-    // The skill's error reached the next request gated and capped.
-    let error_result = &requests[1].body;
+    // The tool was refused, not run: the skill never had the text. (A
+    // skill's error capped on its way out: `privacy_doors.rs`.)
+    let refused_result = &requests[1].body;
     assert!(
-        error_result.contains("the skill tools failed to run echo_error"),
-        "{error_result}"
+        refused_result.contains(&format!("error: {}", foveal::egress::WRITE_REFUSED)),
+        "{refused_result}"
     );
     assert!(
-        error_result.contains("[cut at 500 bytes]"),
-        "{error_result}"
+        !refused_result.contains("the skill tools failed to run echo_error"),
+        "{refused_result}"
     );
     // The log, at debug level, and what the user was shown on stderr.
     for output in [&first, &second] {

@@ -12,7 +12,7 @@ use serde_json::json;
 
 use crate::live::{command, run_to_end, stderr, stdout, text_reply, tool_reply, workspace};
 use crate::server::Server;
-use crate::support::{file_name, install, library};
+use crate::support::{file_name, foveal_command, install, library};
 
 /// `foveal run` in a fresh workspace with `FOVEAL_LOG` set to `log` (or
 /// unset), answering two messages piped to it; the model first calls
@@ -218,4 +218,74 @@ async fn a_write_tool_given_private_text_is_refused_and_nothing_is_written() {
     assert!(kept.status.success(), "{}", stderr(&kept));
     assert_eq!(stdout(&kept), "kept: 5 words\n");
     assert_eq!(memex_bytes(dir.path()), before);
+}
+
+/// Review of privacy v3: a skill's tool had its arguments checked only
+/// when it declared itself a write or dangerous tool — a category is the
+/// skill's word, and `word_count` (read) was handed the diary's sentence —
+/// and when the memex did not open, `foveal tool call` checked the
+/// arguments against an empty memex and ran the tool.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_skill_tool_is_refused_private_text_and_none_is_given_text_without_a_memex() {
+    let dir = workspace();
+    std::fs::write(dir.path().join("memex/diary.org"), DIARY).unwrap();
+    let plugins = dir.path().join("plugins");
+    std::fs::create_dir_all(&plugins).unwrap();
+    install(
+        &library("tools"),
+        &plugins,
+        &file_name("foveal_fixture_tools"),
+    );
+    let private = json!({ "text": "met ANN at the harbour on a windy morning" }).to_string();
+    let public = json!({ "text": "buy chairs for the hall" }).to_string();
+    let call = |tool: &str, args: &str, memex: &str| {
+        foveal_command(dir.path(), &["tool", "call", tool, args, "--memex", memex])
+    };
+
+    // A read tool given private text: refused, not run.
+    let refused = run_to_end(call("word_count", &private, "memex")).await;
+    assert_eq!(refused.status.code(), Some(1), "{}", stderr(&refused));
+    assert!(
+        stderr(&refused).contains(&format!("error: {}\n", foveal::egress::WRITE_REFUSED)),
+        "{}",
+        stderr(&refused)
+    );
+    assert_eq!(stdout(&refused), "");
+    // With public text it runs: the positive control.
+    let ran = run_to_end(call("word_count", &public, "memex")).await;
+    assert!(ran.status.success(), "{}", stderr(&ran));
+    assert_eq!(stdout(&ran), "5 words\n");
+    // A careless skill quoting its (public) arguments at length in an
+    // error: the error is capped on its way out.
+    let long = json!({ "text": "the launch checklist item by item ".repeat(8) }).to_string();
+    let failed = run_to_end(call("echo_error", &long, "memex")).await;
+    assert_eq!(failed.status.code(), Some(1), "{}", stderr(&failed));
+    assert!(
+        stderr(&failed).contains("the skill tools failed to run echo_error"),
+        "{}",
+        stderr(&failed)
+    );
+    assert!(
+        stderr(&failed).contains("[cut at 500 bytes]"),
+        "{}",
+        stderr(&failed)
+    );
+
+    // The memex does not open: arguments holding text are refused, even
+    // public ones (they cannot be checked) …
+    let refused = run_to_end(call("word_count", &public, "no-such-memex")).await;
+    assert_eq!(refused.status.code(), Some(1), "{}", stderr(&refused));
+    assert!(
+        stderr(&refused).contains("error: refused: the memex did not open"),
+        "{}",
+        stderr(&refused)
+    );
+    assert_eq!(stdout(&refused), "");
+    // … and a tool given no text still runs, lent an empty memex.
+    let ran = run_to_end(call("focus_title", "{}", "no-such-memex")).await;
+    assert!(ran.status.success(), "{}", stderr(&ran));
+    assert_eq!(
+        stdout(&ran),
+        "focus: (nothing in focus) (0 visible objects)\n"
+    );
 }
