@@ -320,8 +320,8 @@ fn check_names_no_private_failed_file_and_only_check_and_stats_name_a_file_never
     assert_no_private(&out);
     // The public broken file and the file never read are named; the
     // private one counted.
-    assert!(problem(&out, "/broken.org: "), "{out}");
-    assert!(problem(&out, "/huge.org: "), "{out}");
+    assert!(problem(&out, "/broken.org:"), "{out}");
+    assert!(problem(&out, "/huge.org:"), "{out}");
     assert!(
         out.contains(
             "PROBLEM  memex: 1 private file failed to load, not named here (`foveal memex stats --include-private` names it)\n"
