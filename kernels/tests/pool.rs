@@ -2,7 +2,9 @@
 //! panic.
 
 use foveal_kernels::Pool;
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
 #[test]
@@ -27,9 +29,29 @@ fn every_task_runs_once() {
 
 #[test]
 fn parked_workers_wake_up() {
+    // Each round the workers park (they spin for 1 µs), then a job of three
+    // tasks starts whose every task waits until three different threads
+    // have each run one: the round ends with three threads seen only when
+    // both parked workers woke up and joined. (A task that waits in vain
+    // gives up after 5 s, and the assertion says so.)
     let pool = Pool::with_spin(3, Duration::from_micros(1));
-    for _ in 0..20 {
-        std::thread::sleep(Duration::from_millis(2));
+    for round in 0..20 {
+        std::thread::sleep(Duration::from_millis(20));
+        let seen = Mutex::new(HashSet::new());
+        let joined = Condvar::new();
+        pool.run(3, |_| {
+            let mut threads = seen.lock().unwrap();
+            threads.insert(std::thread::current().id());
+            joined.notify_all();
+            let (_threads, _timed_out) = joined
+                .wait_timeout_while(threads, Duration::from_secs(5), |t| t.len() < 3)
+                .unwrap();
+        });
+        let threads = seen.into_inner().unwrap().len();
+        assert_eq!(
+            threads, 3,
+            "round {round}: the job ran on {threads} thread(s); the parked workers did not wake"
+        );
         let sum = AtomicUsize::new(0);
         pool.run(100, |t| {
             sum.fetch_add(t, Ordering::Relaxed);

@@ -540,12 +540,46 @@ fn permissions_and_symlinks_are_kept() {
 #[cfg(unix)]
 #[test]
 fn a_read_only_file_is_not_replaced() {
+    // SAFETY: `geteuid` has no preconditions and cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        read_only_file_is_not_replaced();
+        return;
+    }
+    // Root's permissions do not bind, and CI runs as root: the check runs
+    // on a thread of its own whose credentials are dropped to `nobody`.
+    // Linux keeps credentials per thread, and the raw system calls (not
+    // libc's wrappers, which change every thread) change only that one;
+    // the rest of the test process stays root.
+    #[cfg(target_os = "linux")]
+    {
+        let outcome = std::thread::spawn(|| {
+            drop_this_threads_privileges()?;
+            read_only_file_is_not_replaced();
+            Ok::<(), String>(())
+        })
+        .join();
+        match outcome {
+            Ok(Ok(())) => {}
+            Ok(Err(why)) => cannot_run_unprivileged(&why),
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    cannot_run_unprivileged("privileges are dropped per thread only on Linux");
+}
+
+/// The check of [`a_read_only_file_is_not_replaced`], as a user whose
+/// permissions bind.
+#[cfg(unix)]
+fn read_only_file_is_not_replaced() {
     use std::os::unix::fs::PermissionsExt as _;
     let (_dir, memex, path) = memex_with("* A\n");
     fs::set_permissions(&path, fs::Permissions::from_mode(0o444)).unwrap();
-    if fs::OpenOptions::new().append(true).open(&path).is_ok() {
-        return; // running as root: permissions do not bind
-    }
+    assert!(
+        fs::OpenOptions::new().append(true).open(&path).is_err(),
+        "a file of mode 0444 opened for writing: permissions do not bind here \
+         (root, or a capability such as CAP_DAC_OVERRIDE), so this test cannot test"
+    );
     let err = memex
         .append_body(&memex.snapshot(), &id_of(&memex, "A"), "x")
         .unwrap_err();
@@ -560,6 +594,53 @@ fn a_read_only_file_is_not_replaced() {
         "{err}"
     );
     assert_eq!(fs::read_to_string(&path).unwrap(), "* A\n");
+}
+
+/// Makes the calling thread, and only it, `nobody` (65534) with no
+/// supplementary groups; leaving uid 0 clears the thread's capabilities.
+#[cfg(target_os = "linux")]
+fn drop_this_threads_privileges() -> Result<(), String> {
+    const NOBODY: libc::c_long = 65534;
+    const NO_GROUPS: libc::c_long = 0;
+    let call = |name: &str, result: libc::c_long| {
+        if result == 0 {
+            Ok(())
+        } else {
+            Err(format!("{name}: {}", std::io::Error::last_os_error()))
+        }
+    };
+    // SAFETY: setgroups with a count of 0 reads no memory; the raw call
+    // changes only this thread's credentials, which no other code shares.
+    call("setgroups", unsafe {
+        libc::syscall(
+            libc::SYS_setgroups,
+            NO_GROUPS,
+            std::ptr::null::<libc::gid_t>(),
+        )
+    })?;
+    // SAFETY: as above; integer arguments only.
+    call("setresgid", unsafe {
+        libc::syscall(libc::SYS_setresgid, NOBODY, NOBODY, NOBODY)
+    })?;
+    // SAFETY: as above; integer arguments only.
+    call("setresuid", unsafe {
+        libc::syscall(libc::SYS_setresuid, NOBODY, NOBODY, NOBODY)
+    })?;
+    Ok(())
+}
+
+/// As root the test needs an unprivileged thread; without one it fails
+/// under CI (which runs as root) and is skipped, with a note, elsewhere.
+#[cfg(unix)]
+fn cannot_run_unprivileged(why: &str) {
+    let message = format!(
+        "a_read_only_file_is_not_replaced runs as root and could not drop to an \
+         unprivileged user ({why}); as root, file permissions do not bind"
+    );
+    if std::env::var_os("CI").is_some() {
+        panic!("{message}");
+    }
+    eprintln!("skipped: {message}");
 }
 
 // ---- property test: random edits on generated Org files ----

@@ -257,3 +257,48 @@ fn a_library_copied_in_place_is_loaded_once_the_writes_settle() {
     let rows = registry.snapshot().rows();
     assert_eq!(rows.len(), 1, "no refusal left behind: {rows:?}");
 }
+
+#[test]
+fn a_library_written_in_pieces_and_held_open_is_loaded_once_the_writes_settle() {
+    // The delayed-load path alone: no rename, and no close before the
+    // library serves, so only the quiet time after the last write can load
+    // it (a copy in place closes the file, which loads it at once). The
+    // pieces come closer together than the debounce: the half-written file
+    // is never tried.
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let sandbox = Sandbox::new();
+    let registry = Arc::new(
+        Registry::new(foveal::registry::RegistryOptions {
+            isolation: foveal::isolation::IsolationPolicy::in_process(),
+            ..sandbox.options()
+        })
+        .unwrap(),
+    );
+    registry.scan();
+    let debounce = Duration::from_millis(600);
+    let _watcher = PluginWatcher::start(Arc::clone(&registry), debounce).unwrap();
+    let bytes = std::fs::read(library("counter-v1")).unwrap();
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o755)
+        .open(sandbox.plugins().join(file_name("counter")))
+        .unwrap();
+    for piece in bytes.chunks(bytes.len().div_ceil(4)) {
+        file.write_all(piece).unwrap();
+        std::thread::sleep(debounce / 6);
+    }
+    assert!(
+        wait_for(PATIENCE, || serves(&registry, "1.0.0")),
+        "a library written in place and held open was never loaded: the delayed load did not run"
+    );
+    let rows = registry.snapshot().rows();
+    assert_eq!(rows.len(), 1, "the half-written file was tried: {rows:?}");
+    // The close loads the same build again: it is skipped.
+    drop(file);
+    std::thread::sleep(debounce);
+    assert!(serves(&registry, "1.0.0"));
+    let rows = registry.snapshot().rows();
+    assert_eq!(rows.len(), 1, "{rows:?}");
+}

@@ -1007,7 +1007,9 @@ fn an_over_budget_prompt_names_the_budgets_source_and_the_part_too_big() {
 proptest::proptest! {
     #![proptest_config(proptest::prelude::ProptestConfig::with_cases(24))]
     /// Whatever the sizes and the budget: a prompt within its budget, or
-    /// an error saying it cannot fit — never an over-budget prompt.
+    /// an error saying it cannot fit — never an over-budget prompt; and
+    /// the error only when the parts no level may trim (see
+    /// [`untrimmable_tokens`]) do not fit.
     #[test]
     fn the_budget_always_holds(
         log_count in 0usize..30,
@@ -1041,10 +1043,45 @@ proptest::proptest! {
                     .sum();
                 proptest::prop_assert!(exact <= budget as usize);
             }
-            Err(PromptError::DoesNotFit { .. }) => {}
+            Err(err @ PromptError::DoesNotFit { .. }) => {
+                let floor = untrimmable_tokens(world, &logs);
+                proptest::prop_assert!(
+                    budget < floor,
+                    "a budget of {budget} was refused, though what no level may trim takes at most {floor} tokens: {err}"
+                );
+            }
             Err(other) => proptest::prop_assert!(false, "{other}"),
         }
     }
+}
+
+/// An upper bound of the tokens the property test's prompt takes once
+/// every level has trimmed all it may: the prefix without the mandates and
+/// the skills' components, the last five log lines, and the short message
+/// `question: ` (counted exactly, in a prompt assembled without the rest),
+/// plus the markers that stand for what was trimmed — the context's
+/// one-line summary, the dropped history, the middle cut from the message
+/// — with room to spare.
+fn untrimmable_tokens(world: &World, logs: &[String]) -> u32 {
+    const MARKERS: u32 = 128;
+    let kept_logs = &logs[logs.len().saturating_sub(5)..];
+    let input = PromptInput {
+        focus: Some("plan"),
+        message: Some("question: ".into()),
+        logs: kept_logs,
+        exact_counts: true,
+        ..PromptInput::default()
+    };
+    let prompt = world
+        .assemble(&Assembler::new(PromptSettings::default()), &input)
+        .unwrap_or_else(|err| panic!("the untrimmable parts alone: {err}"));
+    let context: u32 = prompt
+        .sections
+        .iter()
+        .filter(|s| s.kind == SectionKind::CONTEXT)
+        .map(|s| s.tokens)
+        .sum();
+    prompt.total_tokens - context + MARKERS
 }
 
 /// The worlds shared by the cases of the property test (loading skills
