@@ -92,7 +92,7 @@ const DIARY: &[(&str, &str)] = &[
     ),
     (
         "half.org",
-        "#+FILETAGS: :@personal:\n* Diary\n:PROPERTIES:\n:MOOD: low\n",
+        "#+FILETAGS: :@personal:\n* Diary\n:PROPERTIES:\n:MOOD: low\n* Tuesday\nSlept badly.\n",
     ),
 ];
 
