@@ -18,7 +18,12 @@
 //!    `egress/private.rs`): every run of [`SHINGLE`] consecutive words of a title,
 //!    property value (not `:EMBEDDING:`) or body, and every whole line of
 //!    fewer words ([`MIN_PHRASE_BYTES`] bytes of letters and digits at
-//!    least), and numbers written in groups joined. Words are compared
+//!    least), and numbers written in groups joined — but only those that
+//!    protect something: a line of one word of letters (`Health`), Org's
+//!    own syntax (`:PROPERTIES:`) and a date or time alone (`2025-01-14`,
+//!    `** 2025-01-14 Tuesday`) protect nothing, since a common word is not
+//!    a secret because a private headline is titled with it; a date is
+//!    private with the rest of its line. Words are compared
 //!    folded — compatibility decomposition, accents and case away — with
 //!    spacing, line breaks, punctuation, invisible characters, list
 //!    bullets and counters, checkboxes, Org markup and common HTML tags out

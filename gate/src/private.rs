@@ -10,7 +10,27 @@
 //!   so a quote of a re-wrapped paragraph is found), and
 //! - every whole line of fewer words whose letters and digits take at
 //!   least [`MIN_PHRASE_BYTES`] bytes (`Ann` alone would redact every
-//!   `ann`).
+//!   `ann`), and numbers written in groups, joined;
+//!
+//! but only runs that protect something ([`WordKind`]): a common word is
+//! not a secret because a private headline is titled with it. Leaving
+//! aside the words of Org's own syntax (`PROPERTIES`, `END`, `SCHEDULED`,
+//! `CLOCK`, `#+FILETAGS`, the privacy tags, …):
+//!
+//! - a line of one word of letters alone protects nothing (`Health`,
+//!   `Session`, a file named `diary.org`); one word holding a digit does
+//!   (a PIN `4471`, a code `B12X`);
+//! - a date or a time — digit groups that read as one (`2025-01-14`,
+//!   `20250114`, `10:30`, a year), weekday and month names — protects
+//!   nothing alone: a line, a run of five or a number that is only date,
+//!   time and syntax is not kept (`** 2025-01-14 Tuesday`, a planning line,
+//!   a `CLOCK:` line), while a line that holds another word keeps its
+//!   date with it (`2025-01-14 Biopsy results`);
+//! - every other line of two or more words, every run of five with a word
+//!   of content, every other number is kept as before.
+//!
+//! What this gives up is listed in `docs/security.md` ("What a short
+//! private line protects").
 //!
 //! A key that the text of any visible object of the same snapshot also
 //! holds (in any file; its headline, drawer and body, `:EMBEDDING:` values
@@ -167,8 +187,223 @@ struct Keys {
     splitter: Splitter,
     skipping: Splitter,
     words: Vec<Word>,
+    /// What each word of `words` is.
+    kinds: Vec<WordKind>,
+    /// The words of the privacy tags (`@personal` is `personal`): Org
+    /// syntax here, as a tag is.
+    tags: Vec<u64>,
     shingles: Vec<u64>,
     shorts: Vec<u64>,
+}
+
+/// What a word of private text is, for what a run of it protects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WordKind {
+    /// A word of Org's own syntax or a privacy tag: every outline has it.
+    Syntax,
+    /// Part of a date or a time: a number of one or two digits, a year
+    /// (1900 to 2199), eight digits that read as a day (`20250114`), a
+    /// weekday or month name (English, in full or abbreviated).
+    Date,
+    /// Any other word; whether it holds a digit.
+    Content {
+        /// It holds a digit.
+        digit: bool,
+    },
+}
+
+impl WordKind {
+    /// The kind of `word` of `text`, the privacy tags' words `tags`.
+    pub(crate) fn of(text: &str, word: &Word, tags: &[u64]) -> Self {
+        let written = text
+            .get(word.start as usize..word.end as usize)
+            .unwrap_or_default();
+        let bytes = written.as_bytes();
+        if !bytes.is_empty() && bytes.iter().all(u8::is_ascii_digit) {
+            return if is_date_number(bytes) {
+                Self::Date
+            } else {
+                Self::Content { digit: true }
+            };
+        }
+        let vocabulary = vocabulary();
+        if vocabulary.calendar.contains_key(&word.hash) {
+            return Self::Date;
+        }
+        if vocabulary.syntax.contains_key(&word.hash) || tags.contains(&word.hash) {
+            return Self::Syntax;
+        }
+        Self::Content {
+            digit: written.chars().any(char::is_numeric),
+        }
+    }
+
+    fn is_content(self) -> bool {
+        matches!(self, Self::Content { .. })
+    }
+}
+
+/// Whether a number of ASCII `digits` reads as part of a date or a time.
+fn is_date_number(digits: &[u8]) -> bool {
+    let value = |d: &[u8]| {
+        d.iter()
+            .fold(0u32, |n, &b| n.saturating_mul(10) + u32::from(b - b'0'))
+    };
+    let year = |d: &[u8]| (1900..=2199).contains(&value(d));
+    match digits.len() {
+        1 | 2 => true,
+        4 => year(digits),
+        8 => {
+            year(&digits[..4])
+                && (1..=12).contains(&value(&digits[4..6]))
+                && (1..=31).contains(&value(&digits[6..]))
+        }
+        _ => false,
+    }
+}
+
+/// Whether a private line of fewer than [`SHINGLE`] words, of these
+/// kinds, protects something: leaving its Org syntax aside, two words or
+/// more not all of a date or time, or one word holding a digit. A line of
+/// one word of letters (`Health`) does not: it is a word, not a quote.
+pub(crate) fn line_protects(kinds: &[WordKind]) -> bool {
+    let mut meaningful = kinds.iter().filter(|k| **k != WordKind::Syntax);
+    match (meaningful.next(), meaningful.next()) {
+        (Some(WordKind::Content { digit }), None) => *digit,
+        (Some(_), Some(_)) => kinds.iter().any(|k| k.is_content()),
+        _ => false,
+    }
+}
+
+/// Words of Org's own syntax: drawer names, planning and logbook words,
+/// keywords of the preamble and of blocks (`emacs-lisp` too), a file's
+/// extension. Every outline holds them, so they make no run private.
+/// Common English words that Org also uses (`from`, `on`, `note`,
+/// `state`, `date`) are content: they are not listed.
+const ORG_SYNTAX: &[&str] = &[
+    "archive",
+    "author",
+    "begin",
+    "category",
+    "clock",
+    "closed",
+    "created",
+    "custom",
+    "deadline",
+    "description",
+    "done",
+    "drawer",
+    "effort",
+    "emacs",
+    "email",
+    "embedding",
+    "end",
+    "example",
+    "export",
+    "filetags",
+    "id",
+    "include",
+    "itags",
+    "keywords",
+    "language",
+    "lisp",
+    "logbook",
+    "olpath",
+    "options",
+    "org",
+    "properties",
+    "property",
+    "quote",
+    "results",
+    "scheduled",
+    "seq",
+    "setupfile",
+    "src",
+    "startup",
+    "tags",
+    "title",
+    "todo",
+    "typ",
+];
+
+/// Weekday and month names, in full and abbreviated, and `am`/`pm`: with
+/// numbers, the words of a date or a time.
+const CALENDAR: &[&str] = &[
+    "monday",
+    "tuesday",
+    "wednesday",
+    "thursday",
+    "friday",
+    "saturday",
+    "sunday",
+    "mon",
+    "tue",
+    "tues",
+    "wed",
+    "thu",
+    "thur",
+    "thurs",
+    "fri",
+    "sat",
+    "sun",
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+    "jan",
+    "feb",
+    "mar",
+    "apr",
+    "jun",
+    "jul",
+    "aug",
+    "sep",
+    "sept",
+    "oct",
+    "nov",
+    "dec",
+    "am",
+    "pm",
+];
+
+/// The hashes of [`ORG_SYNTAX`] and [`CALENDAR`], as words are hashed.
+struct Vocabulary {
+    syntax: KeyMap<()>,
+    calendar: KeyMap<()>,
+}
+
+fn vocabulary() -> &'static Vocabulary {
+    static VOCABULARY: std::sync::OnceLock<Vocabulary> = std::sync::OnceLock::new();
+    VOCABULARY.get_or_init(|| {
+        let set = |words: &[&str]| -> KeyMap<()> {
+            words
+                .iter()
+                .map(|w| (super::words::hash_bytes(w.as_bytes()), ()))
+                .collect()
+        };
+        Vocabulary {
+            syntax: set(ORG_SYNTAX),
+            calendar: set(CALENDAR),
+        }
+    })
+}
+
+/// The words of the privacy tags, hashed as words are.
+fn tag_words(privacy: &PrivacyTags) -> Vec<u64> {
+    let mut splitter = Splitter::default();
+    let mut words = Vec::new();
+    for name in privacy.names() {
+        splitter.split(name, false, &mut words);
+    }
+    words.into_iter().map(|w| w.hash).collect()
 }
 
 impl Keys {
@@ -192,11 +427,29 @@ impl Keys {
     }
 
     fn add_words(&mut self, text: &str) {
-        let words = &self.words;
-        super::words::number_runs(text, words, true, |_, _, key| self.shorts.push(key));
-        for run in words.windows(SHINGLE) {
-            if !run[1..].iter().any(|w| w.headline) {
-                self.shingles.push(super::words::run_key(run));
+        let Self {
+            words,
+            kinds,
+            tags,
+            shingles,
+            shorts,
+            ..
+        } = self;
+        let words: &[Word] = words;
+        let tags: &[u64] = tags;
+        kinds.clear();
+        kinds.extend(words.iter().map(|w| WordKind::of(text, w, tags)));
+        let kinds: &[WordKind] = kinds;
+        // A date or a time, however its groups are joined, protects
+        // nothing alone (`2025-01-14` as `20250114`).
+        super::words::number_runs(text, words, true, |first, last, key| {
+            if kinds[first..=last].iter().any(|k| k.is_content()) {
+                shorts.push(key);
+            }
+        });
+        for (run, run_kinds) in words.windows(SHINGLE).zip(kinds.windows(SHINGLE)) {
+            if !run[1..].iter().any(|w| w.headline) && run_kinds.iter().any(|k| k.is_content()) {
+                shingles.push(super::words::run_key(run));
             }
         }
         let mut start = 0;
@@ -207,8 +460,11 @@ impl Keys {
             }
             let line = &words[start..end];
             let bytes: usize = line.iter().map(|w| (w.end - w.start) as usize).sum();
-            if line.len() < SHINGLE && bytes >= MIN_PHRASE_BYTES {
-                self.shorts.push(super::words::run_key(line));
+            if line.len() < SHINGLE
+                && bytes >= MIN_PHRASE_BYTES
+                && line_protects(&kinds[start..end])
+            {
+                shorts.push(super::words::run_key(line));
             }
             start = end;
         }
@@ -261,6 +517,7 @@ pub(crate) fn file_keys(file: &MemexFile, privacy: &PrivacyTags) -> FileKeys {
     let mask = privacy.private_mask(file);
     let mut keys = Keys {
         skipping: Splitter::skipping_link_targets(),
+        tags: tag_words(privacy),
         ..Keys::default()
     };
     let mut visible: Vec<(u32, u32)> = Vec::new();
@@ -318,6 +575,7 @@ pub(crate) fn failed_file_keys(
     }
     let mut keys = Keys {
         skipping: Splitter::skipping_link_targets(),
+        tags: tag_words(privacy),
         ..Keys::default()
     };
     keys.unit(text);

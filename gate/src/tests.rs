@@ -39,15 +39,12 @@ fn titles_property_values_and_body_runs_of_private_objects_are_private() {
             .text
             .into_owned()
     };
-    // A title, a property value, a body line, a line under a private
-    // parent, a whole private file's title.
+    // A property value, a body line, a line under a private parent.
     for private in [
-        "Diary",
         "+1 555 0100 777",
         "Met \"Ann\" at the café.",
         "Deeper secret plans",
         "Buy the ring in June.",
-        "Home",
     ] {
         let cleaned = clean(&format!("<{private}>"));
         assert!(cleaned.contains(PRIVATE_MARKER), "{private}: {cleaned}");
@@ -57,12 +54,18 @@ fn titles_property_values_and_body_runs_of_private_objects_are_private() {
         );
     }
     // Too short, the embedding, and what public objects hold are not.
+    // Nor are one-word private titles (`Diary`, the whole private file's
+    // `Home`): this test asserted them private until a one-word line of
+    // letters stopped protecting anything (issue 28, F6) — a common word
+    // is not a secret because a private headline is titled with it.
     for public in [
         "- a",
         "0.1 0.2",
         "Work",
         "Public body line.",
         "Public again",
+        "Diary",
+        "Home",
     ] {
         assert_eq!(clean(public), public);
     }
@@ -90,11 +93,13 @@ fn the_gate_removes_private_titles_and_body_lines_also_inside_json() {
             .to_string();
     let cleaned = gate.clean(&json, &memex.snapshot(), &skills).unwrap();
     assert!(!cleaned.text.contains("Ann"), "{}", cleaned.text);
-    assert!(!cleaned.text.contains("Home"), "{}", cleaned.text);
     let parsed: serde_json::Value = serde_json::from_str(&cleaned.text).unwrap();
+    // `Home`, the one-word title of a private headline, was redacted here
+    // too until issue 28 (F6): a one-word line of letters protects
+    // nothing on its own, so `Home alone` goes as written.
     assert_eq!(
         parsed["messages"][0]["content"],
-        "[REDACTED private].\n[REDACTED private] alone"
+        "[REDACTED private].\nHome alone"
     );
 
     let ascii = "{\"c\": \"Met \\\"Ann\\\" at the caf\\u00e9.\"}";
@@ -114,7 +119,9 @@ fn a_clean_body_is_returned_as_is() {
 
 #[test]
 fn a_private_fragment_inside_a_secret_cannot_split_it() {
-    let (_dir, memex) = memex("* proj :@personal:\n");
+    // A private line of two words: a one-word title (`proj`, as this test
+    // had it) protects nothing on its own since issue 28 (F6).
+    let (_dir, memex) = memex("* sk-proj :@personal:\n");
     let body = "key sk-proj-4fGh8JkL2mN6pQ9rS3tU7vW1xY5zA0bC4dE8 end";
     let cleaned = gate().clean(body, &memex.snapshot(), &NoSkills).unwrap();
     assert_eq!(cleaned.text, "key [REDACTED private] end");
@@ -264,7 +271,10 @@ fn configured_patterns_replace_the_defaults_when_asked() {
 
 #[test]
 fn a_run_ending_inside_another_does_not_hide_it() {
-    let (_dir, memex) = memex("* Diary :@personal:\n  * plan\n** plan notes CANARY-1\n");
+    // `plan notes` (two words: a one-word line like the `plan` this test
+    // had protects nothing since issue 28, F6) ends inside the longer
+    // private line `plan notes CANARY-1`.
+    let (_dir, memex) = memex("* Diary :@personal:\n  * plan notes\n** plan notes CANARY-1\n");
     let cleaned = gate()
         .clean(
             "** plan notes CANARY-1 :@personal:",
@@ -442,12 +452,15 @@ fn the_key_sets_find_what_a_naive_search_of_word_runs_finds() {
         found.sort_unstable();
         found.dedup();
         // Naively: the body's runs of 5 words, and the runs of fewer
-        // words that are a whole private line (or the title).
+        // words that are a whole private line (or the title) of two words
+        // or more (a one-word line of letters protects nothing: issue 28,
+        // F6; these words are letters, none of Org syntax or a date).
         let body: Vec<String> = naive_words(&lines.join(" "));
         let mut keys: Vec<Vec<String>> = body.windows(SHINGLE).map(<[String]>::to_vec).collect();
         for line in lines.iter().map(String::as_str).chain(["Top"]) {
             let words = naive_words(line);
-            if words.len() < SHINGLE
+            if words.len() >= 2
+                && words.len() < SHINGLE
                 && words.iter().map(String::len).sum::<usize>() >= MIN_PHRASE_BYTES
             {
                 keys.push(words);
@@ -479,5 +492,177 @@ fn the_key_sets_find_what_a_naive_search_of_word_runs_finds() {
         naive.sort_unstable();
         naive.dedup();
         assert_eq!(found, naive, "private {lines:?}, text {text:?}");
+    }
+}
+
+/// Issue 28, F6: one-word private headlines (`Health`, `Family`, …) and
+/// org-journal date headings are the shape of a real diary. A common word
+/// or a bare date is not a secret because a private headline is titled
+/// with it: it is left alone in what the user types, in what the model
+/// replies (a reply is withheld whole when the gate finds anything in it,
+/// so nothing found is nothing withheld) and in log lines. What they
+/// hold is still found: a quote of a private line of two words or more, a
+/// run of five, a dated line with its words, a one-word PIN.
+const DIARY: &str = "* Work :project:
+Ship the launch on Monday.
+* Health :@personal:
+Blood pressure 150 over 95 at the clinic.
+** Therapy
+Dr Okafor
+** Session
+* Family :@personal:
+* Finances :@personal:
+:PROPERTIES:
+:PIN: 4471
+:END:
+* Journal :@personal:
+** 2025-01-14 Tuesday
+SCHEDULED: <2025-01-14 Tue 10:00>
+:LOGBOOK:
+CLOCK: [2025-01-14 Tue 10:00]--[2025-01-14 Tue 11:00] =>  1:00
+:END:
+** 2025-01-15 Biopsy results
+";
+
+#[test]
+fn one_word_private_headlines_and_bare_dates_are_not_redacted_anywhere() {
+    let (_dir, memex) = memex(DIARY);
+    let gate = gate();
+    let snapshot = memex.snapshot();
+    for text in [
+        // A user message.
+        "My Health, my Family, my Finances: this Session is for the Journal and Therapy.",
+        // A model reply.
+        "Health matters. Family first. See the session notes in your journal.",
+        // A log line, and a config error (the word a user typed).
+        "WARN foveal::config: unknown field `session` in [therapy]",
+        // Bare dates, however written, and a date with its weekday.
+        "Due 2025-01-14, or 2025/01/14, or 20250114; that was 2025-01-14 Tuesday.",
+        "At 10:00 on Tue 14 Jan 2025.",
+    ] {
+        let cleaned = gate.clean(text, &snapshot, &NoSkills).unwrap();
+        assert_eq!(cleaned.text, text);
+        assert_eq!(
+            cleaned.report.total(),
+            0,
+            "a reply would be withheld: {text}"
+        );
+        assert!(matches!(cleaned.text, Cow::Borrowed(_)));
+        // The log redactor's check.
+        assert_eq!(gate.clean_quietly(text, &snapshot), None, "{text}");
+        // And a write of it (the host's write tools).
+        assert_eq!(gate.check_write([text], &snapshot), Ok(()), "{text}");
+    }
+    // Positive controls: the same memex's private text is still found, so
+    // a reply quoting it is withheld.
+    for (quote, expected) in [
+        (
+            "she wrote: blood pressure 150 over 95, fine",
+            "she wrote: [REDACTED private], fine",
+        ),
+        ("ask Dr Okafor", "ask [REDACTED private]"),
+        ("the PIN is 4471.", "the PIN is [REDACTED private]."),
+        (
+            "on 2025-01-15 biopsy results came",
+            "on [REDACTED private] came",
+        ),
+    ] {
+        let cleaned = gate.clean(quote, &snapshot, &NoSkills).unwrap();
+        assert_eq!(cleaned.text, expected, "{quote}");
+        assert!(cleaned.report.private > 0, "a reply would be kept: {quote}");
+        assert!(gate.clean_quietly(quote, &snapshot).is_some(), "{quote}");
+    }
+}
+
+#[test]
+fn org_syntax_is_never_private_even_in_a_half_written_private_file() {
+    // A private diary caught half-written (a drawer without `:END:`): all
+    // its text counts as private, fail closed — until issue 28 (F6) that
+    // made `properties` private, and every `:PROPERTIES:` drawer of the
+    // outline was redacted.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("diary.org"),
+        "#+FILETAGS: :@personal:\n#+STARTUP: overview\n* Therapy\n:PROPERTIES:\n:MOOD: low\n\
+         * Tuesday\nThe biopsy results came back positive today.\n",
+    )
+    .unwrap();
+    let memex = foveal_memex::Memex::open(&[dir.path().to_path_buf()]).unwrap();
+    assert_eq!(memex.snapshot().failed().len(), 1);
+    let gate = gate();
+    let snapshot = memex.snapshot();
+    let outline = "* Work\n:PROPERTIES:\n:ID: w1\n:END:\n:LOGBOOK:\n:END:\n\
+                   #+FILETAGS: :@personal:\n#+STARTUP: overview\nTherapy, diary.org\n";
+    for form in [Form::Plain, Form::Outline] {
+        let cleaned = gate.clean_as(outline, form, &snapshot, &NoSkills).unwrap();
+        assert_eq!(cleaned.text, outline, "{form:?}");
+    }
+    // Positive control: the file's sentence is still private.
+    let cleaned = gate
+        .clean(
+            "The biopsy results came back positive today.",
+            &snapshot,
+            &NoSkills,
+        )
+        .unwrap();
+    assert_eq!(cleaned.text, "[REDACTED private].");
+}
+
+#[test]
+fn a_date_is_protected_only_with_the_rest_of_its_line() {
+    let (_dir, memex) = memex(
+        "* Journal :@personal:\n** 2025-01-14 Tuesday\n** 2025-01-16 Dentist\n\
+         :PROPERTIES:\n:CREATED: [2025-01-16 Thu 09:30]\n:END:\n",
+    );
+    let gate = gate();
+    let snapshot = memex.snapshot();
+    let clean = |text: &str| {
+        gate.clean(text, &snapshot, &NoSkills)
+            .unwrap()
+            .text
+            .into_owned()
+    };
+    for bare in [
+        "2025-01-14",
+        "2025/01/14",
+        "20250114",
+        "2025-01-14 Tuesday",
+        "2025-01-16",
+        "[2025-01-16 Thu 09:30]",
+    ] {
+        assert_eq!(clean(bare), bare);
+    }
+    // The date written with the rest of its line.
+    assert_eq!(clean("2025-01-16 Dentist"), "[REDACTED private]");
+    assert_eq!(clean("2025/01/16: dentist!"), "[REDACTED private]!");
+}
+
+#[test]
+fn which_words_and_lines_protect_something() {
+    use crate::private::{WordKind, line_protects};
+    let kinds = |text: &str| -> Vec<WordKind> {
+        crate::words::words(text)
+            .iter()
+            .map(|w| WordKind::of(text, w, &[]))
+            .collect()
+    };
+    for (line, protects) in [
+        ("Health", false),
+        ("Session", false),
+        ("PROPERTIES", false),
+        ("#+TITLE: Journal", false),
+        ("diary.org", false),
+        ("2025-01-14 Tuesday", false),
+        ("20250114", false),
+        ("SCHEDULED: <2025-01-14 Tue 10:00>", false),
+        ("1987", false),
+        ("4471", true),
+        ("B12X", true),
+        ("Family dinner", true),
+        ("Dr Okafor", true),
+        ("2025-01-14 Dentist", true),
+        ("+1 555 0100 777", true),
+    ] {
+        assert_eq!(line_protects(&kinds(line)), protects, "{line}");
     }
 }

@@ -182,10 +182,17 @@ mod tests {
         );
     }
 
-    /// A word of the host's own vocabulary (`:KIND: gotcha`) written where
-    /// a private line is just that word is let through at the place the
-    /// host writes it, and nowhere else; a longer private passage through
-    /// it, and a secret, still refuse the write.
+    /// A word of the host's own vocabulary (`:KIND: gotcha`) is written
+    /// wherever it stands, even where a private headline is titled with
+    /// it; a longer private passage through it, and a secret, still refuse
+    /// the write.
+    ///
+    /// Until issue 28 (F6) the one-word private line `Gotcha` was private
+    /// text, refused alone and let through only at the byte range the host
+    /// names. A one-word line of letters now protects nothing on its own (a
+    /// common word is not a secret because a private headline is titled
+    /// with it), so it passes everywhere; the exception of
+    /// `check_write_except` still holds for what it covers.
     #[test]
     fn a_word_of_the_hosts_own_passes_only_where_the_host_writes_it_alone() {
         let dir = tempfile::tempdir().unwrap();
@@ -197,34 +204,26 @@ mod tests {
         let memex = Memex::open(&[dir.path().to_path_buf()]).unwrap();
         let snapshot = memex.snapshot();
         let gate = Gate::new(PrivacyTags::new(["@personal"]), &[], true).unwrap();
-        // `gotcha` alone is a private line: refused as a write of its own.
-        assert_eq!(gate.check_write(["gotcha"], &snapshot), Err(WriteRefused));
-        // Only at the byte range given, the word alone.
-        let at = |text: &str, from_end: bool| {
-            let start = if from_end {
-                text.rfind("gotcha").unwrap()
-            } else {
-                text.find("gotcha").unwrap()
-            };
+        // `gotcha` alone is a private line of one word: it protects
+        // nothing, so it is written as a write of its own too.
+        assert_eq!(gate.check_write(["gotcha"], &snapshot), Ok(()));
+        let at = |text: &str| {
+            let start = text.find("gotcha").unwrap();
             start..start + "gotcha".len()
         };
         let check = |text: &str, own: &std::ops::Range<usize>| {
             gate.check_write_except(text, std::slice::from_ref(own), &snapshot)
         };
         let text = "Emails compare\nKIND\ngotcha\nSOURCE\nt-model";
-        assert_eq!(check(text, &at(text, false)), Ok(()));
-        assert_eq!(
-            gate.check_write_except(text, &[], &snapshot),
-            Err(WriteRefused)
-        );
-        // Elsewhere than the place given, it refuses.
+        assert_eq!(check(text, &at(text)), Ok(()));
+        assert_eq!(gate.check_write_except(text, &[], &snapshot), Ok(()));
         let twice = "gotcha\nKIND\ngotcha";
-        assert_eq!(check(twice, &at(twice, true)), Err(WriteRefused));
+        assert_eq!(gate.check_write_except(twice, &[], &snapshot), Ok(()));
         // A run of five through it, and a secret, refuse.
         let run = "Met Ann at the\ngotcha\nharbour";
-        assert_eq!(check(run, &at(run, false)), Err(WriteRefused));
+        assert_eq!(check(run, &at(run)), Err(WriteRefused));
         let secret = "KIND\ngotcha\nkey AKIAIOSFODNN7EXAMPLE";
-        assert_eq!(check(secret, &at(secret, false)), Err(WriteRefused));
+        assert_eq!(check(secret, &at(secret)), Err(WriteRefused));
     }
 
     /// A private run cut into pieces that each pass alone: a title ending

@@ -24,7 +24,7 @@ const MEMEX: &str = "* Launch :project:
 The launch plan.
 ** Diary :@personal:
 Met Ann at the harbour.
-*** Bearer
+*** Authorization Bearer
 Reading list for June.
 ";
 
@@ -365,8 +365,10 @@ fn a_diary_reached_through_links_in_another_folder_stays_private_at_the_gate() {
 
 #[test]
 fn a_secret_that_loses_its_context_beside_private_text_is_still_removed() {
-    // `Bearer` is a private title here: once it is redacted, the token
-    // after it no longer looks like a bearer token to the skill.
+    // `Authorization Bearer` is a private title here: once it is
+    // redacted, the token after it no longer looks like a bearer token to
+    // the skill. (The title was `Bearer` alone until issue 28, F6: a
+    // one-word private line of letters protects nothing now.)
     let sandbox = Sandbox::new();
     sandbox.install("skill:privacy", "privacy");
     let registry = sandbox.registry();
@@ -378,10 +380,7 @@ fn a_secret_that_loses_its_context_beside_private_text_is_still_removed() {
         &registry,
         "Authorization: Bearer abcdefghijklmnop0123",
     );
-    assert_eq!(
-        text,
-        "Authorization: [REDACTED private] [REDACTED bearer-token]"
-    );
+    assert_eq!(text, "[REDACTED private] [REDACTED bearer-token]");
     assert_eq!(report.filter, SecretFilter::Skill);
     assert_eq!(report.host_after_skill, 1);
 }

@@ -287,9 +287,11 @@ fn a_private_phrase_pasted_into_the_window_is_withheld_from_what_is_sent() {
         .collect();
     assert_eq!(roles, ["system", "user"]);
     let system = messages[0]["content"].as_str().unwrap();
-    // (The private object's title, "Diary", is withheld too.)
+    // The private object's one-word title, "Diary", was withheld here too
+    // until issue 28 (F6): a one-word private line of letters protects
+    // nothing on its own, so the word stays; the quote does not.
     assert!(
-        system.contains("### Text\n```text\nFrom my [REDACTED private]: [REDACTED private]."),
+        system.contains("### Text\n```text\nFrom my diary: [REDACTED private]."),
         "{system}"
     );
     // The pasted fence cannot close the item's block: the heading stays
