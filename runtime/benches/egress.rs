@@ -103,6 +103,9 @@ struct OverRedaction {
     redacted: usize,
     replies: usize,
     withheld: usize,
+    /// The first replies withheld, as the gate left them: what to look
+    /// at when the count is not 0.
+    examples: Vec<String>,
 }
 
 impl OverRedaction {
@@ -116,7 +119,11 @@ impl OverRedaction {
             100.0 * self.redacted as f64 / self.words.max(1) as f64,
             self.withheld,
             self.replies,
-        )
+        ) + &self
+            .examples
+            .iter()
+            .map(|e| format!("\n  withheld: {e}"))
+            .collect::<String>()
     }
 }
 
@@ -144,8 +151,13 @@ fn over_redaction(snapshot: &MemexSnapshot, corpus: &[String]) -> OverRedaction 
             (words(text) + 2 * cleaned.report.private).saturating_sub(words(&cleaned.text));
         for reply in text.split("\n\n").filter(|p| !p.trim().is_empty()) {
             out.replies += 1;
-            if gate.clean(reply, snapshot, &skills).unwrap().report.total() > 0 {
+            let cleaned = gate.clean(reply, snapshot, &skills).unwrap();
+            if cleaned.report.total() > 0 {
                 out.withheld += 1;
+                if out.examples.len() < 3 {
+                    let shown: String = cleaned.text.chars().take(300).collect();
+                    out.examples.push(shown.replace('\n', " "));
+                }
             }
         }
     }
