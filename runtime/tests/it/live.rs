@@ -77,6 +77,25 @@ pub(crate) async fn run_to_end(mut command: std::process::Command) -> Output {
         .unwrap()
 }
 
+/// Runs `command` to its end with `input` on its stdin (then closed),
+/// stdout and stderr captured.
+pub(crate) async fn run_with_input(
+    mut command: std::process::Command,
+    input: &'static [u8],
+) -> Output {
+    command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    tokio::task::spawn_blocking(move || {
+        let mut child = command.spawn().unwrap();
+        child.stdin.take().unwrap().write_all(input).unwrap();
+        child.wait_with_output().unwrap()
+    })
+    .await
+    .unwrap()
+}
+
 pub(crate) fn stdout(output: &Output) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
@@ -606,20 +625,8 @@ async fn one_sigint_after_stop_exits_at_once_while_the_host_waits_on_a_full_stdo
 async fn piped_input_is_answered_then_the_host_exits_and_sessions_resume() {
     let dir = workspace();
     let server = Server::start(vec![text_reply("One."), text_reply("Two.")]).await;
-    let mut run = command(dir.path(), &server, &["run", "--session", "s1"]);
-    run.stdin(Stdio::piped()).stdout(Stdio::piped());
-    let output = tokio::task::spawn_blocking(move || {
-        let mut child = run.spawn().unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(b"My name is Ada.\n")
-            .unwrap();
-        child.wait_with_output().unwrap()
-    })
-    .await
-    .unwrap();
+    let run = command(dir.path(), &server, &["run", "--session", "s1"]);
+    let output = run_with_input(run, b"My name is Ada.\n").await;
     assert!(output.status.success(), "{}", stderr(&output));
     assert!(stdout(&output).contains("One."));
     let output = run_to_end(command(

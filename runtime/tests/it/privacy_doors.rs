@@ -4,13 +4,13 @@
 //! write tools (nothing private is written where a visible object would
 //! hold it). `memex_cli.rs` has the local listings.
 
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 
 use serde_json::json;
 
-use crate::live::{command, run_to_end, stderr, stdout, text_reply, tool_reply, workspace};
+use crate::live::{
+    command, run_to_end, run_with_input, stderr, stdout, text_reply, tool_reply, workspace,
+};
 use crate::server::Server;
 use crate::support::{file_name, foveal_command, install, library};
 
@@ -31,21 +31,7 @@ async fn run_with_log(log: Option<&str>) -> (tempfile::TempDir, Vec<String>, Str
     if let Some(log) = log {
         run.env("FOVEAL_LOG", log);
     }
-    run.stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let output = tokio::task::spawn_blocking(move || {
-        let mut child = run.spawn().unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(b"Mark the docs task BOGUS.\nAnything else?\n")
-            .unwrap();
-        child.wait_with_output().unwrap()
-    })
-    .await
-    .unwrap();
+    let output = run_with_input(run, b"Mark the docs task BOGUS.\nAnything else?\n").await;
     assert!(output.status.success(), "{}", stderr(&output));
     let bodies: Vec<String> = server.requests().into_iter().map(|r| r.body).collect();
     (dir, bodies, stderr(&output))

@@ -11,13 +11,11 @@
 //! `prompt --json` is asked whether each served: `egress.filter` is
 //! `skill`, `economics` is `token-economics`.
 
-use std::io::Write as _;
 use std::path::Path;
-use std::process::Stdio;
 
 use serde_json::Value;
 
-use crate::live::{command, run_to_end, stderr, stdout, text_reply};
+use crate::live::{command, run_to_end, run_with_input, stderr, stdout, text_reply};
 use crate::server::Server;
 
 /// A note attached to the context window (component 3000).
@@ -131,22 +129,8 @@ async fn every_first_party_section_is_in_prompt_json_in_an_ask_body_and_in_a_run
     assert!(stdout(&ask).contains("Asked."), "{}", stdout(&ask));
 
     // A cycle of `foveal run` (a line on stdin, answered, then the end).
-    let mut run = command(d, &server, &["run", "--focus", "example-login"]);
-    run.stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let ran = tokio::task::spawn_blocking(move || {
-        let mut child = run.spawn().unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(b"What is next for the login?\n")
-            .unwrap();
-        child.wait_with_output().unwrap()
-    })
-    .await
-    .unwrap();
+    let run = command(d, &server, &["run", "--focus", "example-login"]);
+    let ran = run_with_input(run, b"What is next for the login?\n").await;
     assert!(ran.status.success(), "{}", stderr(&ran));
     assert!(stdout(&ran).contains("Ran."), "{}", stdout(&ran));
 

@@ -5,12 +5,11 @@
 //! skill whose hook failed on every cycle was silent without
 //! `FOVEAL_LOG=debug` before.)
 
-use std::io::Write as _;
-use std::process::Stdio;
-
 use serde_json::Value;
 
-use crate::live::{command, run_to_end, stderr, stdout, text_reply, tool_reply, workspace};
+use crate::live::{
+    command, run_to_end, run_with_input, stderr, stdout, text_reply, tool_reply, workspace,
+};
 use crate::server::Server;
 use crate::support::{file_name, install, library};
 
@@ -91,22 +90,8 @@ async fn a_failing_hook_is_one_line_on_stderr_in_prompt_ask_and_run_and_prompt_j
     assert_eq!(err.matches(&line).count(), 1, "{err}");
 
     // `foveal run`: two turns from stdin; one line.
-    let mut run = command(d, &server, &["run", "--session", "piped"]);
-    run.stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let ran = tokio::task::spawn_blocking(move || {
-        let mut child = run.spawn().unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(b"First question.\nSecond question.\n")
-            .unwrap();
-        child.wait_with_output().unwrap()
-    })
-    .await
-    .unwrap();
+    let run = command(d, &server, &["run", "--session", "piped"]);
+    let ran = run_with_input(run, b"First question.\nSecond question.\n").await;
     let err = stderr(&ran);
     assert!(ran.status.success(), "{err}");
     assert!(
