@@ -200,6 +200,22 @@ fn put_prefix(w: &mut Writer, p: &PrefixRequest<'_>) {
         .str(&p.tools);
 }
 
+/// The host facts of the call the trampoline runs in
+/// ([`foveal_sdk::call::with_facts`], set by the host around the hook
+/// call), for the cell to set around its own: the session, then the time
+/// (present flag, seconds, offset).
+fn put_facts(w: &mut Writer) {
+    let facts = foveal_sdk::call::current().unwrap_or_default();
+    w.opt_str(facts.session.as_deref());
+    match facts.now {
+        Some(now) => w
+            .bool(true)
+            .u64(now.unix_seconds as u64)
+            .i32(now.utc_offset_seconds),
+        None => w.bool(false),
+    };
+}
+
 fn get_string(r: &mut Reader<'_>) -> Result<RString, WireError> {
     Ok(RString::from(r.string()?))
 }
@@ -217,6 +233,7 @@ pub extern "C" fn components(
                 .opt_u32(request.budget_tokens.into_option())
                 .str(&request.config_json)
                 .bool(request.explain);
+            put_facts(w);
         },
         proto::get_components,
     )
@@ -303,6 +320,7 @@ pub extern "C" fn run_tool(request: &ToolCallRequest<'_>) -> RResult<RString, Sk
                 .str(&request.args_json)
                 .opt_str(request.focus.as_ref().map(|f| f.as_str()).into_option())
                 .str(&request.config_json);
+            put_facts(w);
         },
         get_string,
     )

@@ -199,16 +199,14 @@ fn load(path: &std::path::Path) -> Result<(SkillModRef, Vec<String>), LoadFailur
     let module = match header.init_root_module::<SkillModRef>() {
         Ok(module) => Ok(module),
         Err(error @ LibraryError::AbiInstability(_)) => {
-            if header
-                .ensure_layout::<foveal_sdk::compat::v0_2_0::SkillModRef>()
-                .is_err()
-            {
+            if foveal_sdk::compat::earlier_layout(header).is_none() {
                 return Err(classify(error));
             }
-            // SAFETY: the library's root module has SDK 0.2.0's layout (just
-            // checked), whose fields are the current module's first nine, in
-            // order and of the same types; accessors of later fields read the
-            // field count the library recorded and answer `None`.
+            // SAFETY: the library's root module has an earlier SDK's layout
+            // (just checked), whose fields are the current module's first
+            // ones, in order and of the same types; accessors of later
+            // fields read the field count the library recorded and answer
+            // `None` (`foveal_sdk::compat`).
             unsafe { header.init_root_module_with_unchecked_layout::<SkillModRef>() }
                 .map_err(classify)
         }
@@ -415,6 +413,18 @@ fn prefix_request<'a>(r: &mut Reader<'a>) -> Result<PrefixRequest<'a>, WireError
     })
 }
 
+/// The host facts `lend::put_facts` wrote.
+fn get_facts(r: &mut Reader<'_>) -> Result<foveal_sdk::call::CallFacts, WireError> {
+    let session = r.opt_str()?.map(str::to_owned);
+    let now = if r.bool()? {
+        let seconds = r.u64()? as i64;
+        Some(foveal_sdk::Now::new(seconds, r.i32()?))
+    } else {
+        None
+    };
+    Ok(foveal_sdk::call::CallFacts { session, now })
+}
+
 fn dispatch(
     module: &SkillModRef,
     views: &mut Views,
@@ -429,6 +439,7 @@ fn dispatch(
             let budget = r.opt_u32()?;
             let config = r.str()?;
             let explain = r.bool()?;
+            let facts = get_facts(r)?;
             let (generation, keys) = read_view(views, r)?;
             let Some(f) = module.components() else {
                 return Ok(absent("components"));
@@ -446,7 +457,8 @@ fn dispatch(
                 memex: &memex,
                 explain,
             };
-            finish(f(&request), |w, c| proto::put_components(w, c))
+            let answer = foveal_sdk::call::with_facts(&facts, || f(&request));
+            finish(answer, |w, c| proto::put_components(w, c))
         }
         hook::REDACT => {
             let text = r.str()?;
@@ -516,6 +528,7 @@ fn dispatch(
             let (name, args) = (r.str()?, r.str()?);
             let focus = r.opt_str()?;
             let config = r.str()?;
+            let facts = get_facts(r)?;
             let (generation, keys) = read_view(views, r)?;
             let Some(f) = module.run_tool().flatten() else {
                 return Ok(absent("run_tool"));
@@ -532,7 +545,8 @@ fn dispatch(
                 config_json: config.into(),
                 memex: &memex,
             };
-            finish(f(&request), |w, t: &RString| {
+            let answer = foveal_sdk::call::with_facts(&facts, || f(&request));
+            finish(answer, |w, t: &RString| {
                 w.str(t);
             })
         }
@@ -551,6 +565,10 @@ impl Statics {
             log: cell_log,
             count_tokens: cell_count_tokens,
             memex_write: cell_memex_write,
+            // The facts the host sent with the call (`with_facts` in
+            // `dispatch`); the cell cannot read the time zone.
+            call_session: foveal_sdk::call::serve_session,
+            call_now: foveal_sdk::call::serve_now,
         })
     }
 }

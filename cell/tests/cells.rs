@@ -35,6 +35,8 @@ impl Statics {
             log,
             count_tokens,
             memex_write,
+            call_session: foveal_sdk::call::serve_session,
+            call_now: foveal_sdk::call::serve_now,
         })
     }
 }
@@ -96,6 +98,7 @@ fn act(
         budget: None,
         config: config.to_owned(),
         explain: false,
+        facts: Default::default(),
     };
     let (answer, failure) = lend::with_cell(cell, Duration::from_secs(3), Some(lent), || {
         call.call(lend::components)

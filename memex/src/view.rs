@@ -522,6 +522,10 @@ pub struct ComponentsCall {
     pub config: String,
     /// Fill sources and omissions.
     pub explain: bool,
+    /// The host facts of the call (its session and time), which the
+    /// skill reads through the host API while the hook runs
+    /// ([`foveal_sdk::call`]) — never mixed into `config`.
+    pub facts: foveal_sdk::call::CallFacts,
 }
 
 impl ComponentsCall {
@@ -540,7 +544,7 @@ impl ComponentsCall {
             memex: &memex,
             explain: self.explain,
         };
-        f(&request)
+        foveal_sdk::call::with_facts(&self.facts, || f(&request))
     }
 }
 

@@ -166,6 +166,7 @@ pub fn compute(
         budget: None,
         config: settings.skill_config(mode, None),
         explain: false,
+        facts: crate::host_api::facts(None),
     };
     let components = skills
         .call_components(SKILL, call)
@@ -319,6 +320,7 @@ pub fn post_execution(
         budget: None,
         config: settings.skill_config(Mode::Text, Some(ticket.0)),
         explain: false,
+        facts: crate::host_api::facts(None),
     };
     let outcome = skills.call_components(SKILL, call);
     drop(ticket);

@@ -320,6 +320,7 @@ pub fn render(
         budget: request.budget,
         config,
         explain: request.explain,
+        facts: crate::host_api::facts(None),
     };
     let fallback = |why: String, failed: bool| Section {
         text: RString::from(FALLBACK),

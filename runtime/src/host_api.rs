@@ -22,6 +22,8 @@ impl Statics {
             log: host_log,
             count_tokens: host_count_tokens,
             memex_write: crate::computed::host_memex_write,
+            call_session: foveal_sdk::call::serve_session,
+            call_now: host_call_now,
         })
     }
 }
@@ -53,4 +55,40 @@ extern "C" fn host_count_tokens(text: RStr<'_>) -> u32 {
         .unwrap_or(text.len())
         .try_into()
         .unwrap_or(u32::MAX)
+}
+
+/// The time of the call on this thread ([`foveal_sdk::call::with_facts`]),
+/// else the local clock.
+extern "C" fn host_call_now() -> foveal_sdk::Now {
+    foveal_sdk::call::current()
+        .and_then(|facts| facts.now)
+        .unwrap_or_else(local_now)
+}
+
+/// The clock's time with the local offset from UTC (`localtime_r`; UTC
+/// when the time zone cannot be read).
+pub fn local_now() -> foveal_sdk::Now {
+    let seconds = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+    let t = libc::time_t::try_from(seconds).unwrap_or(0);
+    // SAFETY: `tm` is plain data, zero is a valid bit pattern for it, and
+    // `localtime_r` only writes into the struct we pass.
+    let offset = unsafe {
+        let mut tm: libc::tm = std::mem::zeroed();
+        if libc::localtime_r(&t, &mut tm).is_null() {
+            0
+        } else {
+            i32::try_from(tm.tm_gmtoff).unwrap_or(0)
+        }
+    };
+    foveal_sdk::Now::new(seconds, offset)
+}
+
+/// The host facts of a hook call now: `session`, and the local time.
+pub fn facts(session: Option<&str>) -> foveal_sdk::call::CallFacts {
+    foveal_sdk::call::CallFacts {
+        session: session.map(str::to_owned),
+        now: Some(local_now()),
+    }
 }

@@ -793,18 +793,17 @@ impl Loader {
             // Checked against that release's layout, it is read through
             // the current type: see `foveal_sdk::compat`.
             Err(error @ LibraryError::AbiInstability(_)) => {
-                if header
-                    .ensure_layout::<foveal_sdk::compat::v0_2_0::SkillModRef>()
-                    .is_err()
-                {
+                if foveal_sdk::compat::earlier_layout(header).is_none() {
                     return Err(classify(path, error));
                 }
-                // SAFETY: the library's root module has SDK 0.2.0's layout
-                // (just checked), whose fields are the current module's
-                // first nine, in order and of the same types; the current
+                // SAFETY: the library's root module has the layout of an
+                // earlier SDK (just checked), whose fields are the current
+                // module's first ones, in order and of the same types (its
+                // host API the current one's first fields); the current
                 // accessors of the fields added since (`run_tool`) read the
                 // field count the library recorded in its prefix metadata
-                // and answer `None`.
+                // and answer `None`, and the library reads the host API's
+                // added services (`call_session`, `call_now`) as absent.
                 unsafe { header.init_root_module_with_unchecked_layout::<SkillModRef>() }
                     .map_err(|e| classify(path, e))?
             }

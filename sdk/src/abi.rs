@@ -293,6 +293,29 @@ pub struct HostApi {
     /// an older host, and an older skill never calls it.
     pub memex_write:
         extern "C" fn(ticket: u64, edits_json: RStr<'_>) -> RResult<RString, SkillError>,
+    /// The session whose prompt the hook call running on this thread
+    /// renders; none for a one-off prompt or outside a call. A host fact,
+    /// never part of the skill's `config_json` (read it with
+    /// [`crate::call::session`]). Added in SDK 0.2.2: `None` in an older
+    /// host.
+    pub call_session: extern "C" fn() -> ROption<RString>,
+    /// The time of the hook call running on this thread, with the local
+    /// offset from UTC (the host's clock, or the time a test set); the
+    /// clock's time outside a call. Read it with [`crate::call::now`].
+    /// Added in SDK 0.2.2: `None` in an older host.
+    pub call_now: extern "C" fn() -> Now,
+}
+
+/// A moment: seconds since the Unix epoch and the local offset from UTC
+/// at that moment ([`crate::call::now`]; `date()`, `weekday()` and
+/// `Display` read it as a local date and time).
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Now {
+    /// Seconds since 1970-01-01 00:00 UTC.
+    pub unix_seconds: i64,
+    /// Seconds east of UTC of the local time (`3600` for UTC+01:00).
+    pub utc_offset_seconds: i32,
 }
 
 impl std::fmt::Debug for HostApiRef {

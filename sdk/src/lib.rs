@@ -86,6 +86,7 @@
 #![deny(missing_docs)]
 
 pub mod abi;
+pub mod call;
 pub mod compat;
 pub mod export;
 pub mod host;
@@ -102,7 +103,7 @@ pub use abi_stable;
 
 pub use abi::{
     BudgetFn, CallToolFn, Component, ComponentsFn, ComponentsRequest, HostApi, HostApiRef, InitFn,
-    InvokeFn, LogLevel, Manifest, Omitted, PrefixFn, RedactFn, Role, RunToolFn, SignalKind,
+    InvokeFn, LogLevel, Manifest, Now, Omitted, PrefixFn, RedactFn, Role, RunToolFn, SignalKind,
     SkillError, SkillMod, SkillModRef, Source, ToolCallRequest, ToolDecl, ToolsFn,
 };
 

@@ -847,6 +847,8 @@ fn test_host() -> HostApiRef {
             log: test_log,
             count_tokens: test_count_tokens,
             memex_write: test_memex_write,
+            call_session: crate::call::serve_session,
+            call_now: crate::call::serve_now,
         }
         .leak_into_prefix()
     })

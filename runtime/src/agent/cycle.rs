@@ -298,6 +298,7 @@ impl Agent {
                 session: self.window.session(),
                 revision,
             }),
+            session: Some(self.window.session()),
         };
         let prompt = self
             .assembler
@@ -593,6 +594,7 @@ impl Agent {
                     view: crate::memex::view::SnapshotView::new(snapshot, &self.privacy),
                     focus: self.focus.clone(),
                     config: self.config.skill_config(skill).to_owned(),
+                    session: Some(self.window.session().to_owned()),
                 },
             ),
         }

@@ -1078,6 +1078,9 @@ pub(crate) struct SkillToolCall<'a> {
     pub focus: Option<String>,
     /// The skill's configuration (`[skills.<name>]`), as JSON.
     pub config: String,
+    /// The session the tool runs in, as a host fact of the call
+    /// ([`foveal_sdk::call::session`]).
+    pub session: Option<String>,
 }
 
 /// Runs a skill's tool through the registry: its `run_tool` hook, lent
@@ -1098,6 +1101,7 @@ pub(crate) fn call_skill_tool(
         view,
         focus,
         config,
+        session,
     } = call;
     let args = args.to_string();
     let tool = name.to_owned();
@@ -1116,7 +1120,8 @@ pub(crate) fn call_skill_tool(
                 config_json: RStr::from_str(&config),
                 memex: &memex,
             };
-            f(&request)
+            let facts = crate::host_api::facts(session.as_deref());
+            foveal_sdk::call::with_facts(&facts, || f(&request))
         })
     } else {
         skills.call(skill, hooks::CALL_TOOL, move |f| {

@@ -145,6 +145,7 @@ pub fn cells(
             budget: None,
             config: "{}".to_owned(),
             explain: false,
+            facts: crate::host_api::facts(None),
         };
         foveal_cell::lend::with_cell(cell, timeout, Some(lent), || {
             request.call(foveal_cell::lend::components)

@@ -195,6 +195,7 @@ pub fn run(config: &Config, options: &PromptOptions) -> anyhow::Result<Exit> {
             session: window.session(),
             revision,
         }),
+        session: Some(window.session()),
         ..PromptInput::default()
     };
     let gate = Arc::new(gate);

@@ -520,6 +520,7 @@ fn call_hooks(
                     budget: None,
                     config: skill_config.clone(),
                     explain: false,
+                    facts: crate::host_api::facts(None),
                 };
                 match slot.call_components(call) {
                     Ok(components) => {

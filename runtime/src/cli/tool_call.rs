@@ -127,6 +127,7 @@ pub fn run(config: &Config, name: &str, args: &str, focus: Option<String>) -> an
             view,
             focus,
             config: config.skill_config(skill).to_owned(),
+            session: None,
         },
     );
     let shown = |text: &str| match gate.clean(text, &snapshot, &skills) {
@@ -259,6 +260,7 @@ pub(crate) fn try_tool(
             view: view.clone(),
             focus: None,
             config: config.to_owned(),
+            session: None,
         },
     );
     let elapsed = started.elapsed();

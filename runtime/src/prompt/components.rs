@@ -181,6 +181,7 @@ pub fn probe_undeclared(skills: &crate::registry::Snapshot, view: &SnapshotView)
             budget: None,
             config: "{}".to_owned(),
             explain: false,
+            facts: crate::host_api::facts(None),
         };
         if let Ok(components) = slot.call_components(call) {
             for component in components.iter() {
@@ -194,9 +195,9 @@ pub fn probe_undeclared(skills: &crate::registry::Snapshot, view: &SnapshotView)
 }
 
 /// `base` (a JSON object) with the keys of `extra` (a JSON object) it
-/// does not have: what a skill's `config_json` is when the host has keys
-/// of its own for the call (`session`) and the user a `[skills.<name>]`
-/// table. Either one not an object: the other.
+/// does not have: the computed-context skill's `config_json` when both
+/// `[computed_context]` and `[skills.computed-context]` are written.
+/// Either one not an object: the other.
 pub fn merge_config(base: &str, extra: &str) -> String {
     use serde_json::Value;
     match (
@@ -313,16 +314,23 @@ struct Key {
     focus: Option<String>,
     /// The session's window and its revision.
     window: Option<(String, u64)>,
+    /// The session the prompt is for.
+    session: Option<String>,
+    /// The local date (days since 1970-01-01): a section that shows the
+    /// date or what is due is rendered again on a new day.
+    day: i64,
 }
 
 /// The components of every skill that declares ids (but `awareness`,
 /// whose section is the context), kept while the registry and memex
 /// generations, the privacy tags, the signal, the focus and the session's
-/// context window (its revision) are unchanged. Each skill is asked with
-/// `{"session": NAME}` as its configuration when the prompt is for a
-/// session's window (the `context-window` skill renders that window at
-/// 3000), else `{}` — but a skill the host has a configuration for
-/// (`computed-context` gets `[computed_context]`) is asked with that.
+/// context window (its revision) and the local date are unchanged. Each
+/// skill is asked with its configuration — what the user wrote in
+/// `[skills.<name>]` (`computed-context` also gets `[computed_context]`),
+/// else `{}` — and never anything of the host's: the session the prompt
+/// is for (the `context-window` skill renders its window at 3000) and the
+/// time are host facts, read through the host API during the call
+/// ([`foveal_sdk::call`]).
 #[derive(Debug, Default)]
 pub struct SkillComponents {
     last: Mutex<Option<(Key, Arc<[SkillComponent]>)>>,
@@ -339,6 +347,8 @@ pub struct ComponentsFor<'a> {
     pub focus: Option<&'a str>,
     /// The session's context window.
     pub window: Option<super::SessionWindow<'a>>,
+    /// The session the prompt is for.
+    pub session: Option<&'a str>,
 }
 
 impl SkillComponents {
@@ -364,6 +374,7 @@ impl SkillComponents {
             signal,
             focus,
             window,
+            session,
         } = cycle;
         let contributors = || {
             skills.skills().filter(|slot| {
@@ -376,13 +387,16 @@ impl SkillComponents {
         if contributors().next().is_none() {
             return Arc::from([]);
         }
+        let facts = crate::host_api::facts(session);
         let key = Key {
+            day: facts.now.map_or(0, foveal_sdk::Now::local_day),
             registry: skills.generation(),
             memex: memex.generation(),
             privacy: privacy.clone(),
             signal,
             focus: focus.map(str::to_owned),
             window: window.map(|w| (w.session.to_owned(), w.revision)),
+            session: session.map(str::to_owned),
         };
         if reuse {
             let last = self.lock();
@@ -397,11 +411,9 @@ impl SkillComponents {
             signal,
             focus: focus.map(str::to_owned),
             budget: None,
-            config: match window {
-                Some(w) => serde_json::json!({ "session": w.session }).to_string(),
-                None => "{}".to_owned(),
-            },
+            config: "{}".to_owned(),
             explain: false,
+            facts,
         };
         let mut out = Vec::new();
         // A failed hook is never cached with the components: the next cycle
@@ -412,7 +424,7 @@ impl SkillComponents {
             let skill: Arc<str> = Arc::from(info.name.as_str());
             let mut call = call.clone();
             if let Some((_, config)) = self.configs.iter().find(|(name, _)| *name == info.name) {
-                call.config = merge_config(&call.config, config);
+                call.config.clone_from(config);
             }
             let components = match slot.call_components(call) {
                 Ok(components) => components,

@@ -373,11 +373,16 @@ pub struct PromptInput<'a> {
     /// `context-window` skill renders at component 3000; none: no window
     /// section.
     pub window: Option<SessionWindow<'a>>,
+    /// The session the prompt is for (a host fact every skill's call is
+    /// told, [`foveal_sdk::call::session`]); the window's session when
+    /// none.
+    pub session: Option<&'a str>,
 }
 
 /// The context window of the session a prompt is for: the skills'
-/// components are asked with `{"session": …}` and asked again when the
-/// window's revision ([`crate::window::Window::for_prompt`]) changes.
+/// components are asked in a call whose host facts name the session
+/// ([`foveal_sdk::call::session`]) and asked again when the window's
+/// revision ([`crate::window::Window::for_prompt`]) changes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SessionWindow<'a> {
     /// The session's name.
@@ -402,6 +407,7 @@ impl Default for PromptInput<'_> {
             tool_definitions: 0,
             exact_counts: false,
             window: None,
+            session: None,
         }
     }
 }
@@ -856,6 +862,7 @@ impl Assembler {
                 signal: input.signal,
                 focus: input.focus,
                 window: input.window,
+                session: input.session.or(input.window.map(|w| w.session)),
             },
             economics.loaded(),
         );

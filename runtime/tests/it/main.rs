@@ -22,6 +22,7 @@ mod embed;
 mod execution;
 mod faults_disk;
 mod faults_input;
+mod host_facts;
 mod hot_reload;
 mod live;
 mod loading;

@@ -311,6 +311,7 @@ fn a_hook_that_never_returns_is_abandoned_at_its_deadline_and_the_skill_quaranti
                 budget: None,
                 config: "{}".to_owned(),
                 explain: false,
+                facts: Default::default(),
             }
             .call(f)
         });

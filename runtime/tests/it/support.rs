@@ -183,6 +183,7 @@ pub fn components_for_files(
         budget: None,
         config: config.to_owned(),
         explain: false,
+        facts: Default::default(),
     };
     let components = registry
         .snapshot()

@@ -93,12 +93,6 @@ struct Config {
     cache: Option<bool>,
     /// The host's write ticket, on a `TASK_DONE` call.
     write_ticket: Option<u64>,
-    /// The context window's session, which the host puts in every
-    /// skill's configuration when it assembles a live prompt (for the
-    /// context-window skill). Not this skill's concern, but not a typo
-    /// either: refusing it refused every live prompt's section.
-    #[allow(dead_code)]
-    session: Option<String>,
 }
 
 /// What a call was asked, read from its configuration.

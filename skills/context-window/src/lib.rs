@@ -331,19 +331,11 @@ fn rendered(w: &Window, budget: Option<u32>) -> (String, usize) {
     }
 }
 
-#[derive(Debug, Deserialize)]
-struct ComponentsConfig {
-    /// The session the cycle runs in; no window without one.
-    #[serde(default)]
-    session: Option<String>,
-}
-
 /// The `components` hook: the window of the cycle's session at 3000, or
-/// nothing when it is empty (or not open).
+/// nothing when it is empty (or not open). The session is a host fact of
+/// the call ([`foveal_sdk::call::session`]); none for a one-off prompt.
 fn components(request: &ComponentsRequest<'_>) -> Result<Vec<Component>, SkillError> {
-    let config: ComponentsConfig = serde_json::from_str(request.config_json.as_str())
-        .map_err(|e| SkillError::invalid_input(format!("components: bad configuration: {e}")))?;
-    let Some(session) = config.session else {
+    let Some(session) = foveal_sdk::call::session() else {
         return Ok(Vec::new());
     };
     let all = windows();
