@@ -586,7 +586,8 @@ fn vectors_hash(dim: u32, vectors: &[f32]) -> u64 {
 }
 
 /// The inputs of one hook call: the memex, the focus, the skill's
-/// configuration, the signal, the budget and whether to explain.
+/// configuration, the signal, the budget, whether to explain, and the
+/// host facts of the call (session and time).
 #[derive(Debug, Clone)]
 pub struct Harness {
     memex: TestMemex,
@@ -595,6 +596,7 @@ pub struct Harness {
     signal: SignalKind,
     budget_tokens: Option<u32>,
     explain: bool,
+    facts: crate::call::CallFacts,
 }
 
 impl Harness {
@@ -608,6 +610,7 @@ impl Harness {
             signal: SignalKind::USER,
             budget_tokens: None,
             explain: false,
+            facts: crate::call::CallFacts::default(),
         }
     }
 
@@ -647,6 +650,21 @@ impl Harness {
         self
     }
 
+    /// The session the call is for, as the host tells a hook
+    /// ([`crate::call::session`]); none by default, as for a one-off
+    /// prompt.
+    pub fn session(mut self, session: &str) -> Self {
+        self.facts.session = Some(session.to_owned());
+        self
+    }
+
+    /// The time of the call ([`crate::call::now`]); the system clock in
+    /// UTC by default. Set it to test a section across midnight.
+    pub fn now(mut self, now: crate::Now) -> Self {
+        self.facts.now = Some(now);
+        self
+    }
+
     /// Builds the `components` request and hands it to `f`.
     pub fn with_components_request<R>(&self, f: impl FnOnce(&ComponentsRequest<'_>) -> R) -> R {
         let view = self.memex.view();
@@ -659,7 +677,7 @@ impl Harness {
             memex: &memex,
             explain: self.explain,
         };
-        f(&request)
+        crate::call::with_facts(&self.facts, || f(&request))
     }
 
     /// Builds the `run_tool` request for tool `name` and hands it to `f`.
@@ -678,7 +696,7 @@ impl Harness {
             config_json: RStr::from_str(&self.config_json),
             memex: &memex,
         };
-        f(&request)
+        crate::call::with_facts(&self.facts, || f(&request))
     }
 
     /// Calls a `components` hook function with this call's inputs, in

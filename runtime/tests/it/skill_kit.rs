@@ -590,7 +590,7 @@ fn a_refused_library_reads_as_documented() {
     checking libold.so
       ok    file
       ok    library
-      FAIL  sdk            built against an incompatible foveal-sdk: the host expects 0.2.1, the library has 0.0.9; rebuild the skill against foveal-sdk 0.2.1
+      FAIL  sdk            built against an incompatible foveal-sdk: the host expects 0.2.2, the library has 0.0.9; rebuild the skill against foveal-sdk 0.2.2
       -     layout         not reached
       -     manifest       not reached
       -     component ids  not reached

@@ -27,8 +27,10 @@ pub const COMPONENT_ID: u32 = {{component_id}};
 
 /// `components`: a section of the prompt. The host calls it when it
 /// assembles a prompt, and reuses the answer while the memex, the focus,
-/// the signal and the loaded skills stay the same — so compute from the
-/// request only, never from a clock or a counter.
+/// the signal, the loaded skills and the local date stay the same — so
+/// compute from the request only, never from a clock or a counter (the
+/// time of the call, when a section needs it, is
+/// `foveal_sdk::call::now()`; the session, `foveal_sdk::call::session()`).
 ///
 /// This one counts the open tasks (a TODO state that is not done) among
 /// the objects the host lends: private objects are not in the view.
