@@ -176,18 +176,24 @@ pub struct Memex {
 
 /// A file version the memex wrote itself: `path` went from the version
 /// whose content hash is `from` (`None`: a file the memex did not have) to
-/// the version whose content hash is `to`, published as `generation`.
+/// the version whose content hash is `to`, published as `generation`, at
+/// `at`, by `edit` when it was one ([`Memex::own_writes`]).
 #[derive(Debug, Clone)]
 struct OwnVersion {
     path: PathBuf,
     generation: u64,
     from: Option<u64>,
     to: u64,
+    at: std::time::SystemTime,
+    edit: Option<write::OwnEdit>,
 }
 
-/// The own writes remembered: more than a host makes between two looks at
-/// the memex (it looks every quarter of a second, and after each turn),
-/// few enough to search on every look.
+/// The own writes remembered, over all files: more than a host makes
+/// between two looks at the memex (it looks every quarter of a second, and
+/// after each turn), few enough to search on every look. They are also the
+/// writes an edit made outside can be said to undo ([`Memex::own_writes`]):
+/// the last 256, each with at most a title's first 200 bytes, is a small
+/// record.
 const OWN_VERSIONS: usize = 256;
 
 /// Computed vectors for new file versions (the host's `embed::Vectors`):
@@ -364,10 +370,34 @@ impl Memex {
         false
     }
 
-    /// Notes a version this memex wrote, published as `generation`: see
-    /// [`Memex::wrote`]. Noted before the snapshot that shows it is
-    /// published, so that no observer sees the version first.
-    fn note_own(&self, path: &Path, generation: u64, from: Option<u64>, to: u64) {
+    /// The writes this memex made itself that it still remembers (the
+    /// last few hundred, over all files), oldest first: what each did, to
+    /// which file, when, and in which generation. A host that sees an edit
+    /// made outside undo one of them (an editor's stale buffer saved over
+    /// a headline the host had just added) can say which.
+    pub fn own_writes(&self) -> Vec<write::OwnWrite> {
+        let own = self.own_versions.lock().unwrap_or_else(|e| e.into_inner());
+        own.iter()
+            .map(|v| write::OwnWrite {
+                path: v.path.clone(),
+                generation: v.generation,
+                at: v.at,
+                edit: v.edit.clone(),
+            })
+            .collect()
+    }
+
+    /// Notes a version this memex wrote, published as `generation` (by
+    /// `edit`, when it was one): see [`Memex::wrote`]. Noted before the
+    /// snapshot that shows it is published, so that no observer sees the
+    /// version first.
+    fn note_own(
+        &self,
+        path: &Path,
+        generation: u64,
+        (from, to): (Option<u64>, u64),
+        edit: Option<write::OwnEdit>,
+    ) {
         let mut own = self.own_versions.lock().unwrap_or_else(|e| e.into_inner());
         if own.len() >= OWN_VERSIONS {
             own.pop_front();
@@ -377,6 +407,8 @@ impl Memex {
             generation,
             from,
             to,
+            at: std::time::SystemTime::now(),
+            edit,
         });
     }
 
@@ -393,7 +425,7 @@ impl Memex {
         {
             // Loaded already (the watcher was faster): that version is
             // still the file this process created.
-            self.note_own(path, generation, None, file.content_hash);
+            self.note_own(path, generation, (None, file.content_hash), None);
         }
         generation
     }
@@ -720,7 +752,7 @@ impl Memex {
                     };
                     if mine {
                         let from = current.file(path).map(|f| f.content_hash);
-                        self.note_own(path, next.generation(), from, to);
+                        self.note_own(path, next.generation(), (from, to), None);
                     }
                     next
                 }
@@ -1445,6 +1477,51 @@ mod tests {
         memex.reload_file(&newer);
         memex.adopt(&newer);
         assert!(memex.wrote(&newer, since_new, None, hash(&newer)));
+    }
+
+    /// What each own write did is remembered with it, for the host to name
+    /// when an edit made outside undoes it.
+    #[test]
+    fn the_memex_remembers_what_its_own_writes_did() {
+        let (dir, memex) = memex_with(&[("a.org", b"* TODO A\n:PROPERTIES:\n:ID: a\n:END:\n")]);
+        let path = dir.path().canonicalize().unwrap().join("a.org");
+        let added = memex
+            .add_child(&memex.snapshot(), "a", "  Order cabinets ", None)
+            .unwrap();
+        let done = memex
+            .set_todo(&memex.snapshot(), "a", Some("DONE"))
+            .unwrap();
+        memex
+            .set_property(&memex.snapshot(), "a", "EFFORT", "1:00")
+            .unwrap();
+        let writes = memex.own_writes();
+        assert_eq!(writes.len(), 3);
+        assert!(writes.iter().all(|w| w.path == path));
+        assert_eq!(writes[0].generation, added.generation);
+        assert_eq!(
+            writes[0].edit,
+            Some(write::OwnEdit::Added {
+                id: added.id.clone(),
+                parent: "a".to_owned(),
+                title: "Order cabinets".to_owned(),
+            })
+        );
+        assert_eq!(writes[1].generation, done.generation);
+        assert_eq!(
+            writes[1].edit,
+            Some(write::OwnEdit::Todo {
+                id: "a".to_owned(),
+                title: "A".to_owned(),
+                from: Some("TODO".to_owned()),
+                to: Some("DONE".to_owned()),
+            })
+        );
+        assert_eq!(writes[2].edit, None);
+        // A write that changes nothing is not one.
+        memex
+            .set_todo(&memex.snapshot(), "a", Some("DONE"))
+            .unwrap();
+        assert_eq!(memex.own_writes().len(), 3);
     }
 
     /// A TODO toggled by the host (X → Y → X → Y), then an editor with a

@@ -58,7 +58,9 @@
 //! - **Known as its own.** The memex remembers which version each of its
 //!   writes replaced ([`Memex::wrote`]): a host comparing two snapshots
 //!   tells its own writes from edits made outside, even when other
-//!   publishes came between.
+//!   publishes came between. It also remembers what each did — a headline
+//!   added, a TODO state set ([`Memex::own_writes`]) — so that the host can
+//!   say which of its writes an edit made outside undid.
 //!
 //! # Example
 //!
@@ -263,6 +265,9 @@ pub struct Plan {
     replaced: Range<usize>,
     inserted: Range<usize>,
     index: u32,
+    /// What the edit does, as the memex remembers its own writes
+    /// ([`Memex::own_writes`]); set by [`Memex::plan`].
+    own: Option<OwnEdit>,
 }
 
 impl Plan {
@@ -322,6 +327,62 @@ impl Plan {
     }
 }
 
+/// One of the memex's own writes, as it remembers them
+/// ([`Memex::own_writes`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwnWrite {
+    /// The file written (the name it was written under).
+    pub path: PathBuf,
+    /// The generation of the snapshot that first showed it.
+    pub generation: u64,
+    /// When it was written.
+    pub at: std::time::SystemTime,
+    /// What it did, for the edits a host can name when an edit made
+    /// outside undoes them; `None` for the others (a property, tags, body
+    /// text, a file the host created, the same write seen under another
+    /// name of the file).
+    pub edit: Option<OwnEdit>,
+}
+
+/// What one of the memex's own edits did, for [`OwnWrite`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum OwnEdit {
+    /// A headline added ([`Edit::AddChild`]).
+    Added {
+        /// The new headline's id.
+        id: String,
+        /// Its parent's id.
+        parent: String,
+        /// Its title, as written (its first 200 bytes).
+        title: String,
+    },
+    /// A TODO state set or cleared ([`Edit::SetTodo`]).
+    Todo {
+        /// The headline's id.
+        id: String,
+        /// Its title then (its first 200 bytes).
+        title: String,
+        /// Its state before (`None`: none).
+        from: Option<String>,
+        /// The state set (`None`: cleared).
+        to: Option<String>,
+    },
+}
+
+/// The bytes of a title an [`OwnEdit`] keeps: enough to name it, and the
+/// record stays small however long the titles written.
+const REMEMBERED_TITLE: usize = 200;
+
+/// `title` cut to [`REMEMBERED_TITLE`] bytes, on a char boundary.
+fn remembered(title: &str) -> String {
+    let mut end = title.len().min(REMEMBERED_TITLE);
+    while !title.is_char_boundary(end) {
+        end -= 1;
+    }
+    title[..end].to_owned()
+}
+
 /// What a successful edit did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Written {
@@ -347,9 +408,24 @@ impl Memex {
         let object = base.get(id).ok_or_else(unknown)?;
         let file = base.file(&object.file().path).ok_or_else(unknown)?;
         let id_base = self.id_base(&file.path);
-        plan_in(Arc::clone(file), object.index(), &id_base, edit, &|id| {
+        let mut plan = plan_in(Arc::clone(file), object.index(), &id_base, edit, &|id| {
             base.get(id).is_some()
-        })
+        })?;
+        plan.own = match edit {
+            Edit::AddChild { title, .. } => Some(OwnEdit::Added {
+                id: plan.id().to_owned(),
+                parent: id.to_owned(),
+                title: remembered(title.trim_matches([' ', '\t'])),
+            }),
+            Edit::SetTodo { state } => Some(OwnEdit::Todo {
+                id: id.to_owned(),
+                title: remembered(object.title()),
+                from: object.todo().map(str::to_owned),
+                to: state.clone(),
+            }),
+            _ => None,
+        };
+        Ok(plan)
     }
 
     /// Writes `plan` and publishes the new version, if the file on disk is
@@ -441,7 +517,7 @@ impl Memex {
         file.identity = written.as_ref().map(crate::file::FileId::of);
         let next = self.current.load().with_file(self.prepared(file));
         let mut generation = next.generation();
-        self.note_own(&path, generation, Some(from), to);
+        self.note_own(&path, generation, (Some(from), to), plan.own);
         self.current.store(Arc::new(next));
         self.after_publish();
         // The file's other names in the memex (its links): read again now,

@@ -248,6 +248,7 @@ pub(super) fn plan_in(
         base,
         file,
         index: new_index,
+        own: None,
     })
 }
 

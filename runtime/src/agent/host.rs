@@ -334,9 +334,7 @@ pub async fn run(
                     let outside = super::activity::outside_changes(
                         &previous,
                         &seen_memex,
-                        |path, from, to| {
-                            agent.memex().wrote(path, previous.generation(), from, to)
-                        },
+                        agent.memex().as_ref(),
                     );
                     if !outside.is_empty() {
                         tracing::info!(generation = memex, "memex changed");

@@ -552,9 +552,7 @@ async fn write_tools_change_the_memex_and_the_agent_knows_its_own_writes() {
     // Nothing of it is news to the activity log: a headline added, a new
     // journal file, two headlines under it — all the memex's own writes.
     let after = f.agent.memex.snapshot();
-    let outside = activity::outside_changes(&before, &after, |path, from, to| {
-        f.agent.memex.wrote(path, before.generation(), from, to)
-    });
+    let outside = activity::outside_changes(&before, &after, f.agent.memex.as_ref());
     assert!(outside.is_empty(), "{outside:?}");
     let work = std::fs::read_to_string(f.dir.path().join("memex/work.org")).unwrap();
     assert!(work.contains("** Record a demo\n"), "{work}");

@@ -664,7 +664,12 @@ fn find_root(snapshot: &MemexSnapshot, path: &Path, privacy: &PrivacyTags) -> Op
 
 /// Today's date (`2026-11-22 Sunday`) and the time (`14:05`), local.
 pub fn local_now() -> (String, String) {
-    let now = std::time::SystemTime::now()
+    local_time(std::time::SystemTime::now())
+}
+
+/// [`local_now`] of the moment `at`.
+pub fn local_time(at: std::time::SystemTime) -> (String, String) {
+    let now = at
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
     let t = libc::time_t::try_from(now).unwrap_or(0);

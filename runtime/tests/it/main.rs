@@ -28,6 +28,7 @@ mod live;
 mod loading;
 mod memex_cli;
 mod memex_view;
+mod outside_edits;
 mod privacy;
 mod privacy_doors;
 mod prompt;
