@@ -699,49 +699,5 @@ pub fn local_now() -> (String, String) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const ORG: &str = "#+TODO: TODO | DONE\n* TODO Write docs\n:PROPERTIES:\n:ID: docs\n:END:\n";
-
-    #[test]
-    fn a_write_conflict_names_the_file_from_its_memex_root() {
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("work.org");
-        std::fs::write(&file, ORG).unwrap();
-        let memex = Memex::open(&[dir.path().to_path_buf()]).unwrap();
-        let snapshot = memex.snapshot();
-        // Edited outside after the snapshot the tool runs on.
-        std::fs::write(&file, ORG.replace("Write docs", "Write the docs")).unwrap();
-        let privacy = PrivacyTags::new(["@personal"]);
-        let mut focus = None;
-        let journal = JournalSettings {
-            path: dir.path().join("journal.org"),
-        };
-        let mut cx = ToolContext {
-            memex: &memex,
-            snapshot: &snapshot,
-            privacy: &privacy,
-            focus: &mut focus,
-            journal: &journal,
-        };
-        let error = run_builtin(
-            Builtin::SetTodo,
-            &json!({"id": "docs", "state": "DONE"}),
-            &mut cx,
-        )
-        .unwrap_err()
-        .to_string();
-        assert!(
-            error.starts_with("work.org: changed on disk since the memex snapshot"),
-            "{error}"
-        );
-        for root in memex.roots() {
-            assert!(!error.contains(&root.display().to_string()), "{error}");
-        }
-        assert!(
-            !error.contains(&dir.path().display().to_string()),
-            "{error}"
-        );
-    }
-}
+#[path = "tools_tests.rs"]
+mod tests;
