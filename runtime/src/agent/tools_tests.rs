@@ -71,6 +71,7 @@ Ship the launch on time.
 :ID: zebrafinch-id
 :PHONE: quillon-line
 :END:
+#+TODO: QUILLONSTATE | DONE
 Marrowby told me about the loan.
 *** TODO Call Quillon :project:docs:
 :PROPERTIES:
@@ -194,7 +195,10 @@ impl Tools {
         for output in &self.outputs {
             let lower = output.to_lowercase();
             for word in PRIVATE_WORDS {
-                assert!(!lower.contains(word), "{word:?} in a tool's output:\n{output}");
+                assert!(
+                    !lower.contains(word),
+                    "{word:?} in a tool's output:\n{output}"
+                );
             }
         }
     }
@@ -289,14 +293,26 @@ fn the_write_tools_neither_write_under_nor_name_a_private_object() {
     }
     assert_eq!(t.bytes(), before, "a write under a private object was made");
     // A state the file does not have: its error names the file's
-    // keywords and line, nothing of a private object.
+    // keywords and line, not the one a `#+TODO:` line in a private body
+    // declares (Org reads it wherever it is) — which does not exist for
+    // the tool either: the same answer, nothing written.
     let bogus = t
         .run(Builtin::SetTodo, json!({"id": "docs", "state": "BOGUS"}))
         .unwrap_err();
-    assert!(
-        bogus.contains("`BOGUS` is not a TODO keyword of this file; its keywords are TODO NEXT | DONE"),
-        "{bogus}"
+    assert_eq!(
+        bogus,
+        "work.org:8: `BOGUS` is not a TODO keyword of this file; its keywords are TODO NEXT | DONE \
+         (from its `#+TODO:` lines and `#+SETUPFILE:`s, or the default); nothing was written"
     );
+    let guessed = t
+        .run(
+            Builtin::SetTodo,
+            json!({"id": "docs", "state": "QUILLONSTATE"}),
+        )
+        .unwrap_err();
+    assert_eq!(guessed, bogus.replace("BOGUS", "QUILLONSTATE"));
+    t.outputs.pop();
+    assert_eq!(t.bytes(), before, "a privately declared state was written");
     // The positive controls: the same tools on visible objects write.
     let added = t
         .run(
@@ -304,7 +320,10 @@ fn the_write_tools_neither_write_under_nor_name_a_private_object() {
             json!({"parent_id": "launch", "title": "Buy chairs", "body": "Six of them."}),
         )
         .unwrap();
-    assert!(added.starts_with("added headline \"Buy chairs\" with id "), "{added}");
+    assert!(
+        added.starts_with("added headline \"Buy chairs\" with id "),
+        "{added}"
+    );
     let done = t
         .run(Builtin::SetTodo, json!({"id": "docs", "state": "DONE"}))
         .unwrap();
@@ -324,4 +343,3 @@ fn the_write_tools_neither_write_under_nor_name_a_private_object() {
     assert!(log.contains(" Bought chairs\n"), "{journal}");
     t.assert_nothing_leaked();
 }
-
