@@ -29,6 +29,7 @@ mod memex_cli;
 mod memex_view;
 mod privacy;
 mod privacy_doors;
+mod privacy_layers;
 mod prompt;
 mod registry;
 mod sections;
