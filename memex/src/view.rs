@@ -11,7 +11,13 @@
 //!   skill can reach: not through an accessor, not through the public
 //!   `text` field, not by reading past a range;
 //! - its **index** ([`FileIndex`]): the visible objects as offsets into the
-//!   visible text, with every parent, child and tag reference renumbered.
+//!   visible text, with every parent, child and tag reference renumbered;
+//! - its **settings** as lent ([`Prepared::keywords`],
+//!   [`Prepared::file_tags`]): Org reads a `#+TODO:` or `#+FILETAGS:` line
+//!   wherever it is, so one in a private body gives the whole file its
+//!   words — which are that body's text. What a skill or a tool is told
+//!   of the file's keywords and file tags is read from the visible text
+//!   (with its setup files), as if the private objects were not there.
 //!
 //! Both are cached on the file, so a change to one file rebuilds only its
 //! own; a hook call then costs one small array of [`FileView`]s, one per
@@ -47,6 +53,7 @@ use foveal_sdk::memex::{
 };
 
 use crate::file::{IdSource, MemexFile};
+use crate::parse::TodoKeywords;
 use crate::privacy::PrivacyTags;
 use crate::snapshot::MemexSnapshot;
 
@@ -59,6 +66,16 @@ pub struct Prepared {
     visible: Option<Box<str>>,
     /// Whether the file is lent at all (not when private as a whole).
     lent: bool,
+    /// The TODO keywords and file tags as lent, when a private object
+    /// holds an in-buffer setting line (else the file's own).
+    settings: Option<Box<LentSettings>>,
+}
+
+/// A file's TODO keywords and file tags read from its visible text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct LentSettings {
+    keywords: TodoKeywords,
+    file_tags: Vec<String>,
 }
 
 impl std::fmt::Debug for Prepared {
@@ -67,6 +84,7 @@ impl std::fmt::Debug for Prepared {
             .field("objects", &self.index.objects.len())
             .field("visible_bytes", &self.visible.as_ref().map(|t| t.len()))
             .field("lent", &self.lent)
+            .field("settings_reread", &self.settings.is_some())
             .finish()
     }
 }
@@ -81,6 +99,42 @@ impl Prepared {
     pub fn is_lent(&self) -> bool {
         self.lent
     }
+
+    /// The TODO keywords of `file` (the file this was prepared from) as
+    /// skills and tools may be told them: none that only a setting line
+    /// inside a private object declares.
+    pub fn keywords<'a>(&'a self, file: &'a MemexFile) -> &'a TodoKeywords {
+        self.settings
+            .as_ref()
+            .map_or(&file.keywords, |s| &s.keywords)
+    }
+
+    /// The file tags of `file` as skills may be told them: none that only
+    /// a `#+FILETAGS:` line inside a private object gives.
+    pub fn file_tags<'a>(&'a self, file: &'a MemexFile) -> &'a [String] {
+        self.settings
+            .as_ref()
+            .map_or(&file.file_tags, |s| &s.file_tags)
+    }
+}
+
+/// Whether a private object of `file` holds an in-buffer setting line
+/// (`#+TODO:`, `#+FILETAGS:`, `#+TAGS:`, `#+SETUPFILE:`, …), which Org
+/// reads wherever it is.
+fn private_settings(file: &MemexFile, mask: &[bool]) -> bool {
+    file.objects
+        .iter()
+        .zip(mask)
+        .filter(|(_, private)| **private)
+        .any(|(object, _)| {
+            let mut setup_line = false;
+            let read =
+                crate::parse::collect_settings(file.slice(&object.headline.own), &mut |_, _| {
+                    setup_line = true;
+                    None
+                });
+            setup_line || read != crate::parse::Settings::default()
+        })
 }
 
 /// The byte ranges of `file` that are not lent, in order, adjacent ones
@@ -191,11 +245,22 @@ pub fn prepare(file: &MemexFile, privacy: &PrivacyTags) -> Prepared {
             index: FileIndex::default(),
             visible: Some(Box::from("")),
             lent: false,
+            settings: None,
         };
     }
     let mask = privacy.private_mask(file);
     let cuts = cuts(file, &mask);
     let visible = (!cuts.is_empty()).then(|| cut_text(&file.text, &cuts));
+    // The settings again, from the visible text, when a private object
+    // holds a setting line; their `#+SETUPFILE:` lines are answered as
+    // the file's reading answered them.
+    let settings = private_settings(file, &mask).then(|| {
+        let read = crate::setup::reuse(visible.as_deref().unwrap_or(&file.text), &file.setup);
+        Box::new(LentSettings {
+            keywords: read.keywords(),
+            file_tags: read.file_tags,
+        })
+    });
     let mut shift = Shift {
         cuts: &cuts,
         passed: 0,
@@ -339,6 +404,7 @@ pub fn prepare(file: &MemexFile, privacy: &PrivacyTags) -> Prepared {
         index,
         visible,
         lent: true,
+        settings,
     }
 }
 
@@ -698,6 +764,34 @@ mod tests {
         assert!(owned.files[0].path.as_str().ends_with("work.org"));
         let open = SnapshotView::new(&snapshot, &PrivacyTags::new(Vec::<String>::new()));
         assert_eq!(open.view().files.len(), 2);
+    }
+
+    #[test]
+    fn a_setting_line_in_a_private_body_is_not_lent_and_the_visible_ones_are() {
+        let text = "#+TODO: TODO NEXT | DONE\n#+FILETAGS: :work:\n* Work\n** Diary :@personal:\n#+TODO: THERAPY | DONE\n  #+filetags: :therapy:\n* NEXT Public\n";
+        let file = MemexFile::parse(Path::new("/m/a.org"), "a.org", text.to_owned()).unwrap();
+        // Org reads both lines wherever they are: the file has their words.
+        assert!(file.keywords.todo.contains(&"THERAPY".to_owned()));
+        assert!(file.file_tags.contains(&"therapy".to_owned()));
+        let prepared = prepare(&file, &PrivacyTags::new(["@personal"]));
+        let keywords = prepared.keywords(&file);
+        assert_eq!(
+            (&keywords.todo[..], &keywords.done[..]),
+            (
+                &["TODO".to_owned(), "NEXT".to_owned()][..],
+                &["DONE".to_owned()][..]
+            )
+        );
+        assert_eq!(prepared.file_tags(&file), ["work"]);
+        // Without a privacy tag nothing is private: the file's own.
+        let open = prepare(&file, &PrivacyTags::new(Vec::<String>::new()));
+        assert_eq!(open.keywords(&file), &file.keywords);
+        assert_eq!(open.file_tags(&file), file.file_tags.as_slice());
+        // A private object without setting lines: the file's own, shared.
+        let plain = MemexFile::parse(Path::new("/m/b.org"), "b.org", TEXT.to_owned()).unwrap();
+        let prepared = prepare(&plain, &PrivacyTags::new(["@personal"]));
+        assert!(prepared.settings.is_none());
+        assert!(std::ptr::eq(prepared.keywords(&plain), &plain.keywords));
     }
 
     #[test]

@@ -177,14 +177,20 @@ pub fn skill_config(request: &ContextRequest, view: &SnapshotView) -> String {
         projects: &request.projects,
         map: request.map,
         modified: view.modified().collect(),
-        file_tags: view.files().map(|f| f.file_tags.as_slice()).collect(),
+        // As lent: none that only a setting line inside a private object
+        // gives (Org reads those wherever they are).
+        file_tags: view
+            .prepared()
+            .map(|(file, prepared)| prepared.file_tags(file))
+            .collect(),
         todo_keywords: view
-            .files()
-            .map(|f| {
-                f.keywords
+            .prepared()
+            .map(|(file, prepared)| {
+                let keywords = prepared.keywords(file);
+                keywords
                     .todo
                     .iter()
-                    .chain(&f.keywords.done)
+                    .chain(&keywords.done)
                     .map(String::as_str)
                     .collect()
             })
@@ -365,5 +371,122 @@ pub fn render(
             generation: skills.generation(),
         },
         failed: false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::memex::Memex;
+
+    /// A private headline with a canary in every part of it — its title,
+    /// tags, `:ID:`, a property, its embedding, its body, a child — and
+    /// two in-buffer setting lines in its body (Org reads those wherever
+    /// they are), beside visible objects with settings of their own; and
+    /// a file private by its file tags, name and preamble included.
+    const WORK: &str = "#+TODO: TODO NEXT | DONE
+#+FILETAGS: :work:
+* Launch :project:
+:PROPERTIES:
+:ID: launch
+:EMBEDDING: 0.1 0.2 0.3
+:END:
+Ship the launch on time.
+** NEXT Zebrafinch appointment :@personal:quillontag:
+:PROPERTIES:
+:ID: zebrafinch-id
+:PHONE: marrowby-line
+:EMBEDDING: 0.7777 0.8888 0.9999
+:END:
+#+TODO: QUILLONSTATE | DONE
+#+FILETAGS: :ossuarytag:
+Marrowby told me about the loan.
+*** Deeper ossuary child
+** TODO Public notes :docs:
+";
+
+    const DIARY: &str = "#+TITLE: Ossuary diary
+#+FILETAGS: :@personal:
+Marrowby preamble.
+* Zebrafinch Monday
+Quillon body.
+";
+
+    /// What nothing lent may hold (lowercased).
+    const PRIVATE_WORDS: [&str; 8] = [
+        "zebrafinch",
+        "quillon",
+        "marrowby",
+        "ossuary",
+        "@personal",
+        "0.7777",
+        "0.8888",
+        "0.9999",
+    ];
+
+    fn assert_private_free(what: &str, text: &str) {
+        let lower = text.to_lowercase();
+        for word in PRIVATE_WORDS {
+            assert!(!lower.contains(word), "{word:?} lent in {what}: {text}");
+        }
+    }
+
+    /// The first layer, with no skill and no gate after it: every byte a
+    /// skill is lent — each file's name and text, every field of every
+    /// object, the tag index, the derived ids, and the awareness skill's
+    /// configuration (file tags and TODO keywords) — holds nothing of a
+    /// private object, while the visible text of the same file is all
+    /// there.
+    #[test]
+    fn what_the_awareness_skill_is_lent_holds_no_private_byte() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("work.org"), WORK).unwrap();
+        std::fs::write(dir.path().join("ossuary-diary.org"), DIARY).unwrap();
+        let memex = Memex::open(&[dir.path().to_path_buf()]).unwrap();
+        let snapshot = memex.snapshot();
+        assert_eq!(snapshot.files().count(), 2, "a file did not load");
+        let privacy = PrivacyTags::new(["@personal"]);
+        let view = SnapshotView::new(&snapshot, &privacy);
+        let owned = view.view();
+
+        // The diary is not lent, not even its name.
+        assert_eq!(owned.files.len(), 1);
+        let file = &owned.files[0];
+        assert!(file.path.as_str().ends_with("work.org"), "{}", file.path);
+        assert_private_free("the path", file.path.as_str());
+        assert_private_free("the text", file.text.as_str());
+        assert_private_free("the derived ids", file.index.derived_ids.as_str());
+        for entry in file.index.tag_index.iter() {
+            assert_private_free("the tag index", entry.tag.as_str());
+        }
+        let mut titles = Vec::new();
+        for i in 0..file.len() as u32 {
+            let fields = format!(
+                "{} | {} | {:?} | {:?} | {}",
+                file.id(i),
+                file.title(i),
+                file.todo(i),
+                file.tags(i).collect::<Vec<_>>(),
+                file.body(i)
+            );
+            assert_private_free("an object", &fields);
+            titles.push(file.title(i));
+        }
+        // The positive control: the visible objects, whole.
+        assert_eq!(titles, ["Launch", "Public notes"]);
+        assert!(file.text.as_str().contains("Ship the launch on time.\n"));
+        assert_eq!(file.with_tag("docs"), [1]);
+        assert_eq!(file.todo(1), Some("TODO"));
+        assert_eq!(file.vector(0), Some(&[0.1, 0.2, 0.3][..]));
+
+        // What the skill is told of the file besides.
+        let config = skill_config(&ContextRequest::default(), &view);
+        assert_private_free("the skill's configuration", &config);
+        let config: serde_json::Value = serde_json::from_str(&config).unwrap();
+        assert_eq!(config["file_tags"], serde_json::json!([["work"]]));
+        assert_eq!(
+            config["todo_keywords"],
+            serde_json::json!([["TODO", "NEXT", "DONE"]])
+        );
     }
 }

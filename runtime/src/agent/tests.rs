@@ -403,7 +403,19 @@ async fn private_objects_do_not_exist_for_tools_and_no_canary_leaves() {
             Ok(t) | Err(t) => t,
         };
         assert!(!text.contains("CANARY"), "{name}: {text}");
+        // Nor the private object's tags, nor a marker: a tool has no
+        // gate of its own, so a marker here is a leak the gate caught.
+        assert!(!text.contains("@personal"), "{name}: {text}");
+        assert!(!text.contains("[REDACTED"), "{name}: {text}");
     }
+    // The positive control: the listing ran.
+    assert_eq!(
+        out.tools[2],
+        (
+            "query_memex".to_owned(),
+            Ok("no matching objects".to_owned())
+        )
+    );
     // The same answer as for a missing id, which is not echoed.
     assert_eq!(
         out.tools[0].1,
@@ -415,6 +427,7 @@ async fn private_objects_do_not_exist_for_tools_and_no_canary_leaves() {
             "a request body carried the canary"
         );
         assert!(!body.contains("blood pressure"));
+        assert!(!body.contains("[REDACTED"), "{body}");
     }
     let disk = std::fs::read_to_string(f.dir.path().join("memex/work.org")).unwrap();
     assert!(

@@ -181,6 +181,10 @@ async fn ask_runs_the_tool_loop_and_no_private_text_reaches_any_body() {
     for request in &requests {
         assert!(!request.body.contains("CANARY"), "the private canary left");
         assert!(!request.body.contains("private notes"));
+        // Nor the private project's tags, nor a gate marker: nothing the
+        // user typed was private, so a marker would be a tool's leak.
+        assert!(!request.body.contains("@personal"), "{}", request.body);
+        assert!(!request.body.contains("[REDACTED"), "{}", request.body);
     }
     // Each tool's output came back in the next request as a `tool`
     // message answering its call, followed only by the activity log (a

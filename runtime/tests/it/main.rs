@@ -31,6 +31,7 @@ mod memex_view;
 mod outside_edits;
 mod privacy;
 mod privacy_doors;
+mod privacy_layers;
 mod prompt;
 mod registry;
 mod sections;
