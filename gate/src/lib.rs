@@ -565,6 +565,16 @@ impl Gate {
         state.reported = Some(filter.clone());
     }
 
+    /// How many private keys the matcher last built holds, and the bytes
+    /// it takes (for benchmarks); zeros before the first build.
+    pub fn matcher_size(&self) -> (usize, usize) {
+        let cache = self.private.lock().unwrap_or_else(|e| e.into_inner());
+        cache
+            .as_ref()
+            .and_then(|cache| (*cache.matcher).as_ref().map(|m| (m.len(), m.memory())))
+            .unwrap_or_default()
+    }
+
     /// The matcher of the private text of `memex`, from cache when the
     /// generation and its files are those last seen.
     ///

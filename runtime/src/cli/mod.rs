@@ -6,6 +6,7 @@
 pub mod agent;
 pub mod bench;
 mod bench_cells;
+mod bench_scale;
 pub mod context;
 pub mod embed;
 pub mod memex;
@@ -542,6 +543,37 @@ pub enum BenchCommand {
         /// {p50_us, p99_us, max_us}; ratio_to_raw, idle_rss_mib,
         /// library_rss_mib, swaps, host_rss_mib and host_maps (before,
         /// after), calls.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Time the big-memex figures in one run: generate a memex of --nodes
+    /// headlines with the shared generator (gen_memex.py, seed 42), split
+    /// at top-level headlines into --files files (once per size, kept
+    /// under target/bench-data/scale-N-K), then measure `memex stats` and
+    /// `ask` as whole processes (wall time and peak RSS; `ask` against a
+    /// scripted model server run here, so the model costs nothing) and, in
+    /// this process, the private-text matcher's first build and its
+    /// rebuild after a small file is edited.
+    Scale {
+        /// Headlines to generate.
+        #[arg(long, default_value_t = 1_000_000)]
+        nodes: usize,
+        /// Files to split them into.
+        #[arg(long, default_value_t = 10)]
+        files: usize,
+        /// `ask` runs (the median is reported).
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
+        /// The generator [default: ../shared/bench/gen_memex.py].
+        #[arg(long, value_name = "FILE")]
+        generator: Option<PathBuf>,
+        /// Where the generated memex is kept [default:
+        /// target/bench-data/scale-N-K].
+        #[arg(long, value_name = "DIR")]
+        data: Option<PathBuf>,
+        /// Print JSON: nodes, files, org_bytes, stats and ask as {wall_ms,
+        /// peak_rss_mib}, ask_runs, matcher_build_ms, matcher_rebuild_ms,
+        /// matcher_keys, cores.
         #[arg(long)]
         json: bool,
     },
@@ -1106,6 +1138,14 @@ fn run_bench(config_file: Option<&PathBuf>, command: BenchCommand) -> anyhow::Re
         } => with_config(&host.overrides(config_file), |config| {
             bench_cells::cells(config, &library, calls, swaps, json)
         }),
+        BenchCommand::Scale {
+            nodes,
+            files,
+            runs,
+            generator,
+            data,
+            json,
+        } => bench_scale::scale(nodes, files, runs, generator, data, json),
     }
 }
 
