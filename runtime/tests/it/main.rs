@@ -17,6 +17,7 @@ mod cells;
 mod cli;
 mod computed;
 mod context_cli;
+mod control_focus;
 mod e2e;
 mod embed;
 mod execution;
