@@ -19,6 +19,7 @@ mod computed;
 mod context_cli;
 mod control_focus;
 mod e2e;
+mod emacs;
 mod embed;
 mod execution;
 mod faults_disk;
