@@ -636,11 +636,11 @@ command `foveal-start-host') and say so.  Returns the chat buffer."
 (defun foveal--start-turn (text)
   "Send TEXT to the host as the user's message; stream the reply here."
   (let ((buffer (current-buffer)))
-    (foveal--fresh-line)
-    (foveal--insert (concat "You: " text "\n") 'face 'foveal-user)
     (setq foveal--text-pieces 0
           foveal--sent-at (float-time)
           foveal--first-text-at nil)
+    (foveal--fresh-line)
+    (foveal--insert (concat "You: " text "\n") 'face 'foveal-user)
     (condition-case err
         (setq foveal--turn
               (foveal--request

@@ -41,28 +41,19 @@ Plain notes.
 No id here.
 ";
 
-/// Runs the ERT suite for `scenario` in batch Emacs from the checkout,
-/// with the environment the other tests' `foveal` commands get (the
-/// sandbox's data folder and socket, the scripted server); panics with
-/// its output (and the log of a host Emacs started) unless every test
-/// passed.
-async fn ert(dir: &Path, server: &Server, scenario: &str) {
+/// Batch Emacs in the checkout with `args`, with the environment the
+/// other tests' `foveal` commands get (the sandbox's data folder and
+/// socket, the scripted server) and what the ERT suite reads of the test
+/// (`emacs/test/foveal-test.el` lists it).
+fn emacs(dir: &Path, server: &Server, scenario: &str, args: &[&str]) -> Command {
     let checkout = Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .expect("the checkout");
     let template = command(dir, server, &["run", "--no-repl"]);
     let mut emacs = Command::new("emacs");
     emacs
-        .args([
-            "-Q",
-            "--batch",
-            "-L",
-            "emacs",
-            "-l",
-            "emacs/test/foveal-test.el",
-            "-f",
-            "ert-run-tests-batch-and-exit",
-        ])
+        .args(["-Q", "--batch", "-L", "emacs"])
+        .args(args)
         .current_dir(checkout)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -81,6 +72,23 @@ async fn ert(dir: &Path, server: &Server, scenario: &str) {
         .env("FOVEAL_TEST_VERSION", env!("CARGO_PKG_VERSION"))
         // Nothing of the user's: no init file (-Q), no home.
         .env("HOME", dir);
+    emacs
+}
+
+/// Runs the ERT suite for `scenario`; panics with its output (and the log
+/// of a host Emacs started) unless every test passed.
+async fn ert(dir: &Path, server: &Server, scenario: &str) {
+    let mut emacs = emacs(
+        dir,
+        server,
+        scenario,
+        &[
+            "-l",
+            "emacs/test/foveal-test.el",
+            "-f",
+            "ert-run-tests-batch-and-exit",
+        ],
+    );
     let output = tokio::task::spawn_blocking(move || finish(emacs.spawn().unwrap()))
         .await
         .unwrap();
@@ -130,8 +138,10 @@ fn pieces_reply(pieces: &[&str]) -> Scripted {
         .iter()
         .map(|p| json!({"choices": [{"index": 0, "delta": {"content": p}}]}))
         .collect();
-    events.push(json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
-                       "usage": {"prompt_tokens": 50, "completion_tokens": 4}}));
+    events.push(
+        json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+                       "usage": {"prompt_tokens": 50, "completion_tokens": 4}}),
+    );
     Scripted::sse(sse_events(&events))
 }
 
@@ -199,10 +209,56 @@ async fn emacs_starts_a_host_and_reconnects_to_one_that_comes_back() {
         return;
     }
     let dir = workspace();
-    let server = Server::start(vec![text_reply("First reply."), text_reply("Second reply.")]).await;
+    let server = Server::start(vec![
+        text_reply("First reply."),
+        text_reply("Second reply."),
+    ])
+    .await;
     ert(dir.path(), &server, "reconnect").await;
     // The suite stopped the host it started; none answers now.
     let status = run_to_end(command(dir.path(), &server, &["status"])).await;
     assert!(!status.status.success(), "a host is still running");
     assert_eq!(server.requests().len(), 2);
+}
+
+/// Not a test: the Emacs package's speed, printed (docs/benchmarks.md,
+/// "The Emacs package"). `cargo test -p foveal --test it
+/// emacs_package_speed -- --ignored --nocapture`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a benchmark: prints numbers, asserts none"]
+async fn emacs_package_speed() {
+    if !emacs_found() {
+        return;
+    }
+    let turns: usize = std::env::var("FOVEAL_BENCH_TURNS")
+        .ok()
+        .and_then(|t| t.parse().ok())
+        .unwrap_or(50);
+    let dir = workspace();
+    let script = (0..2 * (turns + 1)).map(|_| text_reply("Hello.")).collect();
+    let server = Server::start(script).await;
+    let mut host = start_host(dir.path(), &server, &["--no-repl"]);
+    for (what, function) in [
+        ("follow", "foveal-bench-follow"),
+        ("first text", "foveal-bench-first-text"),
+    ] {
+        let mut emacs = emacs(
+            dir.path(),
+            &server,
+            "bench",
+            &["-l", "emacs/test/foveal-bench.el", "-f", function],
+        );
+        emacs.env("FOVEAL_BENCH_TURNS", turns.to_string());
+        let output = tokio::task::spawn_blocking(move || finish(emacs.spawn().unwrap()))
+            .await
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{what}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        print!("{}", String::from_utf8_lossy(&output.stdout));
+    }
+    stop(dir.path(), &server).await;
+    assert!(wait_exit(&mut host).success());
 }
