@@ -365,7 +365,8 @@ Signals `foveal-error' when the host answers otherwise."
                          foveal-protocol message foveal-version)))
          ;; Refused before the handshake (stopping, too many clients):
          ;; lost, for the reason the host gave.
-         (process-put foveal--link 'foveal-why message))))
+         (when foveal--link
+           (process-put foveal--link 'foveal-why message)))))
     ("cycle_started" (setq foveal--busy t))
     ("cycle_finished"
      (setq foveal--busy nil
@@ -442,6 +443,7 @@ Signals `foveal-error' when the host answers otherwise."
   "Where a host started from Emacs writes its output."
   (expand-file-name "run/host.log" (foveal--data-dir)))
 
+;;;###autoload
 (defun foveal-start-host ()
   "Start `foveal run --no-repl' in the background, detached from Emacs.
 It keeps running when Emacs exits (`foveal stop' stops it); its
