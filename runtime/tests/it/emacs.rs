@@ -145,6 +145,16 @@ fn pieces_reply(pieces: &[&str]) -> Scripted {
     Scripted::sse(sse_events(&events))
 }
 
+/// Stops the host when the test ends, passed or not (`foveal stop`;
+/// nothing when none runs): a failed suite leaves no host behind.
+struct StopOnDrop(Command);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.output();
+    }
+}
+
 async fn stop(dir: &Path, server: &Server) {
     let stopped = run_to_end(command(dir, server, &["stop"])).await;
     assert!(stopped.status.success(), "{}", stderr(&stopped));
@@ -182,6 +192,7 @@ async fn emacs_chats_streams_folds_tool_calls_cancels_and_sends_a_region() {
     ])
     .await;
     let mut host = start_host(dir.path(), &server, &["--no-repl"]);
+    let _stop = StopOnDrop(command(dir.path(), &server, &["stop"]));
     ert(dir.path(), &server, "chat").await;
     stop(dir.path(), &server).await;
     assert!(wait_exit(&mut host).success());
@@ -197,6 +208,7 @@ async fn emacs_focuses_headlines_attaches_to_the_window_and_opens_the_context() 
     std::fs::write(dir.path().join("memex/notes.org"), NOTES).unwrap();
     let server = Server::start(vec![]).await;
     let mut host = start_host(dir.path(), &server, &["--no-repl"]);
+    let _stop = StopOnDrop(command(dir.path(), &server, &["stop"]));
     ert(dir.path(), &server, "memex").await;
     stop(dir.path(), &server).await;
     assert!(wait_exit(&mut host).success());
@@ -214,6 +226,7 @@ async fn emacs_starts_a_host_and_reconnects_to_one_that_comes_back() {
         text_reply("Second reply."),
     ])
     .await;
+    let _stop = StopOnDrop(command(dir.path(), &server, &["stop"]));
     ert(dir.path(), &server, "reconnect").await;
     // The suite stopped the host it started; none answers now.
     let status = run_to_end(command(dir.path(), &server, &["status"])).await;
@@ -238,6 +251,7 @@ async fn emacs_package_speed() {
     let script = (0..2 * (turns + 1)).map(|_| text_reply("Hello.")).collect();
     let server = Server::start(script).await;
     let mut host = start_host(dir.path(), &server, &["--no-repl"]);
+    let _stop = StopOnDrop(command(dir.path(), &server, &["stop"]));
     for (what, function) in [
         ("follow", "foveal-bench-follow"),
         ("first text", "foveal-bench-first-text"),
