@@ -14,7 +14,10 @@
 //! as things change: skills, memex, cycles, focus), `cancel` (ends the
 //! turn in flight) and `context` (the assembled context, explained).
 //! The one-shot requests of version 0 (`send`, `status`, `stop`,
-//! `window`) are unchanged.
+//! `window`) are unchanged. Within version 1, `focus` (the focus by id,
+//! or by a file and a line, as an editor knows it) was added later, and
+//! `context`'s answer gained the objects it shows with their places: a
+//! new request and an optional field, which older clients never see.
 //!
 //! A request line must come within [`REQUEST_WAIT`] of connecting (or of
 //! the answer to `hello`); a connection that sends nothing is then
@@ -85,6 +88,22 @@ pub enum Request {
         /// The object in focus; the host's focus when absent.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         focus: Option<String>,
+    },
+    /// Move the foveal focus: to the object `id`, or to the object at
+    /// `line` of `file` (the headline nearest at or above it, see
+    /// [`super::focus::object_at`]), or — with neither — clear it. Applied
+    /// between turns; answered [`Reply::Focus`] once it is, or
+    /// [`Reply::Error`] (a private object is refused as a missing one).
+    Focus {
+        /// The object's id.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        id: Option<String>,
+        /// A memex file, by its absolute path.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        file: Option<PathBuf>,
+        /// A 1-based line of `file`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        line: Option<u32>,
     },
 }
 
@@ -227,7 +246,26 @@ pub enum Reply {
     Context {
         /// The text (`foveal context --explain`).
         text: String,
+        /// The objects it shows, with their places (never a private one).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        objects: Vec<ContextObject>,
     },
+}
+
+/// An object the context shows, and where it is: what a client needs to
+/// open its headline.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContextObject {
+    /// Its id.
+    pub id: String,
+    /// Its title, through the gate.
+    pub title: String,
+    /// Its file, by absolute path.
+    pub file: PathBuf,
+    /// The 1-based line of its headline.
+    pub line: u32,
+    /// Why it is shown (`foveal`, `depth 1`, `similar 0.82`, …).
+    pub reason: String,
 }
 
 impl<'de> Deserialize<'de> for StopReason {
@@ -551,6 +589,45 @@ mod tests {
         })
         .unwrap();
         assert_eq!(focus, r#"{"event":"focus"}"#);
+    }
+
+    #[test]
+    fn focus_takes_an_id_or_a_file_and_a_line_and_context_may_carry_places() {
+        let parse = |line: &str| serde_json::from_str::<Request>(line).unwrap();
+        assert_eq!(
+            parse(r#"{"cmd":"focus","file":"/m/work.org","line":12}"#),
+            Request::Focus {
+                id: None,
+                file: Some(PathBuf::from("/m/work.org")),
+                line: Some(12),
+            }
+        );
+        assert_eq!(
+            parse(r#"{"cmd":"focus","id":"docs"}"#),
+            Request::Focus {
+                id: Some("docs".to_owned()),
+                file: None,
+                line: None,
+            }
+        );
+        // A context answer without objects reads and writes as before.
+        let plain = r#"{"event":"context","text":"Context Debug"}"#;
+        let reply = serde_json::from_str::<Reply>(plain).unwrap();
+        assert_eq!(serde_json::to_string(&reply).unwrap(), plain);
+        let placed = Reply::Context {
+            text: String::new(),
+            objects: vec![ContextObject {
+                id: "docs".to_owned(),
+                title: "Write docs".to_owned(),
+                file: PathBuf::from("/m/work.org"),
+                line: 7,
+                reason: "foveal".to_owned(),
+            }],
+        };
+        assert_eq!(
+            serde_json::to_string(&placed).unwrap(),
+            r#"{"event":"context","text":"","objects":[{"id":"docs","title":"Write docs","file":"/m/work.org","line":7,"reason":"foveal"}]}"#
+        );
     }
 
     #[tokio::test]

@@ -47,12 +47,23 @@ struct Queued {
     reply: Option<mpsc::UnboundedSender<Reply>>,
 }
 
+/// A change of focus a control client asked for (`focus`): applied
+/// between turns, then answered.
+#[derive(Debug)]
+struct FocusChange {
+    /// The object, or `None` to clear the focus.
+    id: Option<String>,
+    /// Where the answer goes: [`Reply::Focus`], or [`Reply::Error`].
+    answer: oneshot::Sender<Reply>,
+}
+
 /// A line typed while a dangerous tool waits for a yes or no goes to it.
 type PendingConfirm = Arc<Mutex<Option<oneshot::Sender<String>>>>;
 
 /// What the control socket's clients are served from.
 struct Shared {
     queue: mpsc::UnboundedSender<Queued>,
+    focus: mpsc::UnboundedSender<FocusChange>,
     stop: watch::Sender<bool>,
     status: Arc<Mutex<super::Status>>,
     window: Arc<crate::window::Window>,
@@ -110,6 +121,7 @@ pub async fn run(
         );
     }
     let (queue, mut signals) = mpsc::unbounded_channel::<Queued>();
+    let (focus_tx, mut focus_changes) = mpsc::unbounded_channel::<FocusChange>();
     let (stop_tx, mut stop) = watch::channel(false);
     let status = agent.status();
     let window = Arc::clone(agent.window());
@@ -165,6 +177,7 @@ pub async fn run(
     if let Some(socket) = socket {
         let shared = Arc::new(Shared {
             queue: queue.clone(),
+            focus: focus_tx,
             stop: stop_tx.clone(),
             status: Arc::clone(&status),
             window: Arc::clone(&window),
@@ -266,6 +279,27 @@ pub async fn run(
         tokio::select! {
             biased;
             _ = stop.changed() => break,
+            // Between turns: a turn in flight keeps the focus it began
+            // with.
+            Some(change) = focus_changes.recv() => {
+                let before = agent.focus().map(str::to_owned);
+                let reply = match agent.set_focus(change.id.as_deref()) {
+                    Ok(()) => Reply::Focus {
+                        focus: agent.focus().map(str::to_owned),
+                        title: agent.focus_title(),
+                    },
+                    Err(error) => Reply::Error {
+                        message: format!("focus not changed: {error}"),
+                    },
+                };
+                if agent.focus() != before.as_deref() {
+                    let _ = events.send(Reply::Focus {
+                        focus: agent.focus().map(str::to_owned),
+                        title: agent.focus_title(),
+                    });
+                }
+                let _ = change.answer.send(reply);
+            }
             queued = signals.recv() => {
                 let Some(queued) = queued else { break };
                 let Some(signal) = queued.signal else { break };
@@ -952,11 +986,28 @@ async fn serve_one(
             })
             .await;
             let reply = match answer {
-                Ok(Ok(text)) => Reply::Context { text },
+                Ok(Ok((text, objects))) => Reply::Context { text, objects },
                 Ok(Err(message)) => Reply::Error { message },
                 Err(error) => Reply::Error {
                     message: format!("the context could not be assembled: {error}"),
                 },
+            };
+            control::write_reply(stream, &reply).await
+        }
+        Request::Focus { id, file, line } => {
+            let reply = match focus_target(shared, id, file, line) {
+                Err(message) => Reply::Error { message },
+                Ok(id) => {
+                    let (answer, answered) = oneshot::channel();
+                    let stopping = || Reply::Error {
+                        message: "the host is stopping".to_owned(),
+                    };
+                    if shared.focus.send(FocusChange { id, answer }).is_err() {
+                        stopping()
+                    } else {
+                        answered.await.unwrap_or_else(|_| stopping())
+                    }
+                }
             };
             control::write_reply(stream, &reply).await
         }
@@ -1023,6 +1074,30 @@ async fn serve_one(
             }
             Ok(())
         }
+    }
+}
+
+/// The object a `focus` request names: its `id`, the object at `line` of
+/// `file` ([`super::focus::object_at`]: a private one is refused as a
+/// missing one), or `None` (neither: clear the focus).
+fn focus_target(
+    shared: &Shared,
+    id: Option<String>,
+    file: Option<std::path::PathBuf>,
+    line: Option<u32>,
+) -> Result<Option<String>, String> {
+    match (id, file, line) {
+        (Some(id), None, None) => Ok(Some(id)),
+        (None, Some(file), Some(line)) => {
+            let snapshot = shared.context.memex.snapshot();
+            super::focus::object_at(&snapshot, &shared.context.privacy, &file, line)
+                .map(|object| Some(object.id().to_owned()))
+                .map_err(|error| format!("focus not changed: {error}"))
+        }
+        (None, None, None) => Ok(None),
+        _ => Err(
+            "focus: give `id`, or `file` and `line`, or neither (to clear the focus)".to_owned(),
+        ),
     }
 }
 

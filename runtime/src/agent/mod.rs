@@ -44,6 +44,7 @@
 pub mod activity;
 pub mod control;
 mod cycle;
+pub mod focus;
 pub mod host;
 pub mod session;
 pub mod settings;
@@ -312,6 +313,9 @@ pub struct Status {
     pub focus_title: Option<String>,
     /// The session.
     pub session: String,
+    /// The memex's files and folders (absolute): an editor follows the
+    /// focus in these files only.
+    pub memex_roots: Vec<std::path::PathBuf>,
     /// The provider.
     pub provider: String,
     /// Signals waiting.
@@ -578,6 +582,7 @@ impl Agent {
         let status = Status {
             pid: std::process::id(),
             session: session.name().to_owned(),
+            memex_roots: memex.roots().map(std::path::Path::to_path_buf).collect(),
             provider: provider.describe(),
             ..Status::default()
         };

@@ -212,8 +212,10 @@ pub fn run(config: &Config, options: &ContextOptions) -> anyhow::Result<Exit> {
 }
 
 /// The explained section (`foveal context --explain`) the host's next
-/// cycle would see with focus `focus`, through the last door: what the
-/// control socket's `context` request answers (`/context` in `foveal tui`).
+/// cycle would see with focus `focus`, through the last door, and the
+/// objects it shows with their places: what the control socket's
+/// `context` request answers (`/context` in `foveal tui`, `foveal-context`
+/// in Emacs). A private object is never among them.
 pub(crate) fn explained(
     config: &Config,
     registry: &crate::registry::Snapshot,
@@ -221,7 +223,7 @@ pub(crate) fn explained(
     privacy: &PrivacyTags,
     gate: &Gate,
     focus: Option<String>,
-) -> Result<String, String> {
+) -> Result<(String, Vec<crate::agent::control::ContextObject>), String> {
     let options = ContextOptions {
         focus,
         threshold: None,
@@ -242,7 +244,7 @@ pub(crate) fn explained(
         )
         .map_err(|e| e.to_string())?;
     let tokens = crate::tokens::global().count(&cleaned.text);
-    Ok(explain(
+    let text = explain(
         &section,
         &cleaned.text,
         tokens,
@@ -250,7 +252,36 @@ pub(crate) fn explained(
         &options,
         config,
         &vectors,
-    ))
+    );
+    Ok((text, shown_objects(&section, snapshot, privacy, gate)))
+}
+
+/// The objects `section` shows, each with its file and headline line; a
+/// title through the gate (a secret in it is redacted). The privacy check
+/// is made again here: an id that is not a visible object is left out.
+fn shown_objects(
+    section: &Section,
+    snapshot: &crate::memex::MemexSnapshot,
+    privacy: &PrivacyTags,
+    gate: &Gate,
+) -> Vec<crate::agent::control::ContextObject> {
+    section
+        .sources
+        .iter()
+        .filter_map(|(id, reason)| {
+            let object = crate::agent::tools::visible_object(snapshot, privacy, id).ok()?;
+            let title = object.title();
+            Some(crate::agent::control::ContextObject {
+                id: id.clone(),
+                title: gate
+                    .clean_quietly(title, snapshot)
+                    .unwrap_or_else(|| title.to_owned()),
+                file: object.file().path.clone(),
+                line: object.line(),
+                reason: reason.clone(),
+            })
+        })
+        .collect()
 }
 
 fn source_name(section: &Section) -> String {

@@ -286,7 +286,7 @@ impl App {
                 self.gauge = usage_percent;
             }
             Reply::Focus { focus, title } => self.focus = focus.map(|f| (f, title)),
-            Reply::Context { text } => {
+            Reply::Context { text, .. } => {
                 self.dialog = Some(Dialog::new("Context (explained)", &text))
             }
             Reply::Window { result, .. } => {

@@ -192,6 +192,7 @@ fn the_dialog_takes_the_keys_filter_and_backspace_and_esc_closes_it_before_cance
         text:
             "## Context Debug\n- Focus: t-1\n- Objects shown: 2\n- t-1: foveal\n- p-2: similar 0.81"
                 .to_owned(),
+        objects: Vec::new(),
     });
     typed(&mut app, "foveal");
     let dialog = app.dialog.as_ref().unwrap();
