@@ -240,7 +240,9 @@ fn split(text: &[u8], files: usize) -> Vec<Vec<u8>> {
         let cut = if parts.len() + 1 == files {
             text.len()
         } else {
-            find(text, b"\n* ", start + target).map_or(text.len(), |i| i + 1)
+            // Past this part's first headline, so no part is empty.
+            let first = find(text, b"\n* ", start.max(1) - 1).map_or(text.len(), |i| i + 2);
+            find(text, b"\n* ", (start + target).max(first)).map_or(text.len(), |i| i + 1)
         };
         let mut part = if start == 0 {
             Vec::new()
