@@ -75,7 +75,8 @@ pub fn scale(
     }
     let dir =
         data.unwrap_or_else(|| PathBuf::from(format!("target/bench-data/scale-{nodes}-{files}")));
-    let memex = prepare(nodes, files, generator.as_deref(), &dir)?;
+    // Absolute: the children run in a folder of their own.
+    let memex = prepare(nodes, files, generator.as_deref(), &dir)?.canonicalize()?;
     let org_bytes: u64 = std::fs::read_dir(&memex)?
         .filter_map(Result::ok)
         .filter_map(|e| e.metadata().ok())
