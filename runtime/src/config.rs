@@ -130,6 +130,10 @@ pub struct AwarenessSettings {
     /// `awareness.map`: when no project is found, show the top of each
     /// file instead of only saying so (default true; false is seed 000).
     pub map: bool,
+    /// `awareness.format`: `compact` (the default: one line per headline
+    /// with its TODO state and a short handle) or `seed` (seed 000's
+    /// property drawers, byte for byte).
+    pub format: crate::context::OutlineFormat,
 }
 
 impl Default for AwarenessSettings {
@@ -137,6 +141,7 @@ impl Default for AwarenessSettings {
         Self {
             projects: crate::context::ProjectRule::ALL.to_vec(),
             map: true,
+            format: crate::context::OutlineFormat::Compact,
         }
     }
 }
@@ -349,6 +354,7 @@ struct FileContext {
 struct FileAwareness {
     projects: Option<Vec<Spanned<String>>>,
     map: Option<bool>,
+    format: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -826,6 +832,22 @@ impl Checker<'_> {
         if let Some(map) = file.map {
             settings.map = map;
         }
+        if let Some(value) = &file.format {
+            use crate::context::OutlineFormat;
+            let name = value.get_ref().trim();
+            settings.format = OutlineFormat::parse(name).ok_or_else(|| {
+                let (line, column) = line_column(self.text, value.span().start);
+                ConfigError::Invalid {
+                    path: self.path.to_owned(),
+                    line,
+                    column,
+                    key: Some("awareness.format".to_owned()),
+                    message: format!(
+                        "`awareness.format`: unknown format {name:?}; the formats: compact (one line per headline, with a handle), seed (seed 000's property drawers)."
+                    ),
+                }
+            })?;
+        }
         Ok(settings)
     }
 
@@ -1149,6 +1171,16 @@ mod tests {
         let c = parse("[awareness]\nprojects = [\"tag\"]\nmap = false\n").unwrap();
         assert_eq!(c.awareness.projects, [ProjectRule::Tag]);
         assert!(!c.awareness.map);
+        assert_eq!(c.awareness.format, crate::context::OutlineFormat::Compact);
+        let c = parse("[awareness]\nformat = \"seed\"\n").unwrap();
+        assert_eq!(c.awareness.format, crate::context::OutlineFormat::Seed);
+        let err = parse("[awareness]\nformat = \"terse\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("conf/foveal.toml:2:10: `awareness.format`: unknown format \"terse\""),
+            "{err}"
+        );
         let c = parse("[awareness]\nprojects = []\n").unwrap();
         assert!(c.awareness.projects.is_empty());
         let err = parse("[awareness]\nprojects = [\"tag\", \"gdt\"]\n")

@@ -88,6 +88,7 @@
 pub mod abi;
 pub mod compat;
 pub mod export;
+pub mod handle;
 pub mod host;
 pub mod memex;
 pub mod prompt;

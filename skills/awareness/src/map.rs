@@ -29,7 +29,9 @@ use std::fmt::Write as _;
 use foveal_sdk::memex::{FileView, NONE};
 
 use crate::projects::{preamble_keyword, roots};
-use crate::render::{Entry, HEADER, Included, Options, Reason, Rendered, piece};
+use crate::render::{
+    Entry, HEADER, Included, Options, Reason, Rendered, Style, max_piece_bytes, piece,
+};
 
 /// The line under the header: no project, here is the map.
 pub const MAP_LINE: &str = "No active projects found. The top of each file:\n";
@@ -48,11 +50,13 @@ enum Keep {
 /// Renders the map of `files` within `options.budget`.
 pub fn render(
     files: &[FileView<'_>],
+    style: &Style,
     options: &Options,
     count: &dyn Fn(&str) -> usize,
 ) -> Rendered {
     let map = Map {
         files,
+        style,
         base: common_dir(files),
         headlines: files.iter().map(|f| roots(f).count() as u32).collect(),
     };
@@ -64,6 +68,7 @@ pub fn render(
 
 struct Map<'a> {
     files: &'a [FileView<'a>],
+    style: &'a Style,
     /// Bytes of every path that name the memex's common folder.
     base: usize,
     /// Each file's top-level headlines.
@@ -89,7 +94,8 @@ impl Map<'_> {
 
     /// Appends a top-level headline `i` of file `f`.
     fn headline(&self, f: usize, i: u32, text: &mut String) {
-        piece(self.files, &entry(f, i), text);
+        let handle = self.style.handle(&self.files[f], i);
+        piece(self.style, self.files, &entry(f, i), handle, text);
     }
 
     /// Appends file `f` as `keep` says; returns the headlines shown.
@@ -146,7 +152,7 @@ impl Map<'_> {
         for (f, file) in self.files.iter().enumerate() {
             bytes += 8 + file.path.len() + self.title_len(f);
             for r in roots(file) {
-                bytes += 3 + file.title(r).len().max(8) + 40 + file.id(r).len();
+                bytes += max_piece_bytes(self.style.format, file, &entry(f, r));
             }
         }
         bytes
