@@ -167,6 +167,9 @@ pub struct Config {
     /// The memex's files and folders (`memex.paths`, `FOVEAL_MEMEX` as a
     /// `:`-separated list, `--memex`; default `<data dir>/memex`).
     pub memex_paths: Vec<PathBuf>,
+    /// How the memex reads its files: `memex.todo_keywords`, the TODO
+    /// keywords of a file that declares none (Emacs' `org-todo-keywords`).
+    pub memex: crate::memex::MemexOptions,
     /// Tags that make an object and its subtree private (`privacy.tags`,
     /// default `@personal`; seed 000 `bouncer-privacy-tags`).
     pub privacy_tags: Vec<String>,
@@ -308,6 +311,7 @@ struct FileExecution {
 #[serde(deny_unknown_fields)]
 struct FileMemex {
     paths: Option<Vec<String>>,
+    todo_keywords: Option<Vec<Spanned<String>>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -651,6 +655,7 @@ impl Config {
         if !overrides.memex.is_empty() {
             memex_paths = overrides.memex.clone();
         }
+        let memex = check.memex(&file.memex)?;
         let mut privacy_tags = file
             .privacy
             .tags
@@ -696,6 +701,7 @@ impl Config {
             computed,
             data_dir,
             memex_paths,
+            memex,
             privacy_tags,
             privacy_patterns,
             privacy_default_patterns,
@@ -794,6 +800,36 @@ impl Checker<'_> {
             );
         }
         Ok(settings)
+    }
+
+    /// `[memex]`: `todo_keywords`, each a sequence as Emacs'
+    /// `org-todo-keywords` writes one; an error points at the bad one.
+    fn memex(&self, file: &FileMemex) -> Result<crate::memex::MemexOptions, ConfigError> {
+        let mut options = crate::memex::MemexOptions::default();
+        if let Some(sequences) = &file.todo_keywords {
+            for value in sequences {
+                crate::memex::parse::TodoKeywords::from_sequences(&[value.get_ref()]).map_err(
+                    |message| {
+                        let (line, column) = line_column(self.text, value.span().start);
+                        ConfigError::Invalid {
+                            path: self.path.to_owned(),
+                            line,
+                            column,
+                            key: Some("memex.todo_keywords".to_owned()),
+                            message: format!(
+                                "`memex.todo_keywords`: {message}; write a sequence as \"TODO NEXT | DONE CNCL\""
+                            ),
+                        }
+                    },
+                )?;
+            }
+            let all: Vec<&str> = sequences.iter().map(|v| v.get_ref().as_str()).collect();
+            if !all.is_empty() {
+                options.todo_keywords =
+                    crate::memex::parse::TodoKeywords::from_sequences(&all).ok();
+            }
+        }
+        Ok(options)
     }
 
     /// `[awareness]`: each project rule a known one; an error points at
@@ -1172,6 +1208,23 @@ mod tests {
         assert_eq!(c.awareness.projects, [ProjectRule::Tag]);
         assert!(!c.awareness.map);
         assert_eq!(c.awareness.format, crate::context::OutlineFormat::Compact);
+        let c = parse(
+            "[memex]\ntodo_keywords = [\"TODO(t) NEXT WAIT(w@/!) | DONE CNCL(c@)\", \"PROJ | DONE\"]\n",
+        )
+        .unwrap();
+        let keywords = c.memex.todo_keywords.unwrap();
+        assert_eq!(keywords.todo, ["TODO", "NEXT", "WAIT", "PROJ"]);
+        assert_eq!(keywords.done, ["DONE", "CNCL"]);
+        assert_eq!(parse("").unwrap().memex.todo_keywords, None);
+        let err = parse("[memex]\ntodo_keywords = [\"A | B | C\"]\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with(
+                "conf/foveal.toml:2:18: `memex.todo_keywords`: \"A | B | C\" has two `|`"
+            ),
+            "{err}"
+        );
         let c = parse("[awareness]\nformat = \"seed\"\n").unwrap();
         assert_eq!(c.awareness.format, crate::context::OutlineFormat::Seed);
         let err = parse("[awareness]\nformat = \"terse\"\n")

@@ -26,7 +26,7 @@ use crate::memex::privacy::PrivacyTags;
 use crate::memex::{Memex, MemexFile, MemexSnapshot, ObjectRef, ObjectType, Query};
 
 pub(crate) fn open(config: &Config) -> Result<Memex, Exit> {
-    Memex::open(&config.memex_paths).map_err(|error| {
+    Memex::open_with(&config.memex_paths, config.memex.clone()).map_err(|error| {
         eprintln!("error: {error}");
         Exit::NotFound
     })
