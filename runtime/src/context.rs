@@ -232,6 +232,70 @@ pub fn skill_config(request: &ContextRequest, view: &SnapshotView) -> String {
     serde_json::to_string(&config).unwrap_or_else(|_| "{}".to_owned())
 }
 
+/// The active projects of a memex, as the awareness outline finds them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ProjectCount {
+    /// Outermost active projects: the ones the outline renders.
+    pub total: usize,
+    /// How many of them each rule found, in the documented order of the
+    /// rules (those that found none left out).
+    pub by_rule: Vec<(ProjectRule, usize)>,
+}
+
+/// Counts the active projects of `memex` with the awareness skill's rules
+/// (`foveal_sdk::projects`, the same code the skill runs), over the view
+/// a skill is lent for `privacy` and with what the skill is told of each
+/// file ([`skill_config`]): `foveal memex stats` and the outline agree.
+pub fn count_projects(
+    memex: &MemexSnapshot,
+    privacy: &PrivacyTags,
+    rules: &[ProjectRule],
+) -> ProjectCount {
+    use foveal_sdk::projects::{FileFacts, RuleName, Rules, active_projects};
+    let names: Vec<String> = rules.iter().map(|r| r.name().to_owned()).collect();
+    // The names are ours: each is a rule of the SDK's.
+    let rules = Rules::parse(&names).unwrap_or_default();
+    let view = SnapshotView::new(memex, privacy);
+    let owned = view.view();
+    let memex_view = owned.as_view();
+    let mut found = Vec::new();
+    for (file, lent) in view.files().zip(memex_view.files()) {
+        let keywords: Vec<String> = file
+            .keywords
+            .todo
+            .iter()
+            .chain(&file.keywords.done)
+            .cloned()
+            .collect();
+        let facts = FileFacts {
+            file_tags: Some(&file.file_tags),
+            todo_keywords: Some(&keywords),
+        };
+        active_projects(lent, rules, facts, &mut found);
+    }
+    let by_rule = ProjectRule::ALL
+        .into_iter()
+        .map(|rule| {
+            let name = match rule {
+                ProjectRule::Tag => RuleName::Tag,
+                ProjectRule::Keyword => RuleName::Keyword,
+                ProjectRule::Gtd => RuleName::Gtd,
+                ProjectRule::Heading => RuleName::Heading,
+            };
+            let n = found
+                .iter()
+                .filter(|(_, _, r)| r.rule_name() == name)
+                .count();
+            (rule, n)
+        })
+        .filter(|&(_, n)| n > 0)
+        .collect();
+    ProjectCount {
+        total: found.len(),
+        by_rule,
+    }
+}
+
 /// Who produced a section.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Origin {

@@ -91,6 +91,7 @@ pub mod export;
 pub mod handle;
 pub mod host;
 pub mod memex;
+pub mod projects;
 pub mod prompt;
 #[cfg(feature = "testing")]
 pub mod testing;

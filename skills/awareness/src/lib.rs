@@ -6,14 +6,13 @@
 mod handles;
 mod map;
 mod par;
-mod projects;
 mod render;
 mod scan;
 mod select;
 
 use foveal_sdk::{Component, ComponentsRequest, HostApiRef, Omitted, Role, SkillError, Source};
 
-pub use projects::{Rule, Rules};
+pub use foveal_sdk::projects::{Rule, Rules};
 pub use render::{Format, Included, Omissions, Options, Reason, Rendered, render};
 
 /// The prompt component the outline fills (seed 004: semantic memories).

@@ -28,10 +28,10 @@ use std::fmt::Write as _;
 
 use foveal_sdk::memex::{FileView, NONE};
 
-use crate::projects::{preamble_keyword, roots};
 use crate::render::{
     Entry, HEADER, Included, Options, Reason, Rendered, Style, max_piece_bytes, piece,
 };
+use foveal_sdk::projects::{preamble_keyword, roots};
 
 /// The line under the header: no project, here is the map.
 pub const MAP_LINE: &str = "No active projects found. The top of each file:\n";

@@ -2,7 +2,7 @@
 //! `context-object-render`), in linear passes.
 //!
 //! What is selected, for each active project (a headline the project rules
-//! of [`crate::projects`] find — seed 000's is "tagged `project`" — that is
+//! of [`foveal_sdk::projects`] find — seed 000's is "tagged `project`" — that is
 //! not done):
 //!
 //! - every object at depth ≤ 2 of the project (the project is depth 1), as
@@ -29,7 +29,7 @@
 //! 7. With a token budget, detail degrades by priority instead of the whole
 //!    section being dropped (see [`Options::budget`]).
 //! 8. Projects are found by more rules than the `project` tag
-//!    ([`crate::projects`]), and a memex without any gets a map of its
+//!    ([`foveal_sdk::projects`]), and a memex without any gets a map of its
 //!    files ([`crate::map`]) instead of one line.
 //!
 //! # Speed
@@ -50,8 +50,8 @@ use std::sync::Mutex;
 use foveal_sdk::handle::{Handle, Handles};
 use foveal_sdk::memex::{FileView, MemexView, NONE};
 
-use crate::projects::{FileFacts, Rule, Rules};
 use crate::select::select;
+use foveal_sdk::projects::{FileFacts, Rule, Rules};
 
 /// The header line (seed 000).
 pub const HEADER: &str = "GLOBAL MEMEX AWARENESS (Peripheral Vision):\n";
@@ -99,7 +99,7 @@ pub struct Options {
     /// text of every object whose content, depth and reason are unchanged
     /// (see the module's notes on speed). Off only to time the work itself.
     pub cache: bool,
-    /// The rules that make a headline a project ([`crate::projects`]).
+    /// The rules that make a headline a project ([`foveal_sdk::projects`]).
     pub rules: Rules,
     /// When no project is found, render the map of the memex (the top of
     /// each file) instead of only saying so ([`crate::map`]).
