@@ -97,6 +97,7 @@ fn options(config_json: &str) -> Result<Options, SkillError> {
 fn components(request: &ComponentsRequest<'_>) -> Result<Vec<Component>, SkillError> {
     let mut options = options(request.config_json.as_str())?;
     options.budget = request.budget_tokens.into_option().map(|b| b as usize);
+    options.explain = request.explain;
     let focus = request.focus.as_ref().into_option().map(|f| f.as_str());
     let count = |text: &str| {
         foveal_sdk::host::count_tokens(text)
@@ -124,6 +125,18 @@ fn components(request: &ComponentsRequest<'_>) -> Result<Vec<Component>, SkillEr
                 .into(),
             })
             .collect();
+        // The map's files, each with why it was kept (named by its path
+        // below the memex's common folder, as the map names it).
+        let base = crate::map::common_dir(files);
+        component
+            .sources
+            .extend(rendered.files.iter().map(|(f, why)| {
+                let path = files[*f as usize].path.as_str();
+                Source {
+                    id: path.get(base..).unwrap_or(path).into(),
+                    reason: format!("map file, {why}").into(),
+                }
+            }));
         let o = rendered.omitted;
         component.omitted = [
             ("depth", o.depth),

@@ -116,6 +116,8 @@ pub struct Options {
     pub todo_keywords: Option<Vec<Vec<String>>>,
     /// How the outline is written.
     pub format: Format,
+    /// Say why each file of the map was kept (`Rendered::files`).
+    pub explain: bool,
 }
 
 impl Default for Options {
@@ -130,6 +132,7 @@ impl Default for Options {
             file_tags: None,
             todo_keywords: None,
             format: Format::default(),
+            explain: false,
         }
     }
 }
@@ -229,6 +232,8 @@ pub struct Rendered {
     pub included: Vec<Included>,
     /// What was left out.
     pub omitted: Omissions,
+    /// For the map, each file shown and why it was kept, in output order.
+    pub files: Vec<(u32, String)>,
 }
 
 /// One selected object.
