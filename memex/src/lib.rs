@@ -172,6 +172,18 @@ pub struct Memex {
     /// The file versions this memex wrote itself, oldest first:
     /// [`Memex::wrote`].
     own_versions: Mutex<VecDeque<OwnVersion>>,
+    /// How files are read ([`MemexOptions`]).
+    options: MemexOptions,
+}
+
+/// How a memex reads its files (`[memex]` in the configuration).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MemexOptions {
+    /// The TODO keywords of a file that declares none of its own (no
+    /// `#+TODO:`, `#+SEQ_TODO:` or `#+TYP_TODO:` line, its setup files'
+    /// included): Emacs' `org-todo-keywords`. `None`: Org's default,
+    /// `TODO | DONE`.
+    pub todo_keywords: Option<parse::TodoKeywords>,
 }
 
 /// A file version the memex wrote itself: `path` went from the version
@@ -219,6 +231,25 @@ impl Memex {
     ///
     /// [`failed`]: MemexSnapshot::failed
     pub fn open(paths: &[PathBuf]) -> Result<Self, MemexError> {
+        Self::open_with(paths, MemexOptions::default())
+    }
+
+    /// [`Memex::open`], reading the files as `options` says.
+    ///
+    /// ```
+    /// use foveal_memex::{Memex, MemexOptions, parse::TodoKeywords};
+    ///
+    /// let dir = tempfile::tempdir().unwrap();
+    /// std::fs::write(dir.path().join("a.org"), "* CNCL Paint\n").unwrap();
+    /// let options = MemexOptions {
+    ///     todo_keywords: Some(TodoKeywords::from_sequences(&["TODO NEXT | DONE CNCL"]).unwrap()),
+    /// };
+    /// let memex = Memex::open_with(&[dir.path().to_path_buf()], options).unwrap();
+    /// let snapshot = memex.snapshot();
+    /// let paint = snapshot.files().next().unwrap().objects[0].headline.done;
+    /// assert!(paint);
+    /// ```
+    pub fn open_with(paths: &[PathBuf], options: MemexOptions) -> Result<Self, MemexError> {
         let mut roots = Vec::new();
         for path in paths {
             let meta = std::fs::metadata(path).map_err(|e| MemexError::io(path, e))?;
@@ -236,6 +267,7 @@ impl Memex {
             vectors: Mutex::new(None),
             published: tokio::sync::watch::Sender::new(0),
             own_versions: Mutex::new(VecDeque::new()),
+            options,
         };
         let paths = memex.discover();
         // A file reached by several paths (links) is one file: each path
@@ -588,8 +620,12 @@ impl Memex {
         bytes: Vec<u8>,
     ) -> Result<(String, parse::Settings, setup::Setup), Failure> {
         let text = self.text_of(reading.path, bytes)?;
-        let (settings, setup) =
+        let (settings, mut setup) =
             setup::resolve_with(reading.path, reading.names, &text, reading.previous);
+        // The configured keywords, for a file that declares none; kept in
+        // the setup so that a re-parse after an edit reads the same.
+        setup.todo_keywords.clone_from(&self.options.todo_keywords);
+        let settings = settings.with_fallback(setup.todo_keywords.clone());
         Ok((text, settings, setup))
     }
 
@@ -958,6 +994,48 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn configured_keywords_apply_to_files_without_their_own_and_survive_a_write() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("plain.org"),
+            "* CNCL Paint\n:PROPERTIES:\n:ID: paint\n:END:\n* WAIT Call\n:PROPERTIES:\n:ID: call\n:END:\n",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.path().join("own.org"),
+            "#+TODO: TODO | DONE\n* CNCL Paint too\n",
+        )
+        .unwrap();
+        let options = MemexOptions {
+            todo_keywords: Some(
+                parse::TodoKeywords::from_sequences(&["TODO NEXT WAIT(w@/!) | DONE CNCL(c@)"])
+                    .unwrap(),
+            ),
+        };
+        let memex = Memex::open_with(&[dir.path().to_path_buf()], options).unwrap();
+        let snapshot = memex.snapshot();
+        let paint = snapshot.get("paint").unwrap();
+        assert_eq!(paint.todo(), Some("CNCL"));
+        assert!(paint.is_done());
+        assert_eq!(snapshot.get("call").unwrap().todo(), Some("WAIT"));
+        assert!(!snapshot.get("call").unwrap().is_done());
+        // A file with its own #+TODO: keeps it: CNCL is a word there.
+        let own = snapshot
+            .files()
+            .find(|f| f.path.ends_with("own.org"))
+            .unwrap();
+        assert_eq!(own.objects[0].headline.todo, None);
+        // An edit re-reads the file with the same keywords.
+        memex.set_todo(&snapshot, "call", Some("DONE")).unwrap();
+        let snapshot = memex.snapshot();
+        assert!(snapshot.get("call").unwrap().is_done());
+        assert!(snapshot.get("paint").unwrap().is_done());
+        // Without them, Org's default: CNCL is a word of the title.
+        let memex = Memex::open(&[dir.path().to_path_buf()]).unwrap();
+        assert_eq!(memex.snapshot().get("paint").unwrap().todo(), None);
+    }
 
     #[test]
     fn fifos_devices_and_huge_files_are_skipped_at_once_naming_them() {

@@ -76,6 +76,10 @@ pub struct Setup {
     /// or one it names) and that no earlier reading of the file answered:
     /// which file tags they give is unknown ([`Setup::tags_unknown`]).
     pub unread: Vec<String>,
+    /// The TODO keywords the memex gives a file that declares none
+    /// (`[memex] todo_keywords`, [`crate::MemexOptions`]), which the file
+    /// was read with: a re-parse of an edited text reads with them too.
+    pub todo_keywords: Option<crate::parse::TodoKeywords>,
 }
 
 impl Setup {
@@ -206,6 +210,7 @@ fn add_file_tags(settings: &mut Settings, tags: &[String]) {
 /// with): no file is read.
 pub fn reuse(text: &str, setup: &Setup) -> Settings {
     collect_settings(text, &mut |_, value| setup.answer(value))
+        .with_fallback(setup.todo_keywords.clone())
 }
 
 struct Resolver {

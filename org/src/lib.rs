@@ -97,6 +97,40 @@ impl TodoKeywords {
     pub fn from_text(text: &str) -> Self {
         collect_settings(text, &mut |_, _| None).keywords()
     }
+
+    /// The keywords of sequences written as Emacs' `org-todo-keywords`
+    /// holds them, one string per sequence: `"TODO NEXT WAIT | DONE
+    /// CNCL"`. As on a `#+TODO:` line, the words after `|` are done
+    /// states (without `|`, the last word is), fast-access keys and
+    /// logging marks (`WAIT(w@/!)`) are stripped, and the sequences are
+    /// merged in order. An empty sequence, or one with two `|`, is refused
+    /// with what is wrong.
+    ///
+    /// ```
+    /// let k = foveal_org::TodoKeywords::from_sequences(&["TODO(t) NEXT | DONE(d!) CNCL(c@)", "PROJ | DONE"]).unwrap();
+    /// assert_eq!(k.todo, ["TODO", "NEXT", "PROJ"]);
+    /// assert_eq!(k.done, ["DONE", "CNCL"]);
+    /// ```
+    pub fn from_sequences<S: AsRef<str>>(sequences: &[S]) -> Result<Self, String> {
+        let mut settings = Settings::default();
+        for sequence in sequences {
+            let sequence = sequence.as_ref();
+            if sequence
+                .split_ascii_whitespace()
+                .filter(|w| *w == "|")
+                .count()
+                > 1
+            {
+                return Err(format!(
+                    "{sequence:?} has two `|`; one separates the not-done states from the done ones"
+                ));
+            }
+            if !settings.add_sequence(sequence) {
+                return Err(format!("{sequence:?} names no keyword"));
+            }
+        }
+        Ok(settings.keywords())
+    }
 }
 
 /// The in-buffer settings of a file that the memex reads, in the order
@@ -117,15 +151,18 @@ pub struct Settings {
     /// The tags `#+TAGS:` lines offer (their fast-access keys and group
     /// markers removed), in order, each once.
     pub tags: Vec<String>,
+    /// The keywords of a file that declares none (else `TODO | DONE`).
+    fallback: Option<TodoKeywords>,
 }
 
 impl Settings {
     /// The TODO keywords: the declared ones merged (a word declared twice
     /// counts once, and a word declared both ways is a not-done state, as
-    /// [`TodoKeywords::classify`] answers), or the default.
+    /// [`TodoKeywords::classify`] answers), or — when no line declares
+    /// any — those of [`Settings::with_fallback`], or the default.
     pub fn keywords(&self) -> TodoKeywords {
         if !self.declared {
-            return TodoKeywords::default();
+            return self.fallback.clone().unwrap_or_default();
         }
         let mut seen = std::collections::HashSet::new();
         let mut todo = self.todo.clone();
@@ -133,6 +170,40 @@ impl Settings {
         todo.retain(|w| seen.insert(w.clone()));
         done.retain(|w| seen.insert(w.clone()));
         TodoKeywords { todo, done }
+    }
+
+    /// These settings, with `keywords` as the TODO keywords when no line
+    /// (of the file or of its setup files) declares any: what Emacs'
+    /// `org-todo-keywords` is to a buffer without `#+TODO:`.
+    pub fn with_fallback(mut self, keywords: Option<TodoKeywords>) -> Self {
+        self.fallback = keywords;
+        self
+    }
+
+    /// Whether a `#+TODO:`, `#+SEQ_TODO:` or `#+TYP_TODO:` line (the
+    /// file's or a setup file's) declares keywords.
+    pub fn declares_keywords(&self) -> bool {
+        self.declared
+    }
+
+    /// Adds the keywords of one sequence (the value of a `#+TODO:` line);
+    /// whether it named any.
+    fn add_sequence(&mut self, value: &str) -> bool {
+        self.declared = true;
+        let words: Vec<&str> = value
+            .split_ascii_whitespace()
+            .map(|w| w.split('(').next().unwrap_or(w))
+            .filter(|w| !w.is_empty())
+            .collect();
+        if let Some(bar) = words.iter().position(|w| *w == "|") {
+            self.todo.extend(words[..bar].iter().map(|s| s.to_string()));
+            self.done
+                .extend(words[bar + 1..].iter().map(|s| s.to_string()));
+        } else if let Some((last, rest)) = words.split_last() {
+            self.todo.extend(rest.iter().map(|s| s.to_string()));
+            self.done.push(last.to_string());
+        }
+        words.iter().any(|w| *w != "|")
     }
 
     /// Appends `other`'s settings after these, as if its lines came here.
@@ -204,23 +275,7 @@ pub fn collect_settings(
             || key.eq_ignore_ascii_case("SEQ_TODO")
             || key.eq_ignore_ascii_case("TYP_TODO")
         {
-            settings.declared = true;
-            let words: Vec<&str> = value
-                .split_ascii_whitespace()
-                .map(|w| w.split('(').next().unwrap_or(w))
-                .filter(|w| !w.is_empty())
-                .collect();
-            if let Some(bar) = words.iter().position(|w| *w == "|") {
-                settings
-                    .todo
-                    .extend(words[..bar].iter().map(|s| s.to_string()));
-                settings
-                    .done
-                    .extend(words[bar + 1..].iter().map(|s| s.to_string()));
-            } else if let Some((last, rest)) = words.split_last() {
-                settings.todo.extend(rest.iter().map(|s| s.to_string()));
-                settings.done.push(last.to_string());
-            }
+            settings.add_sequence(value);
         }
     }
     settings
@@ -791,6 +846,41 @@ Body line one.
         let k = TodoKeywords::from_text("#+TODO: A B\n#+TODO: C | D E\n");
         assert_eq!(k.todo, ["A", "C"]);
         assert_eq!(k.done, ["B", "D", "E"]);
+    }
+
+    #[test]
+    fn configured_keywords_read_as_org_todo_keywords_and_apply_only_without_a_declaration() {
+        let k = TodoKeywords::from_sequences(&[
+            "TODO(t) NEXT(n) WAIT(w@/!) | DONE(d!) CNCL(c@)",
+            "PROJ",
+        ])
+        .unwrap();
+        assert_eq!(k.todo, ["TODO", "NEXT", "WAIT"]);
+        assert_eq!(k.done, ["DONE", "CNCL", "PROJ"]);
+        assert_eq!(
+            TodoKeywords::from_sequences::<&str>(&[]).unwrap(),
+            TodoKeywords::default()
+        );
+        let err = TodoKeywords::from_sequences(&["A | B | C"]).unwrap_err();
+        assert!(err.contains("two `|`"), "{err}");
+        let err = TodoKeywords::from_sequences(&[" | "]).unwrap_err();
+        assert!(err.contains("names no keyword"), "{err}");
+
+        let configured = TodoKeywords::from_sequences(&["TODO NEXT | DONE CNCL"]).unwrap();
+        let text = "* CNCL Paint\n* NEXT Call\n";
+        let settings =
+            collect_settings(text, &mut |_, _| None).with_fallback(Some(configured.clone()));
+        let parsed = parse_with(text, settings).unwrap();
+        assert_eq!(parsed.headlines[0].todo.as_deref(), Some("CNCL"));
+        assert!(parsed.headlines[0].done);
+        assert_eq!(parsed.headlines[1].todo.as_deref(), Some("NEXT"));
+        assert!(!parsed.headlines[1].done);
+        // A file that declares its own keywords keeps them.
+        let text = "#+TODO: TODO | DONE\n* CNCL Paint\n";
+        let settings = collect_settings(text, &mut |_, _| None).with_fallback(Some(configured));
+        assert!(settings.declares_keywords());
+        let parsed = parse_with(text, settings).unwrap();
+        assert_eq!(parsed.headlines[0].todo, None);
     }
 
     #[test]

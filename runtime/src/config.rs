@@ -130,6 +130,10 @@ pub struct AwarenessSettings {
     /// `awareness.map`: when no project is found, show the top of each
     /// file instead of only saying so (default true; false is seed 000).
     pub map: bool,
+    /// `awareness.format`: `compact` (the default: one line per headline
+    /// with its TODO state and a short handle) or `seed` (seed 000's
+    /// property drawers, byte for byte).
+    pub format: crate::context::OutlineFormat,
 }
 
 impl Default for AwarenessSettings {
@@ -137,6 +141,7 @@ impl Default for AwarenessSettings {
         Self {
             projects: crate::context::ProjectRule::ALL.to_vec(),
             map: true,
+            format: crate::context::OutlineFormat::Compact,
         }
     }
 }
@@ -162,6 +167,9 @@ pub struct Config {
     /// The memex's files and folders (`memex.paths`, `FOVEAL_MEMEX` as a
     /// `:`-separated list, `--memex`; default `<data dir>/memex`).
     pub memex_paths: Vec<PathBuf>,
+    /// How the memex reads its files: `memex.todo_keywords`, the TODO
+    /// keywords of a file that declares none (Emacs' `org-todo-keywords`).
+    pub memex: crate::memex::MemexOptions,
     /// Tags that make an object and its subtree private (`privacy.tags`,
     /// default `@personal`; seed 000 `bouncer-privacy-tags`).
     pub privacy_tags: Vec<String>,
@@ -303,6 +311,7 @@ struct FileExecution {
 #[serde(deny_unknown_fields)]
 struct FileMemex {
     paths: Option<Vec<String>>,
+    todo_keywords: Option<Vec<Spanned<String>>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -349,6 +358,7 @@ struct FileContext {
 struct FileAwareness {
     projects: Option<Vec<Spanned<String>>>,
     map: Option<bool>,
+    format: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -645,6 +655,7 @@ impl Config {
         if !overrides.memex.is_empty() {
             memex_paths = overrides.memex.clone();
         }
+        let memex = check.memex(&file.memex)?;
         let mut privacy_tags = file
             .privacy
             .tags
@@ -690,6 +701,7 @@ impl Config {
             computed,
             data_dir,
             memex_paths,
+            memex,
             privacy_tags,
             privacy_patterns,
             privacy_default_patterns,
@@ -790,6 +802,36 @@ impl Checker<'_> {
         Ok(settings)
     }
 
+    /// `[memex]`: `todo_keywords`, each a sequence as Emacs'
+    /// `org-todo-keywords` writes one; an error points at the bad one.
+    fn memex(&self, file: &FileMemex) -> Result<crate::memex::MemexOptions, ConfigError> {
+        let mut options = crate::memex::MemexOptions::default();
+        if let Some(sequences) = &file.todo_keywords {
+            for value in sequences {
+                crate::memex::parse::TodoKeywords::from_sequences(&[value.get_ref()]).map_err(
+                    |message| {
+                        let (line, column) = line_column(self.text, value.span().start);
+                        ConfigError::Invalid {
+                            path: self.path.to_owned(),
+                            line,
+                            column,
+                            key: Some("memex.todo_keywords".to_owned()),
+                            message: format!(
+                                "`memex.todo_keywords`: {message}; write a sequence as \"TODO NEXT | DONE CNCL\""
+                            ),
+                        }
+                    },
+                )?;
+            }
+            let all: Vec<&str> = sequences.iter().map(|v| v.get_ref().as_str()).collect();
+            if !all.is_empty() {
+                options.todo_keywords =
+                    crate::memex::parse::TodoKeywords::from_sequences(&all).ok();
+            }
+        }
+        Ok(options)
+    }
+
     /// `[awareness]`: each project rule a known one; an error points at
     /// the bad one and suggests the closest.
     fn awareness(&self, file: &FileAwareness) -> Result<AwarenessSettings, ConfigError> {
@@ -825,6 +867,22 @@ impl Checker<'_> {
         }
         if let Some(map) = file.map {
             settings.map = map;
+        }
+        if let Some(value) = &file.format {
+            use crate::context::OutlineFormat;
+            let name = value.get_ref().trim();
+            settings.format = OutlineFormat::parse(name).ok_or_else(|| {
+                let (line, column) = line_column(self.text, value.span().start);
+                ConfigError::Invalid {
+                    path: self.path.to_owned(),
+                    line,
+                    column,
+                    key: Some("awareness.format".to_owned()),
+                    message: format!(
+                        "`awareness.format`: unknown format {name:?}; the formats: compact (one line per headline, with a handle), seed (seed 000's property drawers)."
+                    ),
+                }
+            })?;
         }
         Ok(settings)
     }
@@ -1149,6 +1207,33 @@ mod tests {
         let c = parse("[awareness]\nprojects = [\"tag\"]\nmap = false\n").unwrap();
         assert_eq!(c.awareness.projects, [ProjectRule::Tag]);
         assert!(!c.awareness.map);
+        assert_eq!(c.awareness.format, crate::context::OutlineFormat::Compact);
+        let c = parse(
+            "[memex]\ntodo_keywords = [\"TODO(t) NEXT WAIT(w@/!) | DONE CNCL(c@)\", \"PROJ | DONE\"]\n",
+        )
+        .unwrap();
+        let keywords = c.memex.todo_keywords.unwrap();
+        assert_eq!(keywords.todo, ["TODO", "NEXT", "WAIT", "PROJ"]);
+        assert_eq!(keywords.done, ["DONE", "CNCL"]);
+        assert_eq!(parse("").unwrap().memex.todo_keywords, None);
+        let err = parse("[memex]\ntodo_keywords = [\"A | B | C\"]\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with(
+                "conf/foveal.toml:2:18: `memex.todo_keywords`: \"A | B | C\" has two `|`"
+            ),
+            "{err}"
+        );
+        let c = parse("[awareness]\nformat = \"seed\"\n").unwrap();
+        assert_eq!(c.awareness.format, crate::context::OutlineFormat::Seed);
+        let err = parse("[awareness]\nformat = \"terse\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("conf/foveal.toml:2:10: `awareness.format`: unknown format \"terse\""),
+            "{err}"
+        );
         let c = parse("[awareness]\nprojects = []\n").unwrap();
         assert!(c.awareness.projects.is_empty());
         let err = parse("[awareness]\nprojects = [\"tag\", \"gdt\"]\n")

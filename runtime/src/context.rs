@@ -94,6 +94,38 @@ impl ProjectRule {
     }
 }
 
+/// How the outline is written (`[awareness] format`; the awareness
+/// skill's README shows both).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OutlineFormat {
+    /// One line per headline as Org writes it (TODO keyword, priority,
+    /// title, tags) and a short handle instead of the property drawer.
+    #[default]
+    Compact,
+    /// Seed 000's format, byte for byte: title, `:PROPERTIES:`, `:ID:`,
+    /// `:END:`.
+    Seed,
+}
+
+impl OutlineFormat {
+    /// Both formats.
+    pub const ALL: [OutlineFormat; 2] = [Self::Compact, Self::Seed];
+
+    /// Its name in the configuration.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Compact => "compact",
+            Self::Seed => "seed",
+        }
+    }
+
+    /// The format named `name` (exactly, as the configuration writes it).
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|f| f.name() == name)
+    }
+}
+
 /// What to render.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ContextRequest {
@@ -115,6 +147,8 @@ pub struct ContextRequest {
     /// Show the map of the memex when no project is found
     /// (`awareness.map`).
     pub map: bool,
+    /// How the outline is written (`awareness.format`).
+    pub format: OutlineFormat,
 }
 
 impl Default for ContextRequest {
@@ -128,17 +162,19 @@ impl Default for ContextRequest {
             skill_cache: true,
             projects: ProjectRule::ALL.to_vec(),
             map: true,
+            format: OutlineFormat::Compact,
         }
     }
 }
 
 impl ContextRequest {
-    /// The seed's awareness: projects by the `project` tag alone, and no
-    /// map when there is none.
+    /// The seed's awareness: projects by the `project` tag alone, no map
+    /// when there is none, and the seed's format.
     pub fn seed() -> Self {
         Self {
             projects: vec![ProjectRule::Tag],
             map: false,
+            format: OutlineFormat::Seed,
             ..Self::default()
         }
     }
@@ -147,6 +183,7 @@ impl ContextRequest {
     pub fn with_awareness(mut self, settings: &crate::config::AwarenessSettings) -> Self {
         self.projects = settings.projects.clone();
         self.map = settings.map;
+        self.format = settings.format;
         self
     }
 }
@@ -162,6 +199,7 @@ struct SkillConfig<'a> {
     cache: bool,
     projects: &'a [ProjectRule],
     map: bool,
+    format: OutlineFormat,
     /// Unix seconds, in view order (0 when unknown).
     modified: Vec<i64>,
     file_tags: Vec<&'a [String]>,
@@ -176,6 +214,7 @@ pub fn skill_config(request: &ContextRequest, view: &SnapshotView) -> String {
         cache: request.skill_cache,
         projects: &request.projects,
         map: request.map,
+        format: request.format,
         modified: view.modified().collect(),
         // As lent: none that only a setting line inside a private object
         // gives (Org reads those wherever they are).
@@ -197,6 +236,70 @@ pub fn skill_config(request: &ContextRequest, view: &SnapshotView) -> String {
             .collect(),
     };
     serde_json::to_string(&config).unwrap_or_else(|_| "{}".to_owned())
+}
+
+/// The active projects of a memex, as the awareness outline finds them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ProjectCount {
+    /// Outermost active projects: the ones the outline renders.
+    pub total: usize,
+    /// How many of them each rule found, in the documented order of the
+    /// rules (those that found none left out).
+    pub by_rule: Vec<(ProjectRule, usize)>,
+}
+
+/// Counts the active projects of `memex` with the awareness skill's rules
+/// (`foveal_sdk::projects`, the same code the skill runs), over the view
+/// a skill is lent for `privacy` and with what the skill is told of each
+/// file ([`skill_config`]): `foveal memex stats` and the outline agree.
+pub fn count_projects(
+    memex: &MemexSnapshot,
+    privacy: &PrivacyTags,
+    rules: &[ProjectRule],
+) -> ProjectCount {
+    use foveal_sdk::projects::{FileFacts, RuleName, Rules, active_projects};
+    let names: Vec<String> = rules.iter().map(|r| r.name().to_owned()).collect();
+    // The names are ours: each is a rule of the SDK's.
+    let rules = Rules::parse(&names).unwrap_or_default();
+    let view = SnapshotView::new(memex, privacy);
+    let owned = view.view();
+    let memex_view = owned.as_view();
+    let mut found = Vec::new();
+    for (file, lent) in view.files().zip(memex_view.files()) {
+        let keywords: Vec<String> = file
+            .keywords
+            .todo
+            .iter()
+            .chain(&file.keywords.done)
+            .cloned()
+            .collect();
+        let facts = FileFacts {
+            file_tags: Some(&file.file_tags),
+            todo_keywords: Some(&keywords),
+        };
+        active_projects(lent, rules, facts, &mut found);
+    }
+    let by_rule = ProjectRule::ALL
+        .into_iter()
+        .map(|rule| {
+            let name = match rule {
+                ProjectRule::Tag => RuleName::Tag,
+                ProjectRule::Keyword => RuleName::Keyword,
+                ProjectRule::Gtd => RuleName::Gtd,
+                ProjectRule::Heading => RuleName::Heading,
+            };
+            let n = found
+                .iter()
+                .filter(|(_, _, r)| r.rule_name() == name)
+                .count();
+            (rule, n)
+        })
+        .filter(|&(_, n)| n > 0)
+        .collect();
+    ProjectCount {
+        total: found.len(),
+        by_rule,
+    }
 }
 
 /// Who produced a section.

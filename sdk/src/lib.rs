@@ -89,8 +89,10 @@ pub mod abi;
 pub mod call;
 pub mod compat;
 pub mod export;
+pub mod handle;
 pub mod host;
 pub mod memex;
+pub mod projects;
 pub mod prompt;
 #[cfg(feature = "testing")]
 pub mod testing;

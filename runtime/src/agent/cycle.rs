@@ -624,8 +624,10 @@ impl Agent {
                     self.own_writes.push(generation);
                     // Seed 001, post-execution: a task just marked
                     // done gives its handoff back to the memex.
+                    // (The id the tool resolved: it may have been given a
+                    // handle.)
                     if builtin == tools::Builtin::SetTodo
-                        && let Some(id) = args.get("id").and_then(|v| v.as_str())
+                        && let Some(id) = output.object.as_deref()
                         && self.memex.snapshot().get(id).is_some_and(|o| o.is_done())
                     {
                         let before = self.memex.snapshot().generation();

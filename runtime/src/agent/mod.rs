@@ -641,7 +641,8 @@ impl Agent {
         self.focus.as_deref()
     }
 
-    /// Sets (or clears) the foveal focus. The id must be a visible object.
+    /// Sets (or clears) the foveal focus: a visible object, by its id or
+    /// its handle in the outline (`^k3`).
     pub fn set_focus(&mut self, id: Option<&str>) -> Result<(), ToolError> {
         match id.map(str::trim).filter(|i| !i.is_empty()) {
             None => {
@@ -649,12 +650,17 @@ impl Agent {
                     activity::note("focus cleared");
                 }
             }
-            Some(id) => {
-                tools::visible_object(&self.memex.snapshot(), &self.privacy, id)?;
-                if self.focus.as_deref() != Some(id) {
+            Some(reference) => {
+                // An id, or a handle of the outline (`^k3`).
+                let snapshot = self.memex.snapshot();
+                let id = tools::resolve(&snapshot, &self.privacy, reference)?
+                    .object
+                    .id()
+                    .to_owned();
+                if self.focus.as_deref() != Some(id.as_str()) {
                     activity::note(&format!("focus moved to {id}"));
                 }
-                self.focus = Some(id.to_owned());
+                self.focus = Some(id);
             }
         }
         self.refresh_status(None);

@@ -185,7 +185,7 @@ pub(super) fn fixture_with(answers: Vec<Answer>, setup: impl FnOnce(&std::path::
         ..Default::default()
     };
     let config = Config::from_toml("", None, &overrides, &env).unwrap();
-    let memex = Arc::new(Memex::open(&config.memex_paths).unwrap());
+    let memex = Arc::new(Memex::open_with(&config.memex_paths, config.memex.clone()).unwrap());
     let registry = Arc::new(crate::cli::skills::open_registry(&config).unwrap());
     let model = Scripted::new(answers);
     let session = Session::open(&config.data_dir, "test").unwrap();

@@ -17,9 +17,15 @@
 //! | `set_focus` | read | moves the foveal focus to a visible object |
 //! | `noop` | terminal | nothing to do: ends the loop |
 //!
+//! Every tool that takes an id takes a handle of the outline too (`^k3`,
+//! [`foveal_sdk::handle`]) and says which object it meant; a handle that
+//! names no visible object (stale: the outline it came from is older than
+//! the memex) or several is refused with a message that says so.
+//!
 //! Private objects (privacy tags, at any depth) do not exist for tools: a
-//! private id is answered exactly like an unknown one, and no tool writes
-//! under one. A host tool that writes, and every skill tool whatever
+//! private id is answered exactly like an unknown one, a private object's
+//! handle exactly like a handle of nothing (handles are resolved over the
+//! visible objects alone), and no tool writes under one. A host tool that writes, and every skill tool whatever
 //! category it declares, is refused before it runs when its arguments hold
 //! private text or a secret ([`check_arguments`]): what it wrote would be
 //! held by a visible object, and so be public. Bad arguments are a
@@ -121,6 +127,8 @@ impl Tool {
 
 /// The host's tools, in the order they are offered.
 pub fn builtins() -> Vec<Tool> {
+    // What a tool that takes an object accepts: its id, or its handle.
+    let id = || json!({"type": "string", "description": "an object's id, or its handle in the outline (^k3)"});
     let tool = |name: &str, description: &str, category, builtin, parameters| Tool {
         name: name.to_owned(),
         description: description.to_owned(),
@@ -142,29 +150,29 @@ pub fn builtins() -> Vec<Tool> {
         ),
         tool(
             "read_object",
-            "Read one memex object by id: state, tags, properties, body, children.",
+            "Read one memex object by id (or the ^handle the outline ends its line with): state, tags, properties, body, children.",
             ToolCategory::Read,
             Builtin::ReadObject,
-            json!({"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]}),
+            json!({"type": "object", "properties": {"id": id()}, "required": ["id"]}),
         ),
         tool(
             "add_headline",
-            "Add a headline under the object with id parent_id.",
+            "Add a headline under the object with id (or ^handle) parent_id.",
             ToolCategory::Write,
             Builtin::AddHeadline,
             json!({"type": "object", "properties": {
-                "parent_id": {"type": "string"},
+                "parent_id": id(),
                 "title": {"type": "string"},
                 "body": {"type": "string"}
             }, "required": ["parent_id", "title"]}),
         ),
         tool(
             "set_todo",
-            "Set an object's TODO state (empty state clears it).",
+            "Set an object's TODO state, by id or ^handle (empty state clears it).",
             ToolCategory::Write,
             Builtin::SetTodo,
             json!({"type": "object", "properties": {
-                "id": {"type": "string"},
+                "id": id(),
                 "state": {"type": "string"}
             }, "required": ["id", "state"]}),
         ),
@@ -180,10 +188,10 @@ pub fn builtins() -> Vec<Tool> {
         ),
         tool(
             "set_focus",
-            "Move the foveal focus to the object with this id.",
+            "Move the foveal focus to the object with this id or ^handle.",
             ToolCategory::Read,
             Builtin::SetFocus,
-            json!({"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]}),
+            json!({"type": "object", "properties": {"id": id()}, "required": ["id"]}),
         ),
         tool(
             "noop",
@@ -206,6 +214,21 @@ pub enum ToolError {
     /// missing one, whatever the gate would make of it.
     #[error("no visible object has that id")]
     UnknownId(String),
+    /// A handle (`^k3`) that names no visible object: its object is gone,
+    /// its id changed, it was mistyped — or it is private, answered alike.
+    #[error(
+        "no visible object has the handle {0}: the outline it came from may be out of date; use a handle from the current context, or an id (query_memex lists them)"
+    )]
+    StaleHandle(String),
+    /// A handle that names several visible objects (a newer object came to
+    /// share it): their ids, each with its title.
+    #[error("the handle {handle} names {} objects: {}; give the id instead", candidates.len(), candidates.join(", "))]
+    AmbiguousHandle {
+        /// The handle, as given.
+        handle: String,
+        /// `id (title)` of each object it names.
+        candidates: Vec<String>,
+    },
     /// No tool of that name is offered.
     #[error("no tool named {0:?} is offered in this context")]
     UnknownTool(String),
@@ -253,11 +276,18 @@ pub struct ToolOutput {
     pub text: String,
     /// The memex generation a write published, if it wrote.
     pub wrote: Option<u64>,
+    /// The id of the object it changed, when it names one (a handle it
+    /// was given, resolved).
+    pub object: Option<String>,
 }
 
 impl ToolOutput {
     fn read(text: String) -> Self {
-        Self { text, wrote: None }
+        Self {
+            text,
+            wrote: None,
+            object: None,
+        }
     }
 }
 
@@ -310,43 +340,60 @@ pub fn run_builtin(
     match builtin {
         Builtin::QueryMemex => query_memex(args, cx).map(ToolOutput::read),
         Builtin::ReadObject => {
-            let id = required_str(args, "id")?;
-            let object = visible(cx, id)?;
-            Ok(ToolOutput::read(describe(object, cx.privacy)))
+            let found = visible(cx, required_str(args, "id")?)?;
+            let mut text = describe(found.object, cx.privacy);
+            if let Some(handle) = &found.handle {
+                // After the `id:` line: which object the handle named.
+                let at = text.find('\n').map_or(text.len(), |i| i + 1);
+                text.insert_str(at, &format!("handle: {handle}\n"));
+            }
+            Ok(ToolOutput::read(text))
         }
         Builtin::AddHeadline => {
-            let parent = required_str(args, "parent_id")?;
+            let parent = visible(cx, required_str(args, "parent_id")?)?;
             let title = required_str(args, "title")?;
             let body = optional_str(args, "body")?;
-            visible(cx, parent)?;
+            let parent_id = parent.object.id().to_owned();
             let written = cx
                 .memex
-                .add_child(cx.snapshot, parent, title, body)
+                .add_child(cx.snapshot, &parent_id, title, body)
                 .map_err(|e| failed(cx.memex, &e))?;
+            let mut text = format!("added headline {:?} with id {}", title.trim(), written.id);
+            if parent.handle.is_some() {
+                let _ = write!(text, " under {}", parent.named());
+            }
             Ok(ToolOutput {
-                text: format!("added headline {:?} with id {}", title.trim(), written.id),
+                text,
                 wrote: Some(written.generation),
+                object: Some(parent_id),
             })
         }
         Builtin::SetTodo => {
-            let id = required_str(args, "id")?;
+            let found = visible(cx, required_str(args, "id")?)?;
             let state = required_str(args, "state")?.trim();
-            let object = visible(cx, id)?;
+            let id = found.object.id().to_owned();
+            let who = if found.handle.is_some() {
+                found.named()
+            } else {
+                id.clone()
+            };
+            let object = found.object;
             let state = (!state.is_empty()).then_some(state);
             if let Some(state) = state {
                 known_state(object, state, cx)?;
             }
             let written = cx
                 .memex
-                .set_todo(cx.snapshot, id, state)
+                .set_todo(cx.snapshot, &id, state)
                 .map_err(|e| failed(cx.memex, &e))?;
             Ok(ToolOutput {
                 text: match state {
-                    Some(state) if written.changed => format!("{id} is now {state}"),
-                    Some(state) => format!("{id} was already {state}"),
-                    None => format!("{id} has no TODO state now"),
+                    Some(state) if written.changed => format!("{who} is now {state}"),
+                    Some(state) => format!("{who} was already {state}"),
+                    None => format!("{who} has no TODO state now"),
                 },
                 wrote: written.changed.then_some(written.generation),
+                object: Some(id),
             })
         }
         Builtin::AddJournalEntry => {
@@ -355,13 +402,14 @@ pub fn run_builtin(
             journal_entry(cx, title, text)
         }
         Builtin::SetFocus => {
-            let id = required_str(args, "id")?;
-            let object = visible(cx, id)?;
-            *cx.focus = Some(id.to_owned());
-            Ok(ToolOutput::read(format!(
-                "focus is now {id} ({})",
-                object.title()
-            )))
+            let found = visible(cx, required_str(args, "id")?)?;
+            let id = found.object.id().to_owned();
+            let mut text = format!("focus is now {id} ({})", found.object.title());
+            if let Some(handle) = &found.handle {
+                let _ = write!(text, ", named by {handle}");
+            }
+            *cx.focus = Some(id);
+            Ok(ToolOutput::read(text))
         }
         Builtin::Noop => Ok(ToolOutput::read("ok".to_owned())),
     }
@@ -411,8 +459,79 @@ pub fn visible_object<'s>(
     }
 }
 
-fn visible<'s>(cx: &ToolContext<'s>, id: &str) -> Result<ObjectRef<'s>, ToolError> {
-    visible_object(cx.snapshot, cx.privacy, id)
+/// A visible object a tool was given, and the handle it was given by.
+#[derive(Debug, Clone, Copy)]
+pub struct Found<'s, 'h> {
+    /// The object.
+    pub object: ObjectRef<'s>,
+    /// The handle (`^k3`), when it was named by one.
+    pub handle: Option<&'h str>,
+}
+
+impl Found<'_, '_> {
+    /// `id (^k3: title)`: which object a handle named.
+    pub fn named(&self) -> String {
+        match self.handle {
+            Some(handle) => format!("{} ({handle}: {})", self.object.id(), self.object.title()),
+            None => format!("{} ({})", self.object.id(), self.object.title()),
+        }
+    }
+}
+
+/// The visible object `reference` names: the object with that id, else
+/// the one whose handle it is (`^k3`, or `k3` when no object has that id).
+///
+/// Handles are resolved over the memex's view, which holds no private
+/// object: a private object's handle matches nothing, as a handle of no
+/// object; a private id is answered as an unknown one, and then — like an
+/// unknown id — tried as a handle of the visible objects.
+pub fn resolve<'s, 'h>(
+    snapshot: &'s MemexSnapshot,
+    privacy: &PrivacyTags,
+    reference: &'h str,
+) -> Result<Found<'s, 'h>, ToolError> {
+    let reference = reference.trim();
+    let caret = reference.starts_with(foveal_sdk::handle::SIGIL);
+    if !caret && let Ok(object) = visible_object(snapshot, privacy, reference) {
+        return Ok(Found {
+            object,
+            handle: None,
+        });
+    }
+    use foveal_sdk::handle::Resolution;
+    let view = crate::memex::view::SnapshotView::new(snapshot, privacy);
+    let owned = view.view();
+    let memex_view = owned.as_view();
+    match foveal_sdk::handle::resolve(&memex_view, reference) {
+        Resolution::Found { file, index } => {
+            let id = memex_view.files[file].id(index);
+            visible_object(snapshot, privacy, id).map(|object| Found {
+                object,
+                handle: Some(reference),
+            })
+        }
+        Resolution::Ambiguous(all) => Err(ToolError::AmbiguousHandle {
+            handle: reference.to_owned(),
+            candidates: all
+                .iter()
+                .map(|&(f, i)| {
+                    let file = &memex_view.files[f];
+                    format!("{} ({})", file.id(i), file.title(i))
+                })
+                .collect(),
+        }),
+        Resolution::NotFound if caret => Err(ToolError::StaleHandle(reference.to_owned())),
+        Resolution::NotAHandle if caret => Err(ToolError::InvalidArguments(format!(
+            "{reference:?} is not a handle: a handle is ^ and 2 to 13 letters and digits, as the outline shows it"
+        ))),
+        Resolution::NotFound | Resolution::NotAHandle => {
+            Err(ToolError::UnknownId(reference.to_owned()))
+        }
+    }
+}
+
+fn visible<'s, 'h>(cx: &ToolContext<'s>, reference: &'h str) -> Result<Found<'s, 'h>, ToolError> {
+    resolve(cx.snapshot, cx.privacy, reference)
 }
 
 fn query_memex(args: &Args, cx: &ToolContext<'_>) -> Result<String, ToolError> {
@@ -613,6 +732,7 @@ fn journal_entry(
             written.id
         ),
         wrote: generation,
+        object: None,
     })
 }
 
@@ -730,3 +850,225 @@ pub fn local_time(at: std::time::SystemTime) -> (String, String) {
 #[cfg(test)]
 #[path = "tools_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+mod handle_tests {
+    use foveal_sdk::handle::Handles;
+
+    use super::*;
+    use crate::memex::view::SnapshotView;
+
+    const ORG: &str = "#+TODO: TODO | DONE
+* Kitchen :project:
+:PROPERTIES:
+:ID: kitchen
+:END:
+** TODO Order cabinets
+:PROPERTIES:
+:ID: cabinets
+:END:
+** Diary :@personal:
+:PROPERTIES:
+:ID: diary
+:END:
+";
+
+    struct Fixture {
+        _dir: tempfile::TempDir,
+        memex: Memex,
+        privacy: PrivacyTags,
+        journal: JournalSettings,
+    }
+
+    impl Fixture {
+        fn new() -> Self {
+            let dir = tempfile::tempdir().unwrap();
+            std::fs::write(dir.path().join("home.org"), ORG).unwrap();
+            let memex = Memex::open(&[dir.path().to_path_buf()]).unwrap();
+            Self {
+                journal: JournalSettings {
+                    path: dir.path().join("journal.org"),
+                },
+                _dir: dir,
+                memex,
+                privacy: PrivacyTags::new(["@personal"]),
+            }
+        }
+
+        /// The handle the outline shows for `id`, over the visible objects.
+        fn handle(&self, id: &str) -> String {
+            let snapshot = self.memex.snapshot();
+            let view = SnapshotView::new(&snapshot, &self.privacy);
+            Handles::new(&view.view().as_view()).of(id).to_string()
+        }
+
+        /// The handle `id` would have if it were visible (computed over
+        /// every object, private ones included).
+        fn handle_ignoring_privacy(&self, id: &str) -> String {
+            let snapshot = self.memex.snapshot();
+            let view = SnapshotView::new(&snapshot, &PrivacyTags::default());
+            Handles::new(&view.view().as_view()).of(id).to_string()
+        }
+
+        fn run(
+            &self,
+            builtin: Builtin,
+            args: Value,
+            focus: &mut Option<String>,
+        ) -> Result<ToolOutput, ToolError> {
+            let snapshot = self.memex.snapshot();
+            let mut cx = ToolContext {
+                memex: &self.memex,
+                snapshot: &snapshot,
+                privacy: &self.privacy,
+                focus,
+                journal: &self.journal,
+            };
+            run_builtin(builtin, &args, &mut cx)
+        }
+    }
+
+    #[test]
+    fn a_handle_names_its_object_in_read_object_set_todo_and_set_focus() {
+        let f = Fixture::new();
+        let handle = f.handle("cabinets");
+        assert!(handle.starts_with('^') && handle.len() == 3, "{handle}");
+        let mut focus = None;
+
+        let read = f
+            .run(Builtin::ReadObject, json!({"id": handle}), &mut focus)
+            .unwrap();
+        assert!(
+            read.text.starts_with(&format!(
+                "id: cabinets\nhandle: {handle}\ntitle: Order cabinets\n"
+            )),
+            "{}",
+            read.text
+        );
+
+        let set = f
+            .run(Builtin::SetFocus, json!({"id": handle}), &mut focus)
+            .unwrap();
+        assert_eq!(
+            set.text,
+            format!("focus is now cabinets (Order cabinets), named by {handle}")
+        );
+        assert_eq!(focus.as_deref(), Some("cabinets"));
+
+        // Without its caret too.
+        let done = f
+            .run(
+                Builtin::SetTodo,
+                json!({"id": &handle[1..], "state": "DONE"}),
+                &mut focus,
+            )
+            .unwrap();
+        assert_eq!(
+            done.text,
+            format!("cabinets ({}: Order cabinets) is now DONE", &handle[1..])
+        );
+        assert!(done.wrote.is_some());
+        let snapshot = f.memex.snapshot();
+        assert_eq!(snapshot.get("cabinets").unwrap().todo(), Some("DONE"));
+    }
+
+    #[test]
+    fn a_stale_handle_is_refused_and_a_private_objects_handle_is_answered_alike() {
+        let f = Fixture::new();
+        let mut focus = None;
+        // A handle no object has: one character off every visible one.
+        let taken: Vec<String> = ["kitchen", "cabinets"].map(|id| f.handle(id)).to_vec();
+        let stale = ["^00", "^zz", "^k3", "^7q"]
+            .into_iter()
+            .find(|h| !taken.contains(&h.to_string()))
+            .unwrap();
+        let error = f
+            .run(Builtin::ReadObject, json!({"id": stale}), &mut focus)
+            .unwrap_err();
+        assert_eq!(error, ToolError::StaleHandle(stale.to_owned()));
+        assert!(
+            error.to_string().starts_with(&format!(
+                "no visible object has the handle {stale}: the outline it came from may be out of date"
+            )),
+            "{error}"
+        );
+        // The diary's handle, as it would be were it visible: answered
+        // exactly like the stale one.
+        let private = f.handle_ignoring_privacy("diary");
+        let answers: Vec<String> = [stale, private.as_str()]
+            .iter()
+            .map(|h| {
+                let e = f
+                    .run(Builtin::SetFocus, json!({"id": h}), &mut focus)
+                    .unwrap_err();
+                e.to_string().replace(h, "<handle>")
+            })
+            .collect();
+        assert_eq!(answers[0], answers[1]);
+        assert_eq!(focus, None);
+        // The private id itself: as an unknown id.
+        let error = f
+            .run(Builtin::ReadObject, json!({"id": "diary"}), &mut focus)
+            .unwrap_err();
+        assert_eq!(error.to_string(), "no visible object has that id");
+        // Not a handle at all, with a caret.
+        let error = f
+            .run(Builtin::ReadObject, json!({"id": "^il!"}), &mut focus)
+            .unwrap_err();
+        assert!(matches!(error, ToolError::InvalidArguments(_)), "{error}");
+    }
+
+    #[test]
+    fn a_handle_shared_by_two_objects_is_refused_with_both_ids() {
+        let dir = tempfile::tempdir().unwrap();
+        // Enough objects that two share a 2-character prefix: the handle
+        // of that length names both.
+        let mut org = String::new();
+        for k in 0..200 {
+            org.push_str(&format!("* Item {k}\n:PROPERTIES:\n:ID: item-{k}\n:END:\n"));
+        }
+        std::fs::write(dir.path().join("a.org"), &org).unwrap();
+        let memex = Memex::open(&[dir.path().to_path_buf()]).unwrap();
+        let snapshot = memex.snapshot();
+        let privacy = PrivacyTags::default();
+        let ids: Vec<String> = (0..200).map(|k| format!("item-{k}")).collect();
+        let short: Vec<String> = ids
+            .iter()
+            .map(|id| {
+                let mut h = String::from("^");
+                foveal_sdk::handle::Handle {
+                    hash: foveal_sdk::handle::hash_of(id),
+                    len: 2,
+                }
+                .write_chars(&mut h);
+                h
+            })
+            .collect();
+        let Some((a, b)) = (0..200)
+            .flat_map(|a| (a + 1..200).map(move |b| (a, b)))
+            .find(|&(a, b)| short[a] == short[b])
+        else {
+            // No two of these ids share 2 characters: nothing to test.
+            return;
+        };
+        let error = resolve(&snapshot, &privacy, &short[a]).unwrap_err();
+        let text = error.to_string();
+        assert!(
+            text.starts_with(&format!("the handle {} names ", short[a])),
+            "{text}"
+        );
+        assert!(text.contains(&format!("{} (Item {a})", ids[a])), "{text}");
+        assert!(text.contains(&format!("{} (Item {b})", ids[b])), "{text}");
+        // The outline's own handles for them are longer, and resolve.
+        let view = SnapshotView::new(&snapshot, &privacy);
+        let handles = Handles::new(&view.view().as_view());
+        for k in [a, b] {
+            let h = handles.of(&ids[k]).to_string();
+            assert!(h.len() > 3, "{h}");
+            assert_eq!(
+                resolve(&snapshot, &privacy, &h).unwrap().object.id(),
+                ids[k]
+            );
+        }
+    }
+}

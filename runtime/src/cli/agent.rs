@@ -599,7 +599,7 @@ pub fn check(config: &Config) -> anyhow::Result<Exit> {
         notes.push("config: built-in defaults (no file found)".to_owned());
     }
     let mut opened = None;
-    match Memex::open(&config.memex_paths) {
+    match Memex::open_with(&config.memex_paths, config.memex.clone()) {
         Ok(memex) => {
             let snapshot = memex.snapshot();
             notes.push(format!(

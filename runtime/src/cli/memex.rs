@@ -26,7 +26,7 @@ use crate::memex::privacy::PrivacyTags;
 use crate::memex::{Memex, MemexFile, MemexSnapshot, ObjectRef, ObjectType, Query};
 
 pub(crate) fn open(config: &Config) -> Result<Memex, Exit> {
-    Memex::open(&config.memex_paths).map_err(|error| {
+    Memex::open_with(&config.memex_paths, config.memex.clone()).map_err(|error| {
         eprintln!("error: {error}");
         Exit::NotFound
     })
@@ -37,7 +37,12 @@ pub(crate) fn open(config: &Config) -> Result<Memex, Exit> {
 struct Stats {
     objects: usize,
     files: usize,
+    /// The outermost active projects, found as the awareness outline finds
+    /// them (`awareness.projects`; over the visible objects unless
+    /// `--include-private`).
     active_projects: usize,
+    /// How many of them each rule found.
+    active_projects_by_rule: std::collections::BTreeMap<&'static str, usize>,
     private_objects: usize,
     generation: u64,
     load_ms: f64,
@@ -121,10 +126,22 @@ pub fn stats(config: &Config, include_private: bool, json: bool) -> anyhow::Resu
         })
         .collect();
     let warnings: usize = snapshot.files().map(|f| f.warnings.len()).sum();
+    // The awareness outline's rules, over what it is lent.
+    let lent = if include_private {
+        PrivacyTags::default()
+    } else {
+        privacy.clone()
+    };
+    let projects = crate::context::count_projects(&snapshot, &lent, &config.awareness.projects);
     let stats = Stats {
         objects: snapshot.len(),
         files: snapshot.files().count(),
-        active_projects: snapshot.active_projects().len(),
+        active_projects: projects.total,
+        active_projects_by_rule: projects
+            .by_rule
+            .iter()
+            .map(|(rule, n)| (rule.name(), *n))
+            .collect(),
         private_objects: snapshot
             .files()
             .map(|f| privacy.private_mask(f).iter().filter(|p| **p).count())
@@ -144,7 +161,21 @@ pub fn stats(config: &Config, include_private: bool, json: bool) -> anyhow::Resu
     } else {
         writeln!(out, "objects          {}", stats.objects)?;
         writeln!(out, "files            {}", stats.files)?;
-        writeln!(out, "active projects  {}", stats.active_projects)?;
+        let by_rule: Vec<String> = projects
+            .by_rule
+            .iter()
+            .map(|(rule, n)| format!("{n} by {}", rule.name()))
+            .collect();
+        writeln!(
+            out,
+            "active projects  {}{}",
+            stats.active_projects,
+            if by_rule.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", by_rule.join(", "))
+            }
+        )?;
         writeln!(out, "private objects  {}", stats.private_objects)?;
         writeln!(out, "generation       {}", stats.generation)?;
         writeln!(out, "load time        {:.1} ms", stats.load_ms)?;

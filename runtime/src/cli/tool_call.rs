@@ -72,7 +72,7 @@ pub fn run(config: &Config, name: &str, args: &str, focus: Option<String>) -> an
     // without the memex its arguments cannot be checked for private text
     // (fail closed), and a skill's category says nothing certain about
     // what the tool does with them.
-    let snapshot = match crate::memex::Memex::open(&config.memex_paths) {
+    let snapshot = match crate::memex::Memex::open_with(&config.memex_paths, config.memex.clone()) {
         Ok(memex) => memex.snapshot(),
         Err(error) if holds_text(&args) => {
             eprintln!(

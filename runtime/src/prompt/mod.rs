@@ -791,6 +791,7 @@ impl Assembler {
             skill_cache: true,
             projects: self.settings.awareness.projects.clone(),
             map: self.settings.awareness.map,
+            format: self.settings.awareness.format,
         };
         let mut context_renderable = false;
         if !context_type.enables(ids::SEMANTIC_MEMORIES) {

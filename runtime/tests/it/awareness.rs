@@ -11,8 +11,12 @@ fn render(org: &str, focus: Option<&str>, config: &str) -> String {
     component.content.to_string()
 }
 
-/// The seed's rules: projects by the `project` tag alone, no map.
-const SEED: &str = r#"{"projects": ["tag"], "map": false}"#;
+/// The seed's rules and format: projects by the `project` tag alone, no
+/// map, the property drawers.
+const SEED: &str = r#"{"projects": ["tag"], "map": false, "format": "seed"}"#;
+
+/// Every rule, in the seed's format.
+const SEED_FORMAT: &str = r#"{"format": "seed"}"#;
 
 /// Seed 000 `test-foveal-rendering`, with the seed's rules and with every
 /// rule (the project is tagged: the same).
@@ -33,7 +37,7 @@ FOVEAL CONTENT
 :END:
 PERIPHERAL CONTENT
 ";
-    for config in [SEED, "{}"] {
+    for config in [SEED, SEED_FORMAT, "{}"] {
         let output = render(org, Some("node-foveal"), config);
         assert!(output.contains("FOVEAL CONTENT"), "{output}");
         assert!(output.contains("* Peripheral Node"), "{output}");
@@ -45,7 +49,7 @@ PERIPHERAL CONTENT
 #[test]
 fn seed_test_awareness_budget() {
     let org = "* Project 1 :project:\n:PROPERTIES:\n:ID: p1\n:END:\n* Project 2 :project:\n:PROPERTIES:\n:ID: p2\n:END:\n";
-    for config in [SEED, "{}"] {
+    for config in [SEED, SEED_FORMAT, "{}"] {
         let output = render(org, None, config);
         assert!(output.contains("Project 1"), "{output}");
         assert!(output.contains("Project 2"), "{output}");
@@ -60,10 +64,18 @@ fn no_active_project_says_so() {
         "GLOBAL MEMEX AWARENESS (Peripheral Vision):\nNo active projects found.\n"
     );
     // With the map (the default), the top of the file follows.
-    let output = render("* DONE Old :project:\n* Note\n", None, "{}");
+    let output = render("* DONE Old :project:\n* Note\n", None, SEED_FORMAT);
     assert!(
         output.starts_with(
             "GLOBAL MEMEX AWARENESS (Peripheral Vision):\nNo active projects found. The top of each file:\n* main.org\n** Old\n"
+        ),
+        "{output}"
+    );
+    // In the compact format, with its state: the old project is done.
+    let output = render("* DONE Old :project:\n* Note\n", None, "{}");
+    assert!(
+        output.contains(
+            "No active projects found. The top of each file:\n* main.org\n** DONE Old :project: ^"
         ),
         "{output}"
     );
@@ -116,7 +128,7 @@ PRIVATE CANARY
 fn a_deep_similar_object_is_promoted_with_its_ancestor_path() {
     // The seed never passed the foveal vector on and never visited children
     // of omitted nodes, so `twin` could not appear; here it does.
-    let output = render(SIMILAR, Some("plan"), "{}");
+    let output = render(SIMILAR, Some("plan"), SEED_FORMAT);
     assert_eq!(output, render(SIMILAR, Some("plan"), SEED));
     insta::assert_snapshot!(output, @r"
     GLOBAL MEMEX AWARENESS (Peripheral Vision):
@@ -152,11 +164,47 @@ fn a_deep_similar_object_is_promoted_with_its_ancestor_path() {
     assert!(!output.contains("CANARY") && !output.contains("hidden body"));
 }
 
+/// The same objects as the seed's format shows above, in the compact
+/// format: one line each, with its handle; the bodies as they are.
+#[test]
+fn the_compact_outline_shows_the_same_objects_in_fewer_tokens() {
+    let compact = render(SIMILAR, Some("plan"), "{}");
+    insta::assert_snapshot!(compact, @r"
+    GLOBAL MEMEX AWARENESS (Peripheral Vision):
+    * Launch :project: ^ha
+    ** Plan ^7f
+    The plan body.
+    *** Step one ^m1
+    step body
+    ** Archive ^32
+    *** Year ^1s
+    **** Deep twin of the plan ^yf (similar 1.00)
+    twin body
+    ");
+    // Fewer tokens, though the bodies are the same and the ids short
+    // (the ratio on real ids is in docs/benchmarks.md).
+    let seed = render(SIMILAR, Some("plan"), SEED);
+    assert!(
+        tokens(&compact) < tokens(&seed),
+        "{} tokens against {}",
+        tokens(&compact),
+        tokens(&seed)
+    );
+}
+
 #[test]
 fn the_threshold_comes_from_the_configuration() {
-    let output = render(SIMILAR, Some("plan"), r#"{"threshold": 0.9999}"#);
+    let output = render(
+        SIMILAR,
+        Some("plan"),
+        r#"{"threshold": 0.9999, "format": "seed"}"#,
+    );
     assert!(!output.contains(":ID: twin"), "{output}");
-    let output = render(SIMILAR, Some("plan"), r#"{"threshold": -1}"#);
+    let output = render(
+        SIMILAR,
+        Some("plan"),
+        r#"{"threshold": -1, "format": "seed"}"#,
+    );
     assert!(
         output.contains(":ID: unrelated") && output.contains("hidden body"),
         "{output}"
@@ -215,7 +263,7 @@ impl Context {
     }
 }
 
-use foveal::context::{ContextCache, ContextRequest, Origin, Section};
+use foveal::context::{ContextCache, ContextRequest, Origin, OutlineFormat, Section};
 use foveal::memex::privacy::PrivacyTags;
 
 fn tokens(text: &str) -> usize {
@@ -251,8 +299,27 @@ fn focus_request(budget: Option<u32>) -> ContextRequest {
     }
 }
 
+/// [`focus_request`] in the seed's format, whose `:ID:` lines the tests
+/// below read.
+fn seed_focus_request(budget: Option<u32>) -> ContextRequest {
+    ContextRequest {
+        format: OutlineFormat::Seed,
+        ..focus_request(budget)
+    }
+}
+
 #[test]
 fn a_budget_always_holds_and_says_what_was_left_out() {
+    for format in OutlineFormat::ALL {
+        a_budget_always_holds_in(format);
+    }
+}
+
+fn a_budget_always_holds_in(format: OutlineFormat) {
+    let focus_request = |budget| ContextRequest {
+        format,
+        ..focus_request(budget)
+    };
     let context = Context::new(&large_org());
     let full = context.render(&focus_request(None));
     assert!(matches!(full.origin, Origin::Skill { .. }));
@@ -289,7 +356,7 @@ fn a_budget_always_holds_and_says_what_was_left_out() {
 #[test]
 fn a_budget_keeps_the_focus_then_the_most_similar_then_the_outline() {
     let context = Context::new(&large_org());
-    let section = context.render(&focus_request(Some(600)));
+    let section = context.render(&seed_focus_request(Some(600)));
     let text = section.text();
     // The whole foveal subtree fits and comes first in priority.
     assert!(
@@ -408,13 +475,22 @@ fn reused_work_gives_the_same_text_as_fresh_work_after_edits() {
     // The skill reuses its semantic scan and the text of unchanged objects
     // between renders; after each edit its answer must equal a render done
     // from scratch.
+    for format in OutlineFormat::ALL {
+        reused_work_gives_the_same_text_in(format);
+    }
+}
+
+fn reused_work_gives_the_same_text_in(format: OutlineFormat) {
     let context = Context::new(&large_org());
-    let cached = focus_request(None);
-    let fresh = ContextRequest {
-        skill_cache: false,
+    let cached = ContextRequest {
+        format,
         ..focus_request(None)
     };
-    let edits: [(&str, &str); 4] = [
+    let fresh = ContextRequest {
+        skill_cache: false,
+        ..cached.clone()
+    };
+    let edits: [(&str, &str); 5] = [
         ("Similar body 3.", "Similar body 3, edited."),
         ("** Area 5\n", "** Area five\n"),
         (
@@ -422,6 +498,8 @@ fn reused_work_gives_the_same_text_as_fresh_work_after_edits() {
             "similar-1\n:EMBEDDING: 0 1 0",
         ),
         ("*** Step 2\n", "*** Step 2\n**** Inserted\nnew body\n"),
+        // A new object: the collision rule may lengthen a handle.
+        ("** Area 7\n", "** Area 7\n*** TODO [#B] New task :x:\n"),
     ];
     let mut org = large_org();
     assert_eq!(
@@ -448,6 +526,7 @@ fn a_budgeted_outline_reads_as_documented() {
     let section = context.render(&ContextRequest {
         focus: Some("plan".to_owned()),
         budget: Some(70),
+        format: OutlineFormat::Seed,
         ..ContextRequest::default()
     });
     assert!(tokens(section.text()) <= 70);
@@ -470,5 +549,29 @@ fn a_budgeted_outline_reads_as_documented() {
     :END:
     step body
     [… 3 peripheral headlines omitted]
+    ");
+}
+
+#[test]
+fn a_budgeted_compact_outline_reads_as_documented() {
+    let context = Context::new(SIMILAR);
+    let section = context.render(&ContextRequest {
+        focus: Some("plan".to_owned()),
+        budget: Some(70),
+        ..ContextRequest::default()
+    });
+    assert!(tokens(section.text()) <= 70);
+    // The same budget holds everything in the compact format.
+    insta::assert_snapshot!(section.text(), @r"
+    GLOBAL MEMEX AWARENESS (Peripheral Vision):
+    * Launch :project: ^ha
+    ** Plan ^7f
+    The plan body.
+    *** Step one ^m1
+    step body
+    ** Archive ^32
+    *** Year ^1s
+    **** Deep twin of the plan ^yf (similar 1.00)
+    twin body
     ");
 }

@@ -5,7 +5,16 @@
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
-use foveal::context::{ContextRequest, ProjectRule, Section};
+use foveal::context::{ContextRequest, OutlineFormat, ProjectRule, Section};
+
+/// The default request, in the seed's format: these tests read its lines
+/// (one headline a line, no state, no handle) to find the projects.
+fn outline_request() -> ContextRequest {
+    ContextRequest {
+        format: OutlineFormat::Seed,
+        ..ContextRequest::default()
+    }
+}
 use foveal::memex::Memex;
 use foveal::memex::privacy::PrivacyTags;
 
@@ -68,7 +77,7 @@ impl Memexes {
         let section = self.render(&ContextRequest {
             explain: true,
             projects: rules.to_vec(),
-            ..ContextRequest::default()
+            ..outline_request()
         });
         let sources = section
             .sources
@@ -237,7 +246,7 @@ fn a_project_the_focus_is_in_says_its_rule_beside_foveal() {
     let section = m.render(&ContextRequest {
         focus: Some("site".to_owned()),
         explain: true,
-        ..ContextRequest::default()
+        ..outline_request()
     });
     assert_eq!(
         section.sources,
@@ -276,7 +285,7 @@ fn without_projects_the_map_shows_the_top_of_each_file() {
     ]);
     let section = m.render(&ContextRequest {
         explain: true,
-        ..ContextRequest::default()
+        ..outline_request()
     });
     insta::assert_snapshot!(section.text(), @r"
     GLOBAL MEMEX AWARENESS (Peripheral Vision):
@@ -329,13 +338,23 @@ fn many_files() -> Vec<(String, String, u64)> {
 
 #[test]
 fn the_map_fits_budgets_from_50_tokens_dropping_the_least_recently_changed_files() {
+    for format in OutlineFormat::ALL {
+        the_map_fits_budgets_in(format);
+    }
+}
+
+fn the_map_fits_budgets_in(format: OutlineFormat) {
+    let outline_request = || ContextRequest {
+        format,
+        ..ContextRequest::default()
+    };
     let files = many_files();
     let borrowed: Vec<(&str, &str, u64)> = files
         .iter()
         .map(|(n, t, a)| (n.as_str(), t.as_str(), *a))
         .collect();
     let m = Memexes::aged(&borrowed);
-    let full = m.render(&ContextRequest::default());
+    let full = m.render(&outline_request());
     let full_tokens = tokens(full.text());
     assert!(!full.text().contains("omitted]"));
     let mut budget = 50;
@@ -343,7 +362,7 @@ fn the_map_fits_budgets_from_50_tokens_dropping_the_least_recently_changed_files
         let section = m.render(&ContextRequest {
             budget: Some(budget as u32),
             explain: true,
-            ..ContextRequest::default()
+            ..outline_request()
         });
         let text = section.text();
         assert!(
@@ -359,7 +378,7 @@ fn the_map_fits_budgets_from_50_tokens_dropping_the_least_recently_changed_files
         );
         if budget >= 100 {
             assert!(
-                text.contains("** Topic 0.0 of some length\n"),
+                text.contains("** Topic 0.0 of some length"),
                 "budget {budget}:\n{text}"
             );
         }
@@ -375,7 +394,7 @@ fn the_map_fits_budgets_from_50_tokens_dropping_the_least_recently_changed_files
         );
         if shown.len() > 1 {
             for k in &shown {
-                assert!(text.contains(&format!("** Topic {k}.5 of some length\n")));
+                assert!(text.contains(&format!("** Topic {k}.5 of some length")));
             }
         }
         let omitted: std::collections::BTreeMap<_, _> = section.omitted.iter().cloned().collect();
@@ -403,7 +422,7 @@ fn the_map_keeps_file_order_and_shows_no_private_headline() {
     let m = Memexes::aged(&[("a.org", NOTES, 500), ("b.org", "* B one\n* B two\n", 0)]);
     let section = m.render(&ContextRequest {
         budget: Some(70),
-        ..ContextRequest::default()
+        ..outline_request()
     });
     let text = section.text();
     // b.org changed last, so it is kept; a.org, older, is left out.
@@ -411,7 +430,7 @@ fn the_map_keeps_file_order_and_shows_no_private_headline() {
         text.contains("* b.org\n") && !text.contains("Reading notes"),
         "{text}"
     );
-    let full = m.render(&ContextRequest::default());
+    let full = m.render(&outline_request());
     let (a, b) = (
         full.text().find("* a.org: Reading notes").unwrap(),
         full.text().find("* b.org\n").unwrap(),
@@ -427,7 +446,7 @@ fn the_cache_key_covers_the_project_rules_and_the_map() {
     let skills = m.registry.snapshot();
     let snapshot = m.memex.snapshot();
     let privacy = PrivacyTags::new(["@personal"]);
-    let all = cache.section(&skills, &snapshot, &privacy, &ContextRequest::default());
+    let all = cache.section(&skills, &snapshot, &privacy, &outline_request());
     assert_eq!(projects(all.text()), ["Move"]);
     let seed = cache.section(&skills, &snapshot, &privacy, &ContextRequest::seed());
     assert!(seed.text().ends_with("No active projects found.\n"));
@@ -441,12 +460,7 @@ fn the_cache_key_covers_the_project_rules_and_the_map() {
     std::fs::write(m.path("gtd.org"), "* TODO Stay\n** TODO Unpack\n").unwrap();
     m.memex
         .reload_file(&m.path("gtd.org").canonicalize().unwrap());
-    let edited = cache.section(
-        &skills,
-        &m.memex.snapshot(),
-        &privacy,
-        &ContextRequest::default(),
-    );
+    let edited = cache.section(&skills, &m.memex.snapshot(), &privacy, &outline_request());
     assert_eq!(projects(edited.text()), ["Stay"]);
 }
 
@@ -540,7 +554,7 @@ fn the_benchmark_memex_renders_the_same_with_every_rule() {
         let all = render(&ContextRequest {
             focus: focus.clone(),
             budget,
-            ..ContextRequest::default()
+            ..outline_request()
         });
         let seed = render(&ContextRequest {
             focus,

@@ -122,8 +122,13 @@ fn json_has_text_tokens_budget_included_and_omitted() {
             ["outline", "foveal", "ancestor"].contains(&kind) || kind.starts_with("semantic "),
             "{reason}"
         );
-        assert!(body.contains(&format!(":ID: {}\n", item["id"].as_str().unwrap())));
     }
+    // One headline line for each object included.
+    assert_eq!(
+        body.lines().filter(|l| l.starts_with('*')).count(),
+        included.len(),
+        "{body}"
+    );
     assert!(json["omitted"].is_object(), "{json}");
     // The private canary is absent whatever else is there (`@work` is not
     // private), and the gate after the skill had nothing to remove.

@@ -42,8 +42,13 @@ fn stats_counts_objects_projects_and_private_objects() {
     let stats: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(stats["objects"], 8);
     assert_eq!(stats["files"], 1);
-    // Launch, Diary, Old; not the DONE one; `subprojects` is not `project`.
-    assert_eq!(stats["active_projects"], 3);
+    // Launch and Old, as the outline finds them; not the DONE one;
+    // `subprojects` is not `project`; Diary is private.
+    assert_eq!(stats["active_projects"], 2);
+    assert_eq!(
+        stats["active_projects_by_rule"],
+        serde_json::json!({"tag": 2})
+    );
     assert_eq!(
         stats["private_objects"], 2,
         "Diary and the headline under it"
@@ -51,6 +56,70 @@ fn stats_counts_objects_projects_and_private_objects() {
     assert_eq!(stats["generation"], 1);
     assert!(stats["load_ms"].as_f64().unwrap() >= 0.0);
     assert_eq!(stats["failed"], serde_json::json!([]));
+}
+
+/// Projects by every rule, in three files.
+const PROJECTS: [(&str, &str); 3] = [
+    (
+        "work.org",
+        "#+TODO: TODO PROJ | DONE\n* Launch :project:\n** TODO Docs\n* PROJ Website\n** TODO Pages\n* DONE Old :project:\n* Diary :project:@personal:\n",
+    ),
+    (
+        "home.org",
+        "* Tasks\n** TODO Move house\n*** TODO Pack\n*** DONE Book the van\n** TODO Call the bank\n",
+    ),
+    ("garden.org", "* Projects\n** Beds\n*** TODO Dig\n** Shed\n"),
+];
+
+#[test]
+fn stats_counts_active_projects_as_the_outline_does_and_says_by_which_rule() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("memex")).unwrap();
+    for (name, org) in PROJECTS {
+        std::fs::write(dir.path().join("memex").join(name), org).unwrap();
+    }
+    let output = foveal(
+        dir.path(),
+        &["memex", "stats", "--memex", "memex", "--json"],
+    );
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let stats: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(stats["active_projects"], 5);
+    assert_eq!(
+        stats["active_projects_by_rule"],
+        serde_json::json!({"tag": 1, "keyword": 1, "gtd": 1, "heading": 2})
+    );
+    // The outline finds the same ones.
+    let output = foveal(dir.path(), &["context", "--memex", "memex", "--json"]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let context: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let projects = context["included"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["reason"].as_str().unwrap().contains("(project: "))
+        .count();
+    assert_eq!(projects, 5, "{context:#}");
+    // The same in words; private projects only with --include-private.
+    let output = foveal(dir.path(), &["memex", "stats", "--memex", "memex"]);
+    let out = text(&output.stdout);
+    assert!(
+        out.contains("active projects  5 (1 by tag, 1 by keyword, 1 by gtd, 2 by heading)\n"),
+        "{out}"
+    );
+    let output = foveal(
+        dir.path(),
+        &[
+            "memex",
+            "stats",
+            "--memex",
+            "memex",
+            "--include-private",
+            "--json",
+        ],
+    );
+    let stats: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(stats["active_projects"], 6);
 }
 
 #[test]

@@ -26,7 +26,7 @@ const NOTE: &str = "WINDOW-NOTE-4711 check the rate limit before the login";
 /// focus, writes.
 const SECTIONS: [(&str, u32, &str); 3] = [
     // The outline of the active projects: `foveal launch` is one.
-    ("awareness", 2000, ":ID: example-launch"),
+    ("awareness", 2000, "* foveal launch :project: ^"),
     // The handoff of the login task's finished dependency.
     (
         "computed-context",

@@ -3,17 +3,17 @@
 //! See `README.md` beside this crate for what it renders, how it differs
 //! from the seed, and its fallback.
 
+mod handles;
 mod map;
 mod par;
-mod projects;
 mod render;
 mod scan;
 mod select;
 
 use foveal_sdk::{Component, ComponentsRequest, HostApiRef, Omitted, Role, SkillError, Source};
 
-pub use projects::{Rule, Rules};
-pub use render::{Included, Omissions, Options, Reason, Rendered, render};
+pub use foveal_sdk::projects::{Rule, Rules};
+pub use render::{Format, Included, Omissions, Options, Reason, Rendered, render};
 
 /// The prompt component the outline fills (seed 004: semantic memories).
 pub const COMPONENT_ID: u32 = 2000;
@@ -43,10 +43,13 @@ struct Config {
     file_tags: Option<Vec<Vec<String>>>,
     /// Each lent file's TODO keywords (not-done and done), in view order.
     todo_keywords: Option<Vec<Vec<String>>>,
+    /// `compact` (the default) or `seed`.
+    format: Option<String>,
 }
 
 /// Reads `{"threshold": 0.75, "cache": true, "projects": ["tag", …],
-/// "map": true, "modified": […], "file_tags": […], "todo_keywords": […]}`;
+/// "map": true, "modified": […], "file_tags": […], "todo_keywords": […],
+/// "format": "compact"}`;
 /// anything missing takes the default, anything else is refused with what
 /// was wrong.
 fn options(config_json: &str) -> Result<Options, SkillError> {
@@ -79,6 +82,13 @@ fn options(config_json: &str) -> Result<Options, SkillError> {
     if let Some(modified) = config.modified {
         options.modified = modified;
     }
+    if let Some(name) = config.format {
+        options.format = Format::parse(&name).ok_or_else(|| {
+            SkillError::invalid_input(format!(
+                "awareness configuration: format: unknown format {name:?}; the formats are compact and seed"
+            ))
+        })?;
+    }
     options.file_tags = config.file_tags;
     options.todo_keywords = config.todo_keywords;
     Ok(options)
@@ -87,6 +97,7 @@ fn options(config_json: &str) -> Result<Options, SkillError> {
 fn components(request: &ComponentsRequest<'_>) -> Result<Vec<Component>, SkillError> {
     let mut options = options(request.config_json.as_str())?;
     options.budget = request.budget_tokens.into_option().map(|b| b as usize);
+    options.explain = request.explain;
     let focus = request.focus.as_ref().into_option().map(|f| f.as_str());
     let count = |text: &str| {
         foveal_sdk::host::count_tokens(text)
@@ -114,6 +125,18 @@ fn components(request: &ComponentsRequest<'_>) -> Result<Vec<Component>, SkillEr
                 .into(),
             })
             .collect();
+        // The map's files, each with why it was kept (named by its path
+        // below the memex's common folder, as the map names it).
+        let base = crate::map::common_dir(files);
+        component
+            .sources
+            .extend(rendered.files.iter().map(|(f, why)| {
+                let path = files[*f as usize].path.as_str();
+                Source {
+                    id: path.get(base..).unwrap_or(path).into(),
+                    reason: format!("map file, {why}").into(),
+                }
+            }));
         let o = rendered.omitted;
         component.omitted = [
             ("depth", o.depth),
@@ -153,7 +176,8 @@ mod tests {
     fn the_configuration_reads_every_key_and_refuses_unknown_ones() {
         let o = options(
             r#"{"threshold": 0.5, "cache": false, "projects": ["tag", "gtd"], "map": false,
-                "modified": [3, 1], "file_tags": [["project"], []], "todo_keywords": [["TODO", "DONE"], []]}"#,
+                "modified": [3, 1], "file_tags": [["project"], []], "todo_keywords": [["TODO", "DONE"], []],
+                "format": "seed"}"#,
         )
         .unwrap();
         assert_eq!(o.threshold, 0.5);
@@ -163,12 +187,15 @@ mod tests {
             Rules::parse(&["tag".into(), "gtd".into()]).unwrap()
         );
         assert_eq!(o.modified, [3, 1]);
+        assert_eq!(o.format, Format::Seed);
         assert_eq!(o.facts(0).file_tags, Some(&["project".to_owned()][..]));
         assert_eq!(o.facts(5).file_tags, None);
         assert_eq!(options("").unwrap(), Options::default());
         assert_eq!(options("{}").unwrap(), Options::default());
         let err = options(r#"{"projects": ["tags"]}"#).unwrap_err();
         assert!(format!("{err:?}").contains("unknown rule"), "{err:?}");
+        let err = options(r#"{"format": "terse"}"#).unwrap_err();
+        assert!(format!("{err:?}").contains("unknown format"), "{err:?}");
         let err = options(r#"{"rules": []}"#).unwrap_err();
         assert!(format!("{err:?}").contains("unknown field"), "{err:?}");
     }

@@ -23,16 +23,40 @@
 //! the most recently changed file fits whole, its line and the first of
 //! its headlines that fit are shown: from 50 tokens on, the map is never
 //! empty while the memex has a file.
+//!
+//! Modification times do not always decide: a checkout, a copy or a sync
+//! writes every file at once. Files changed within [`BURST_SECONDS`] of
+//! each other count as changed together, and among them the map keeps
+//! first a file named like the collection's index ([`INDEX_NAMES`],
+//! shallowest first), then the files with more open tasks, then those with
+//! more headlines. `--explain` says why each file was kept.
 
 use std::fmt::Write as _;
 
 use foveal_sdk::memex::{FileView, NONE};
 
-use crate::projects::{preamble_keyword, roots};
-use crate::render::{Entry, HEADER, Included, Options, Reason, Rendered, piece};
+use crate::render::{
+    Entry, HEADER, Included, Options, Reason, Rendered, Style, max_piece_bytes, piece,
+};
+use foveal_sdk::projects::{file_name, preamble_keyword, roots};
 
 /// The line under the header: no project, here is the map.
 pub const MAP_LINE: &str = "No active projects found. The top of each file:\n";
+
+/// Names of the file a collection is entered by (any case): the map keeps
+/// it before the files changed at the same time.
+pub const INDEX_NAMES: [&str; 6] = [
+    "readme.org",
+    "index.org",
+    "emacs.org",
+    "todo.org",
+    "inbox.org",
+    "main.org",
+];
+
+/// Files whose modification times are this close (one after another, in
+/// order) were changed together: a checkout, a copy, a sync.
+pub const BURST_SECONDS: i64 = 2;
 
 /// How much of a file the map shows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,22 +72,28 @@ enum Keep {
 /// Renders the map of `files` within `options.budget`.
 pub fn render(
     files: &[FileView<'_>],
+    style: &Style,
     options: &Options,
     count: &dyn Fn(&str) -> usize,
 ) -> Rendered {
     let map = Map {
         files,
+        style,
+        explain: options.explain,
         base: common_dir(files),
         headlines: files.iter().map(|f| roots(f).count() as u32).collect(),
     };
     match options.budget {
-        None => map.emit(None),
+        None => map.emit(None, None),
         Some(budget) => map.fit(budget, &options.modified, count),
     }
 }
 
 struct Map<'a> {
     files: &'a [FileView<'a>],
+    style: &'a Style,
+    /// Say why each file was kept.
+    explain: bool,
     /// Bytes of every path that name the memex's common folder.
     base: usize,
     /// Each file's top-level headlines.
@@ -89,7 +119,8 @@ impl Map<'_> {
 
     /// Appends a top-level headline `i` of file `f`.
     fn headline(&self, f: usize, i: u32, text: &mut String) {
-        piece(self.files, &entry(f, i), text);
+        let handle = self.style.handle(&self.files[f], i);
+        piece(self.style, self.files, &entry(f, i), handle, text);
     }
 
     /// Appends file `f` as `keep` says; returns the headlines shown.
@@ -114,8 +145,9 @@ impl Map<'_> {
     }
 
     /// The map of the files `keep` allows (all when `None`), with a
-    /// closing line saying what was left out.
-    fn emit(&self, keep: Option<&[Keep]>) -> Rendered {
+    /// closing line saying what was left out; `why`, when the budget chose
+    /// among the files, says why each was kept (in `Rendered::files`).
+    fn emit(&self, keep: Option<&[Keep]>, why: Option<&dyn Fn(usize) -> String>) -> Rendered {
         let mut out = Rendered::default();
         out.text.push_str(HEADER);
         out.text.push_str(MAP_LINE);
@@ -130,6 +162,12 @@ impl Map<'_> {
                 }
                 Keep::First(n) => partial += headlines - n.min(headlines),
                 Keep::Whole => {}
+            }
+            if let Some(why) = why
+                && k != Keep::Nothing
+                && self.explain
+            {
+                out.files.push((f as u32, why(f)));
             }
             self.block(f, k, &mut out.text, &mut out.included);
         }
@@ -146,7 +184,7 @@ impl Map<'_> {
         for (f, file) in self.files.iter().enumerate() {
             bytes += 8 + file.path.len() + self.title_len(f);
             for r in roots(file) {
-                bytes += 3 + file.title(r).len().max(8) + 40 + file.id(r).len();
+                bytes += max_piece_bytes(self.style.format, file, &entry(f, r));
             }
         }
         bytes
@@ -166,10 +204,10 @@ impl Map<'_> {
         // more than 16.
         let bytes = self.bytes();
         if bytes <= budget {
-            return self.emit(None);
+            return self.emit(None, None);
         }
         if bytes <= budget.saturating_mul(16) {
-            let full = self.emit(None);
+            let full = self.emit(None, None);
             if count(&full.text) <= budget {
                 return full;
             }
@@ -180,16 +218,13 @@ impl Map<'_> {
         if fixed + reserve > budget {
             return Rendered::default();
         }
-        // Most recently changed first; files without a time last; on a
-        // tie, the earlier file first.
-        let time = |f: usize| modified.get(f).copied().unwrap_or(i64::MIN);
-        let mut order: Vec<usize> = (0..n).collect();
-        order.sort_by_key(|&f| (std::cmp::Reverse(time(f)), f));
+        let ranking = Ranking::of(self.files, self.base, modified);
+        let order = &ranking.order;
         let mut keep = vec![Keep::Nothing; n];
         let mut kept: Vec<usize> = Vec::new();
         let mut used = fixed + reserve;
         let mut scratch = String::new();
-        for &f in &order {
+        for &f in order {
             scratch.clear();
             self.block(f, Keep::Whole, &mut scratch, &mut Vec::new());
             let cost = count(&scratch);
@@ -229,8 +264,9 @@ impl Map<'_> {
         // hold whatever the tokenizer does: check the whole, and give up
         // the last kept file (or, of the only one, headlines) until it
         // does.
+        let why = |f: usize| ranking.why(f);
         loop {
-            let out = self.emit(Some(&keep));
+            let out = self.emit(Some(&keep), Some(&why));
             if count(&out.text) <= budget {
                 return out;
             }
@@ -248,6 +284,147 @@ impl Map<'_> {
             }
         }
     }
+}
+
+/// The order in which the map keeps files under a budget, and why.
+struct Ranking {
+    /// Files, the first kept first.
+    order: Vec<usize>,
+    /// Each file's place in `order`.
+    place: Vec<usize>,
+    /// Each file's burst: how many files were changed with it (itself
+    /// included; 0 for a file without a time).
+    burst: Vec<usize>,
+    /// Each file's open tasks and headlines, and whether it is named like
+    /// the collection's index.
+    open: Vec<u32>,
+    headlines: Vec<u32>,
+    index: Vec<bool>,
+}
+
+impl Ranking {
+    /// Most recently changed first (files without a time last); among
+    /// files changed together ([`BURST_SECONDS`]), the collection's index
+    /// first (the shallowest such file first), then more open tasks, then
+    /// more headlines, then path order.
+    fn of(files: &[FileView<'_>], base: usize, modified: &[i64]) -> Self {
+        let n = files.len();
+        let time = |f: usize| modified.get(f).copied().filter(|&t| t > 0);
+        // Bursts: files sorted by time, cut where the gap is larger than a
+        // burst's; each file gets its burst's newest time.
+        let mut by_time: Vec<usize> = (0..n).filter(|&f| time(f).is_some()).collect();
+        by_time.sort_by_key(|&f| std::cmp::Reverse(time(f)));
+        let mut burst_time = vec![i64::MIN; n];
+        let mut burst_id = vec![usize::MAX; n];
+        let mut sizes: Vec<usize> = Vec::new();
+        let mut previous: Option<i64> = None;
+        let mut newest = i64::MIN;
+        for &f in &by_time {
+            let t = time(f).unwrap_or(i64::MIN);
+            if previous.is_none_or(|p| p - t > BURST_SECONDS) {
+                newest = t;
+                sizes.push(0);
+            }
+            previous = Some(t);
+            burst_time[f] = newest;
+            burst_id[f] = sizes.len() - 1;
+            *sizes.last_mut().unwrap_or(&mut 0) += 1;
+        }
+        let open: Vec<u32> = files
+            .iter()
+            .map(|file| {
+                file.index
+                    .objects
+                    .iter()
+                    .filter(|o| o.todo.len > 0 && !o.done)
+                    .count() as u32
+            })
+            .collect();
+        let headlines: Vec<u32> = files.iter().map(|file| file.len() as u32).collect();
+        let depth = |f: usize| {
+            let path = files[f].path.as_str();
+            path.get(base..).unwrap_or(path).matches('/').count()
+        };
+        let index: Vec<bool> = files
+            .iter()
+            .map(|file| {
+                let name = file_name(file.path.as_str());
+                INDEX_NAMES.iter().any(|i| name.eq_ignore_ascii_case(i))
+            })
+            .collect();
+        let mut order: Vec<usize> = (0..n).collect();
+        order.sort_by_key(|&f| {
+            (
+                std::cmp::Reverse(burst_time[f]),
+                !index[f],
+                if index[f] { depth(f) } else { 0 },
+                std::cmp::Reverse(open[f]),
+                std::cmp::Reverse(headlines[f]),
+                f,
+            )
+        });
+        let mut place = vec![0; n];
+        for (k, &f) in order.iter().enumerate() {
+            place[f] = k;
+        }
+        let burst = (0..n)
+            .map(|f| sizes.get(burst_id[f]).copied().unwrap_or(0))
+            .collect();
+        Self {
+            order,
+            place,
+            burst,
+            open,
+            headlines,
+            index,
+        }
+    }
+
+    /// Why file `f` was kept, for `--explain`.
+    fn why(&self, f: usize) -> String {
+        let place = self.place[f] + 1;
+        let together = match self.burst[f] {
+            0 => return format!("kept {}: no modification time known", ordinal(place)),
+            1 => {
+                return format!(
+                    "kept {}: changed more recently than the files after it",
+                    ordinal(place)
+                );
+            }
+            n => format!("changed together with {} other files", n - 1),
+        };
+        let mut because = Vec::new();
+        if self.index[f] {
+            because.push("named like the collection's index".to_owned());
+        }
+        because.push(format!(
+            "{} open task{}",
+            self.open[f],
+            if self.open[f] == 1 { "" } else { "s" }
+        ));
+        because.push(format!(
+            "{} headline{}",
+            self.headlines[f],
+            if self.headlines[f] == 1 { "" } else { "s" }
+        ));
+        format!(
+            "kept {}: {together}; {}",
+            ordinal(place),
+            because.join(", ")
+        )
+    }
+}
+
+/// `1st`, `2nd`, `3rd`, `4th`, … `11th`, `21st`.
+fn ordinal(n: usize) -> String {
+    let suffix = match (n % 10, n % 100) {
+        (_, 11..=13) => "th",
+        (1, _) => "st",
+        (2, _) => "nd",
+        (3, _) => "rd",
+        _ => "th",
+    };
+    format!("{n}{suffix}")
 }
 
 /// The entry of top-level headline `i` of file `f` in the map.
@@ -289,7 +466,7 @@ fn omitted_line(files: u32, headlines: u32) -> String {
 
 /// Bytes of every path of `files` that name their common folder (up to
 /// and including its last `/`): the map names files below it.
-fn common_dir(files: &[FileView<'_>]) -> usize {
+pub(crate) fn common_dir(files: &[FileView<'_>]) -> usize {
     let Some(first) = files.first().map(|f| f.path.as_str()) else {
         return 0;
     };
@@ -315,6 +492,114 @@ mod tests {
             "[… 1 older file and 4 headlines omitted]\n"
         );
         assert_eq!(omitted_line(0, 1), "[… 1 headline omitted]\n");
+    }
+
+    use foveal_sdk::testing::TestMemex;
+
+    /// Files that were all written at once (a checkout): `big` has the
+    /// most headlines, `tasks` the most open tasks, `README.org` is the
+    /// index; `a`, first in path order, has one headline.
+    fn checkout() -> TestMemex {
+        let mut big = String::new();
+        for k in 0..12 {
+            big.push_str(&format!("* Note {k}\n"));
+        }
+        TestMemex::new()
+            .with_file("notes/a.org", "* Alone\n")
+            .with_file("notes/big.org", &big)
+            .with_file("notes/sub/README.org", "* Deep index\n")
+            .with_file(
+                "notes/README.org",
+                "#+TITLE: Start here\n* Areas\n* Inbox\n",
+            )
+            .with_file(
+                "notes/tasks.org",
+                "* TODO One\n* TODO Two\n* TODO Three\n* DONE Four\n",
+            )
+    }
+
+    fn render_map(memex: &TestMemex, budget: usize, modified: Vec<i64>) -> Rendered {
+        let view = memex.view();
+        let view = view.as_view();
+        let options = Options {
+            budget: Some(budget),
+            modified,
+            explain: true,
+            ..Options::default()
+        };
+        let style = Style::new(&view, &options);
+        render(view.files.as_slice(), &style, &options, &|t: &str| {
+            t.len() / 4
+        })
+    }
+
+    #[test]
+    fn under_a_budget_files_changed_together_keep_the_index_then_open_tasks_then_headlines() {
+        let memex = checkout();
+        // All five changed within a second.
+        let rendered = render_map(&memex, 62, vec![1_700_000_000; 5]);
+        assert!(
+            rendered.text.contains("* README.org: Start here\n"),
+            "{}",
+            rendered.text
+        );
+        assert!(!rendered.text.contains("Alone"), "{}", rendered.text);
+        let ranking = Ranking::of(
+            memex.view().as_view().files.as_slice(),
+            "notes/".len(),
+            &[
+                1_700_000_000,
+                1_700_000_001,
+                1_700_000_000,
+                1_700_000_002,
+                1_700_000_000,
+            ],
+        );
+        // README.org, sub/README.org, tasks.org (3 open), big.org (12
+        // headlines), a.org.
+        assert_eq!(ranking.order, [3, 2, 4, 1, 0]);
+        let why = |f: u32| {
+            rendered
+                .files
+                .iter()
+                .find(|(file, _)| *file == f)
+                .map(|(_, w)| w.as_str())
+        };
+        assert_eq!(
+            why(3).unwrap(),
+            "kept 1st: changed together with 4 other files; named like the collection's index, 0 open tasks, 2 headlines"
+        );
+        // A file changed later than the burst comes first, whatever it is.
+        let ranking = Ranking::of(
+            memex.view().as_view().files.as_slice(),
+            "notes/".len(),
+            &[
+                1_700_000_100,
+                1_700_000_000,
+                1_700_000_000,
+                1_700_000_000,
+                1_700_000_000,
+            ],
+        );
+        assert_eq!(ranking.order, [0, 3, 2, 4, 1]);
+        assert_eq!(
+            ranking.why(0),
+            "kept 1st: changed more recently than the files after it"
+        );
+    }
+
+    #[test]
+    fn ordinals_read_as_english() {
+        let all: Vec<String> = [1, 2, 3, 4, 11, 12, 13, 21, 22, 101, 111]
+            .map(ordinal)
+            .to_vec();
+        assert_eq!(
+            all,
+            [
+                "1st", "2nd", "3rd", "4th", "11th", "12th", "13th", "21st", "22nd", "101st",
+                "111th"
+            ]
+        );
     }
 
     #[test]

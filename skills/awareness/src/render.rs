@@ -2,7 +2,7 @@
 //! `context-object-render`), in linear passes.
 //!
 //! What is selected, for each active project (a headline the project rules
-//! of [`crate::projects`] find — seed 000's is "tagged `project`" — that is
+//! of [`foveal_sdk::projects`] find — seed 000's is "tagged `project`" — that is
 //! not done):
 //!
 //! - every object at depth ≤ 2 of the project (the project is depth 1), as
@@ -29,7 +29,7 @@
 //! 7. With a token budget, detail degrades by priority instead of the whole
 //!    section being dropped (see [`Options::budget`]).
 //! 8. Projects are found by more rules than the `project` tag
-//!    ([`crate::projects`]), and a memex without any gets a map of its
+//!    ([`foveal_sdk::projects`]), and a memex without any gets a map of its
 //!    files ([`crate::map`]) instead of one line.
 //!
 //! # Speed
@@ -47,15 +47,39 @@ use std::fmt::Write as _;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Mutex;
 
+use foveal_sdk::handle::{Handle, Handles};
 use foveal_sdk::memex::{FileView, MemexView, NONE};
 
-use crate::projects::{FileFacts, Rule, Rules};
 use crate::select::select;
+use foveal_sdk::projects::{FileFacts, Rule, Rules};
 
 /// The header line (seed 000).
 pub const HEADER: &str = "GLOBAL MEMEX AWARENESS (Peripheral Vision):\n";
 /// The line when there is no active project (seed 000).
 pub const NO_PROJECTS: &str = "No active projects found.\n";
+/// How the outline is written (`[awareness] format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Format {
+    /// One line per headline, as Org writes it — TODO keyword, priority,
+    /// title, tags — and a short handle in place of the property drawer:
+    /// `** TODO [#A] Order cabinets :home: ^k3`.
+    #[default]
+    Compact,
+    /// Seed 000's format, byte for byte: the title alone, then
+    /// `:PROPERTIES:`, `:ID: <id>`, `:END:`.
+    Seed,
+}
+
+impl Format {
+    /// The format named `name` (`compact` or `seed`).
+    pub fn parse(name: &str) -> Option<Self> {
+        match name.trim() {
+            n if n.eq_ignore_ascii_case("compact") => Some(Self::Compact),
+            n if n.eq_ignore_ascii_case("seed") => Some(Self::Seed),
+            _ => None,
+        }
+    }
+}
 
 /// How to render.
 #[derive(Debug, Clone, PartialEq)]
@@ -75,7 +99,7 @@ pub struct Options {
     /// text of every object whose content, depth and reason are unchanged
     /// (see the module's notes on speed). Off only to time the work itself.
     pub cache: bool,
-    /// The rules that make a headline a project ([`crate::projects`]).
+    /// The rules that make a headline a project ([`foveal_sdk::projects`]).
     pub rules: Rules,
     /// When no project is found, render the map of the memex (the top of
     /// each file) instead of only saying so ([`crate::map`]).
@@ -90,6 +114,10 @@ pub struct Options {
     /// Each file's TODO keywords, in view order (when the host says them;
     /// else every file may use a project keyword).
     pub todo_keywords: Option<Vec<Vec<String>>>,
+    /// How the outline is written.
+    pub format: Format,
+    /// Say why each file of the map was kept (`Rendered::files`).
+    pub explain: bool,
 }
 
 impl Default for Options {
@@ -103,6 +131,8 @@ impl Default for Options {
             modified: Vec::new(),
             file_tags: None,
             todo_keywords: None,
+            format: Format::default(),
+            explain: false,
         }
     }
 }
@@ -202,6 +232,8 @@ pub struct Rendered {
     pub included: Vec<Included>,
     /// What was left out.
     pub omitted: Omissions,
+    /// For the map, each file shown and why it was kept, in output order.
+    pub files: Vec<(u32, String)>,
 }
 
 /// One selected object.
@@ -232,13 +264,15 @@ pub fn render(
 ) -> Rendered {
     let (entries, depth_omitted) = select(memex, focus, options);
     let files = memex.files.as_slice();
+    let style = Style::new(memex, options);
     if entries.is_empty() && options.map && !files.is_empty() {
-        return crate::map::render(files, options, count);
+        return crate::map::render(files, &style, options, count);
     }
     let emitter = Emitter {
         files,
         entries: &entries,
         reuse: options.cache,
+        style: &style,
     };
     let mut rendered = match options.budget {
         None => emitter.emit(None),
@@ -248,8 +282,40 @@ pub fn render(
     rendered
 }
 
-/// Appends the text of one entry.
-pub(crate) fn piece(files: &[FileView<'_>], entry: &Entry, text: &mut String) {
+/// How pieces are written: the format, and for the compact one the
+/// handles of the view's objects.
+pub(crate) struct Style {
+    pub format: Format,
+    handles: Option<std::sync::Arc<Handles>>,
+}
+
+impl Style {
+    pub fn new(memex: &MemexView<'_>, options: &Options) -> Self {
+        Self {
+            format: options.format,
+            handles: (options.format == Format::Compact).then(|| crate::handles::of_view(memex)),
+        }
+    }
+
+    /// The handle of object `i` of `file` (compact format only).
+    #[inline]
+    pub fn handle(&self, file: &FileView<'_>, i: u32) -> Option<Handle> {
+        self.handles.as_ref().map(|h| h.of(file.id(i)))
+    }
+}
+
+/// Appends the text of one entry; `handle` is its handle in the compact
+/// format.
+pub(crate) fn piece(
+    style: &Style,
+    files: &[FileView<'_>],
+    entry: &Entry,
+    handle: Option<Handle>,
+    text: &mut String,
+) {
+    if style.format == Format::Compact {
+        return compact_piece(files, entry, handle, text);
+    }
     let file = &files[entry.file as usize];
     let i = entry.index;
     for _ in 0..entry.depth {
@@ -265,13 +331,81 @@ pub(crate) fn piece(files: &[FileView<'_>], entry: &Entry, text: &mut String) {
         let _ = writeln!(text, ":SEMANTIC_SCORE: {score:.2}");
     }
     text.push_str(":END:\n");
+    push_body(file, entry, text);
+}
+
+/// The body of a foveal or promoted entry, after its headline.
+fn push_body(file: &FileView<'_>, entry: &Entry, text: &mut String) {
     if matches!(entry.reason, Reason::Foveal | Reason::Semantic(_)) {
-        let body = file.body(i).trim_end_matches(['\n', '\r']);
+        let body = file.body(entry.index).trim_end_matches(['\n', '\r']);
         if !body.is_empty() {
             text.push_str(body);
             text.push('\n');
         }
     }
+}
+
+/// The compact form of an entry: the headline as Org writes it (stars,
+/// TODO keyword, priority, title, tags), its handle, and for a promoted
+/// object its similarity; then the body of a foveal or promoted one.
+fn compact_piece(files: &[FileView<'_>], entry: &Entry, handle: Option<Handle>, text: &mut String) {
+    let file = &files[entry.file as usize];
+    let i = entry.index;
+    for _ in 0..entry.depth {
+        text.push('*');
+    }
+    let todo = file.todo(i);
+    if let Some(todo) = todo {
+        text.push(' ');
+        text.push_str(todo);
+    }
+    if let Some(priority) = priority(file, i) {
+        text.push_str(" [#");
+        text.push(priority);
+        text.push(']');
+    }
+    let title = file.title(i);
+    if !title.is_empty() {
+        text.push(' ');
+        text.push_str(title);
+    } else if todo.is_none() {
+        text.push_str(" Untitled");
+    }
+    let mut tags = file.tags(i).peekable();
+    if tags.peek().is_some() {
+        text.push_str(" :");
+        for tag in tags {
+            text.push_str(tag);
+            text.push(':');
+        }
+    }
+    if let Some(handle) = handle {
+        text.push_str(" ^");
+        handle.write_chars(text);
+    }
+    if let Reason::Semantic(score) = entry.reason {
+        let _ = write!(text, " (similar {score:.2})");
+    }
+    text.push('\n');
+    push_body(file, entry, text);
+}
+
+/// The priority cookie of object `i` (`[#A]`), read from its headline
+/// line: between the stars (and TODO keyword) and the title.
+fn priority(file: &FileView<'_>, i: u32) -> Option<char> {
+    let object = file.object(i);
+    let text = file.text.as_str();
+    let title = (object.title.start as usize).min(text.len());
+    let from = if object.todo.len > 0 {
+        (object.todo.start + object.todo.len) as usize
+    } else {
+        text[..title].rfind('\n').map_or(0, |at| at + 1)
+    };
+    let before = text.get(from.min(title)..title)?;
+    let at = before.find("[#")?;
+    let mut chars = before[at + 2..].chars();
+    let c = chars.next()?;
+    (chars.next() == Some(']')).then_some(c)
 }
 
 /// Writes the text of selected entries.
@@ -280,6 +414,7 @@ pub(crate) struct Emitter<'a> {
     entries: &'a [Entry],
     /// Copy unchanged pieces from the previous render.
     reuse: bool,
+    style: &'a Style,
 }
 
 /// The previous render's text and its pieces, in order, by [`piece_key`].
@@ -366,16 +501,21 @@ impl Matcher<'_> {
 }
 
 /// What a piece's text depends on: the object's content and id (the
-/// host's hash of them), its depth and why it is shown.
-fn piece_key(file: &FileView<'_>, entry: &Entry) -> u64 {
+/// host's hash of them), its depth, why it is shown, the format and the
+/// length of its handle.
+fn piece_key(file: &FileView<'_>, entry: &Entry, format: Format, handle: Option<Handle>) -> u64 {
     let (tag, score) = match entry.reason {
         Reason::Outline => (1u64, 0),
         Reason::Ancestor | Reason::Map => (1, 0),
         Reason::Foveal => (2, 0),
         Reason::Semantic(score) => (3, u64::from(score.to_bits())),
     };
+    let style = match format {
+        Format::Seed => 0u64,
+        Format::Compact => 1 + handle.map_or(0, |h| h.len as u64),
+    };
     let mut h = file.object(entry.index).hash;
-    for word in [u64::from(entry.depth) << 8 | tag, score] {
+    for word in [u64::from(entry.depth) << 8 | tag | style << 16, score] {
         let m = u128::from(h ^ word) * 0x9e37_79b9_7f4a_7c15;
         h = (m as u64) ^ ((m >> 64) as u64);
     }
@@ -392,6 +532,7 @@ impl Emitter<'_> {
             out.text = format!("{HEADER}{NO_PROJECTS}");
             return out;
         }
+        let header = HEADER;
         out.included = entries
             .iter()
             .enumerate()
@@ -417,9 +558,9 @@ impl Emitter<'_> {
             let parts =
                 crate::par::split(entries.len(), PARALLEL_MIN, |range| self.fresh(range, keep));
             out.text = String::with_capacity(
-                HEADER.len() + parts.iter().map(|(text, _)| text.len()).sum::<usize>(),
+                header.len() + parts.iter().map(|(text, _)| text.len()).sum::<usize>(),
             );
-            out.text.push_str(HEADER);
+            out.text.push_str(header);
             let mut pieces = Vec::new();
             for (text, part) in parts {
                 let offset = out.text.len() as u32;
@@ -452,7 +593,7 @@ impl Emitter<'_> {
         let (files, entries) = (self.files, self.entries);
         let keep = keep.map(|keep| &keep[range.clone()]);
         let part = &entries[range];
-        let mut text = String::with_capacity(text_len(files, part, keep));
+        let mut text = String::with_capacity(text_len(self.style.format, files, part, keep));
         let mut pieces = Vec::with_capacity(if self.reuse { part.len() } else { 0 });
         for (e, entry) in part.iter().enumerate() {
             if keep.is_some_and(|keep| !keep[e]) {
@@ -462,10 +603,12 @@ impl Emitter<'_> {
                 prefetch(files, ahead);
             }
             let start = text.len();
-            piece(files, entry, &mut text);
+            let file = &files[entry.file as usize];
+            let handle = self.style.handle(file, entry.index);
+            piece(self.style, files, entry, handle, &mut text);
             if self.reuse {
                 pieces.push(Piece {
-                    key: piece_key(&files[entry.file as usize], entry),
+                    key: piece_key(file, entry, self.style.format, handle),
                     start: start as u32,
                     len: (text.len() - start) as u32,
                 });
@@ -499,7 +642,9 @@ impl Emitter<'_> {
             if keep.is_some_and(|keep| !keep[e]) {
                 continue;
             }
-            let key = piece_key(&files[entry.file as usize], entry);
+            let file = &files[entry.file as usize];
+            let handle = self.style.handle(file, entry.index);
+            let key = piece_key(file, entry, self.style.format, handle);
             let start = text.len() + run.len();
             let len = match matcher.find(key) {
                 Some(found) => {
@@ -517,7 +662,7 @@ impl Emitter<'_> {
                     if let Some(ahead) = entries.get(e + PREFETCH_AHEAD) {
                         prefetch(files, ahead);
                     }
-                    piece(files, entry, text);
+                    piece(self.style, files, entry, handle, text);
                     text.len() - start
                 }
             };
@@ -538,19 +683,39 @@ const PARALLEL_MIN: usize = 1024;
 /// The length of the text [`Emitter::emit`] writes, near enough to
 /// allocate it once (the closing line of a budgeted render may add a few
 /// bytes).
-fn text_len(files: &[FileView<'_>], entries: &[Entry], keep: Option<&[bool]>) -> usize {
+fn text_len(
+    format: Format,
+    files: &[FileView<'_>],
+    entries: &[Entry],
+    keep: Option<&[bool]>,
+) -> usize {
     let mut len = 64;
     for (e, entry) in entries.iter().enumerate() {
         if keep.is_some_and(|keep| !keep[e]) {
             continue;
         }
-        let file = &files[entry.file as usize];
-        let object = file.object(entry.index);
-        len += usize::from(entry.depth) + 1 + (object.title.len as usize).max(8) + 48;
-        len += object.id.len as usize;
-        if matches!(entry.reason, Reason::Foveal | Reason::Semantic(_)) {
-            len += object.body.len as usize + 1;
+        len += max_piece_bytes(format, &files[entry.file as usize], entry);
+    }
+    len
+}
+
+/// At least the length of an entry's piece, in bytes (a few more).
+#[inline]
+pub(crate) fn max_piece_bytes(format: Format, file: &FileView<'_>, entry: &Entry) -> usize {
+    let object = file.object(entry.index);
+    // Stars, space, title (or `Untitled`), newline.
+    let mut len = usize::from(entry.depth) + 2 + (object.title.len as usize).max(8);
+    len += match format {
+        // The drawer with its id, the score line.
+        Format::Seed => 48 + object.id.len as usize,
+        // Keyword, priority, tags, handle, score.
+        Format::Compact => {
+            let tags = &file.index.tags[object.tags.range()];
+            object.todo.len as usize + tags.iter().map(|t| t.len as usize + 1).sum::<usize>() + 64
         }
+    };
+    if matches!(entry.reason, Reason::Foveal | Reason::Semantic(_)) {
+        len += object.body.len as usize + 1;
     }
     len
 }
@@ -598,13 +763,18 @@ fn fit(emitter: &Emitter<'_>, budget: usize, count: &dyn Fn(&str) -> usize) -> R
     let (files, entries) = (emitter.files, emitter.entries);
     // Everything, if it fits: a text has no more tokens than bytes, so a
     // short one needs no count at all.
-    if full_fits_by_bytes(files, entries, budget) {
+    if full_fits_by_bytes(emitter.style.format, files, entries, budget) {
         return emitter.emit(None);
     }
     // Near enough to fit that a count may say it does (a token is rarely
     // more than 16 bytes): one count then, rather than a greedy fill that
     // would hold back room for the closing line.
-    if full_fits_by_bytes(files, entries, budget.saturating_mul(16)) {
+    if full_fits_by_bytes(
+        emitter.style.format,
+        files,
+        entries,
+        budget.saturating_mul(16),
+    ) {
         let full = emitter.emit(None);
         if count(&full.text) <= budget {
             return full;
@@ -650,8 +820,12 @@ fn fit(emitter: &Emitter<'_>, budget: usize, count: &dyn Fn(&str) -> usize) -> R
     let mut scratch = String::new();
     let mut path = Vec::new();
     let mut misses = 0;
+    let min_piece = match emitter.style.format {
+        Format::Seed => MIN_PIECE_TOKENS,
+        Format::Compact => MIN_COMPACT_PIECE_TOKENS,
+    };
     for &e in &order {
-        if budget - used < MIN_PIECE_TOKENS || misses >= MAX_MISSES {
+        if budget - used < min_piece || misses >= MAX_MISSES {
             break;
         }
         if keep[e as usize] {
@@ -663,7 +837,11 @@ fn fit(emitter: &Emitter<'_>, budget: usize, count: &dyn Fn(&str) -> usize) -> R
         let mut at = e;
         while at != NONE && !keep[at as usize] {
             scratch.clear();
-            piece(files, &entries[at as usize], &mut scratch);
+            let entry = &entries[at as usize];
+            let handle = emitter
+                .style
+                .handle(&files[entry.file as usize], entry.index);
+            piece(emitter.style, files, entry, handle, &mut scratch);
             cost += count(&scratch);
             path.push(at);
             at = entries[at as usize].parent;
@@ -704,17 +882,15 @@ fn fit(emitter: &Emitter<'_>, budget: usize, count: &dyn Fn(&str) -> usize) -> R
 /// Whether the whole selection is at most `bytes` long, without building
 /// it (with `bytes` equal to the budget: it fits, since a token is at least
 /// a byte).
-fn full_fits_by_bytes(files: &[FileView<'_>], entries: &[Entry], bytes_max: usize) -> bool {
+fn full_fits_by_bytes(
+    format: Format,
+    files: &[FileView<'_>],
+    entries: &[Entry],
+    bytes_max: usize,
+) -> bool {
     let mut bytes = HEADER.len() + NO_PROJECTS.len();
     for entry in entries {
-        let file = &files[entry.file as usize];
-        let i = entry.index;
-        // Stars, space, title, the drawer with its id, the score line, the
-        // body: an over-estimate of the piece's length.
-        bytes += usize::from(entry.depth) + 1 + file.title(i).len().max(8) + 50 + file.id(i).len();
-        if matches!(entry.reason, Reason::Foveal | Reason::Semantic(_)) {
-            bytes += file.body(i).len() + 1;
-        }
+        bytes += max_piece_bytes(format, &files[entry.file as usize], entry);
         if bytes > bytes_max {
             return false;
         }
@@ -724,6 +900,9 @@ fn full_fits_by_bytes(files: &[FileView<'_>], entries: &[Entry], bytes_max: usiz
 
 /// No entry costs fewer tokens than this (`*`, a title, the drawer lines).
 const MIN_PIECE_TOKENS: usize = 8;
+
+/// Nor, in the compact format, than this (`*`, a title, a handle).
+const MIN_COMPACT_PIECE_TOKENS: usize = 4;
 
 /// Entries that did not fit before the budget stops looking for smaller
 /// ones further down the order: past this, filling the last few tokens is
@@ -743,5 +922,133 @@ fn tally(entries: &[Entry], keep: &[bool], omitted: &mut Omissions) {
             Reason::Ancestor => omitted.ancestor += 1,
             Reason::Map => omitted.map += 1,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use foveal_sdk::handle::{Handles, Resolution, resolve};
+    use foveal_sdk::testing::TestMemex;
+
+    use super::*;
+
+    fn text(memex: &TestMemex, focus: Option<&str>, options: &Options) -> String {
+        let view = memex.view();
+        render(&view.as_view(), focus, options, &|t| t.len() / 4).text
+    }
+
+    const TASKS: &str = "#+TODO: TODO NEXT | DONE CNCL
+* Kitchen [1/3] :project:home:
+:PROPERTIES:
+:ID: org-0000000000000001
+:END:
+** TODO [#A] Order cabinets :shop:
+:PROPERTIES:
+:ID: org-0000000000000002
+:END:
+Call the shop.
+** DONE Measure the walls
+:PROPERTIES:
+:ID: org-0000000000000003
+:END:
+** CNCL [#C] Paint
+** NEXT
+";
+
+    #[test]
+    fn the_compact_outline_shows_states_priorities_cookies_tags_and_handles() {
+        let memex = TestMemex::from_org(TASKS);
+        let out = text(&memex, None, &Options::default());
+        let view = memex.view();
+        let view = view.as_view();
+        let handles = Handles::new(&view);
+        let file = &view.files[0];
+        let h = |i: u32| handles.of(file.id(i)).to_string();
+        assert_eq!(
+            out,
+            format!(
+                "{HEADER}* Kitchen [1/3] :project:home: {}\n\
+                 ** TODO [#A] Order cabinets :shop: {}\n\
+                 ** DONE Measure the walls {}\n\
+                 ** CNCL [#C] Paint {}\n\
+                 ** NEXT {}\n",
+                h(0),
+                h(1),
+                h(2),
+                h(3),
+                h(4)
+            )
+        );
+        // Every handle shown leads back to its object.
+        for i in 0..5 {
+            assert_eq!(
+                resolve(&view, &h(i)),
+                Resolution::Found { file: 0, index: i }
+            );
+            assert_eq!(h(i).len(), 1 + handles.base_len());
+        }
+    }
+
+    #[test]
+    fn the_seed_format_keeps_the_drawers_and_drops_the_states() {
+        let memex = TestMemex::from_org(TASKS);
+        let options = Options {
+            format: Format::Seed,
+            ..Options::default()
+        };
+        let out = text(&memex, Some("org-0000000000000002"), &options);
+        assert!(
+            out.starts_with(
+                "GLOBAL MEMEX AWARENESS (Peripheral Vision):\n* Kitchen [1/3]\n:PROPERTIES:\n:ID: org-0000000000000001\n:END:\n** Order cabinets\n:PROPERTIES:\n:ID: org-0000000000000002\n:END:\nCall the shop.\n"
+            ),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn the_compact_outline_is_at_most_half_the_seed_outline() {
+        // Headlines with the ids Org gives them (`org-id`'s are longer).
+        let mut org = String::from(
+            "#+TODO: TODO NEXT | DONE\n* Kitchen :project:\n:PROPERTIES:\n:ID: org-7f3a9c0d12e4b865\n:END:\n",
+        );
+        for (k, state) in ["TODO", "DONE", "NEXT", "TODO"].iter().enumerate() {
+            org.push_str(&format!(
+                "** {state} Task number {k}\n:PROPERTIES:\n:ID: org-{:016x}\n:END:\n",
+                0x9e37_79b9_7f4a_7c15u64.wrapping_mul(k as u64 + 1)
+            ));
+        }
+        let memex = TestMemex::from_org(&org);
+        let compact = text(&memex, None, &Options::default());
+        let seed = text(
+            &memex,
+            None,
+            &Options {
+                format: Format::Seed,
+                ..Options::default()
+            },
+        );
+        assert!(compact.len() * 2 <= seed.len(), "{compact}\n{seed}");
+    }
+
+    #[test]
+    fn a_promoted_object_says_how_similar_it_is() {
+        let org = "* Launch :project:
+** Plan
+:PROPERTIES:
+:ID: plan
+:EMBEDDING: 1 0 0
+:END:
+plan body
+** Twin
+:PROPERTIES:
+:ID: twin
+:EMBEDDING: 0.95 0.05 0
+:END:
+twin body
+";
+        let memex = TestMemex::from_org(org);
+        let out = text(&memex, Some("plan"), &Options::default());
+        assert!(out.contains(" (similar 1.00)\ntwin body\n"), "{out}");
+        assert!(out.contains("\nplan body\n"), "{out}");
     }
 }

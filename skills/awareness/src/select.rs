@@ -1,7 +1,7 @@
 //! Which objects the outline shows, and why — in time proportional to what
 //! is shown, not to the size of the memex.
 //!
-//! The active projects of each file come from [`crate::projects`] (the tag
+//! The active projects of each file come from [`foveal_sdk::projects`] (the tag
 //! index for the seed's rule; one pass over a file's records for the
 //! keyword and GTD rules, only where they can apply). For each active
 //! project the selection is the union of:
@@ -20,9 +20,9 @@ use std::sync::Mutex;
 
 use foveal_sdk::memex::{FileView, MemexView, NONE};
 
-use crate::projects::{Rule, active_projects};
 use crate::render::{Entry, Options, Reason};
 use crate::scan::{Probe, promoted_rows};
+use foveal_sdk::projects::{Rule, active_projects};
 
 /// Bits over a file's objects, reused from one render to the next and
 /// cleared by the code that set them.

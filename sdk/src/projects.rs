@@ -33,8 +33,29 @@
 //! Whatever the rule, a project is active when its TODO state is not a
 //! done state, and only the outermost active ones are rendered: a project
 //! inside another is shown inside it.
+//!
+//! The rules are pure functions of a file's view, here so that the
+//! awareness skill (which renders the projects) and the host (whose
+//! `foveal memex stats` counts them) apply the same ones.
+//!
+//! # Example
+//!
+//! ```
+//! use foveal_sdk::memex::MemexView;
+//! use foveal_sdk::projects::{FileFacts, Rules, active_projects};
+//!
+//! /// How many active projects the memex has, under every rule.
+//! fn count(view: &MemexView<'_>) -> usize {
+//!     let mut found = Vec::new();
+//!     for file in view.files() {
+//!         active_projects(file, Rules::default(), FileFacts::default(), &mut found);
+//!     }
+//!     found.len()
+//! }
+//! # assert_eq!(count(&MemexView::EMPTY), 0);
+//! ```
 
-use foveal_sdk::memex::FileView;
+use crate::memex::FileView;
 
 /// One rule, as `[awareness] projects` names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -127,6 +148,18 @@ pub enum Rule {
     Heading,
     /// It is at the top of a file named `projects.org`.
     ProjectsFile,
+}
+
+impl Rule {
+    /// The rule of the configuration ([`RuleName`]) this comes under.
+    pub fn rule_name(self) -> RuleName {
+        match self {
+            Self::Tag | Self::FileTag => RuleName::Tag,
+            Self::Proj | Self::Project => RuleName::Keyword,
+            Self::Gtd => RuleName::Gtd,
+            Self::Heading | Self::ProjectsFile => RuleName::Heading,
+        }
+    }
 }
 
 impl std::fmt::Display for Rule {
