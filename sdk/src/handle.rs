@@ -224,12 +224,25 @@ pub fn sorted_hashes(file: &FileView<'_>) -> Vec<u64> {
 
 /// The handles of one view's objects: the base length, and the few
 /// objects whose handle the collision rule makes longer.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Handles {
     base: usize,
     /// `(hash, length)` of each object whose handle is longer than
     /// `base`, sorted by hash.
     longer: Vec<(u64, u8)>,
+    /// One bit per value of the top 12 bits of the hashes in `longer`:
+    /// most objects are not there, and one bit says so.
+    filter: [u64; 64],
+}
+
+impl Default for Handles {
+    fn default() -> Self {
+        Self {
+            base: MIN_LEN,
+            longer: Vec::new(),
+            filter: [0; 64],
+        }
+    }
 }
 
 impl Handles {
@@ -250,9 +263,8 @@ impl Handles {
             [] => &[],
             [one] => one,
             _ => {
-                // Runs of sorted hashes: the stable sort merges them.
                 let mut all = files.concat();
-                all.sort();
+                all.sort_unstable();
                 merged = all;
                 &merged
             }
@@ -281,7 +293,16 @@ impl Handles {
                 true
             }
         });
-        Self { base, longer }
+        let mut filter = [0u64; 64];
+        for &(hash, _) in &longer {
+            let top = (hash >> 52) as usize;
+            filter[top / 64] |= 1 << (top % 64);
+        }
+        Self {
+            base,
+            longer,
+            filter,
+        }
     }
 
     /// The length of handles before the collision rule.
@@ -297,6 +318,13 @@ impl Handles {
     /// The handle of the object whose [`hash_of`] its id is `hash`.
     #[inline]
     pub fn of_hash(&self, hash: u64) -> Handle {
+        let top = (hash >> 52) as usize;
+        if self.filter[top / 64] & (1 << (top % 64)) == 0 {
+            return Handle {
+                hash,
+                len: self.base,
+            };
+        }
         let len = match self.longer.binary_search_by_key(&hash, |&(h, _)| h) {
             Ok(at) => self.longer[at].1 as usize,
             Err(_) => self.base,

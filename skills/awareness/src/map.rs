@@ -119,7 +119,7 @@ impl Map<'_> {
 
     /// Appends a top-level headline `i` of file `f`.
     fn headline(&self, f: usize, i: u32, text: &mut String) {
-        let handle = self.style.handle(&self.files[f], i);
+        let handle = self.style.handle(f as u32, i);
         piece(self.style, self.files, &entry(f, i), handle, text);
     }
 

@@ -47,7 +47,7 @@ use std::fmt::Write as _;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Mutex;
 
-use foveal_sdk::handle::{Handle, Handles};
+use foveal_sdk::handle::Handle;
 use foveal_sdk::memex::{FileView, MemexView, NONE};
 
 use crate::select::select;
@@ -286,7 +286,7 @@ pub fn render(
 /// handles of the view's objects.
 pub(crate) struct Style {
     pub format: Format,
-    handles: Option<std::sync::Arc<Handles>>,
+    handles: Option<crate::handles::ViewHandles>,
 }
 
 impl Style {
@@ -297,10 +297,19 @@ impl Style {
         }
     }
 
-    /// The handle of object `i` of `file` (compact format only).
+    /// The handle of object `i` of file `f` of the view (compact format
+    /// only).
     #[inline]
-    pub fn handle(&self, file: &FileView<'_>, i: u32) -> Option<Handle> {
-        self.handles.as_ref().map(|h| h.of(file.id(i)))
+    pub fn handle(&self, f: u32, i: u32) -> Option<Handle> {
+        self.handles.as_ref().map(|h| h.of(f, i))
+    }
+
+    /// Starts loading what [`Style::handle`] reads for `entry`.
+    #[inline]
+    pub fn prefetch(&self, entry: &Entry) {
+        if let Some(h) = &self.handles {
+            h.prefetch(entry.file, entry.index);
+        }
     }
 }
 
@@ -371,13 +380,9 @@ fn compact_piece(files: &[FileView<'_>], entry: &Entry, handle: Option<Handle>, 
     } else if todo.is_none() {
         text.push_str(" Untitled");
     }
-    let mut tags = file.tags(i).peekable();
-    if tags.peek().is_some() {
-        text.push_str(" :");
-        for tag in tags {
-            text.push_str(tag);
-            text.push(':');
-        }
+    if let Some(tags) = tags_token(file, i) {
+        text.push(' ');
+        text.push_str(tags);
     }
     if let Some(handle) = handle {
         text.push_str(" ^");
@@ -390,22 +395,46 @@ fn compact_piece(files: &[FileView<'_>], entry: &Entry, handle: Option<Handle>, 
     push_body(file, entry, text);
 }
 
+/// The tags of object `i` as its headline writes them (`:home:shop:`),
+/// read after its title on the same line: the cache lines the title was
+/// read from, where the index's tag list lies elsewhere.
+fn tags_token<'a>(file: &FileView<'a>, i: u32) -> Option<&'a str> {
+    let object = file.object(i);
+    if object.tags.len == 0 {
+        return None;
+    }
+    let text = file.text.as_str();
+    let from = ((object.title.start + object.title.len) as usize).min(text.len());
+    let rest = &text[from..];
+    let line = &rest[..rest.find('\n').unwrap_or(rest.len())];
+    let token = line.trim_matches([' ', '\t', '\r']);
+    (token.starts_with(':') && token.ends_with(':')).then_some(token)
+}
+
 /// The priority cookie of object `i` (`[#A]`), read from its headline
-/// line: between the stars (and TODO keyword) and the title.
+/// line: what comes before the title, after the TODO keyword, is the
+/// cookie and `COMMENT`, each optional (foveal-org's reading of a
+/// headline).
 fn priority(file: &FileView<'_>, i: u32) -> Option<char> {
     let object = file.object(i);
     let text = file.text.as_str();
     let title = (object.title.start as usize).min(text.len());
-    let from = if object.todo.len > 0 {
-        (object.todo.start + object.todo.len) as usize
-    } else {
-        text[..title].rfind('\n').map_or(0, |at| at + 1)
-    };
-    let before = text.get(from.min(title)..title)?;
-    let at = before.find("[#")?;
-    let mut chars = before[at + 2..].chars();
-    let c = chars.next()?;
-    (chars.next() == Some(']')).then_some(c)
+    // At most `[#X] COMMENT ` before the title: a few bytes back.
+    let mut from = title.saturating_sub(24);
+    while !text.is_char_boundary(from) {
+        from -= 1;
+    }
+    let before = text[from..title].trim_end_matches([' ', '\t']);
+    let before = before
+        .strip_suffix("COMMENT")
+        .map_or(before, |b| b.trim_end_matches([' ', '\t']));
+    let cookie = before.strip_suffix(']')?;
+    let mut chars = cookie.chars();
+    let c = chars.next_back()?;
+    // The cookie starts the part after the keyword (or the stars).
+    let open = chars.as_str().strip_suffix("[#")?;
+    let starts = open.is_empty() || open.ends_with([' ', '\t', '*']);
+    (starts && c != ']').then_some(c)
 }
 
 /// Writes the text of selected entries.
@@ -601,10 +630,11 @@ impl Emitter<'_> {
             }
             if let Some(ahead) = part.get(e + PREFETCH_AHEAD) {
                 prefetch(files, ahead);
+                self.style.prefetch(ahead);
             }
             let start = text.len();
             let file = &files[entry.file as usize];
-            let handle = self.style.handle(file, entry.index);
+            let handle = self.style.handle(entry.file, entry.index);
             piece(self.style, files, entry, handle, &mut text);
             if self.reuse {
                 pieces.push(Piece {
@@ -643,7 +673,7 @@ impl Emitter<'_> {
                 continue;
             }
             let file = &files[entry.file as usize];
-            let handle = self.style.handle(file, entry.index);
+            let handle = self.style.handle(entry.file, entry.index);
             let key = piece_key(file, entry, self.style.format, handle);
             let start = text.len() + run.len();
             let len = match matcher.find(key) {
@@ -661,6 +691,7 @@ impl Emitter<'_> {
                     run = 0..0;
                     if let Some(ahead) = entries.get(e + PREFETCH_AHEAD) {
                         prefetch(files, ahead);
+                        self.style.prefetch(ahead);
                     }
                     piece(self.style, files, entry, handle, text);
                     text.len() - start
@@ -694,12 +725,24 @@ fn text_len(
         if keep.is_some_and(|keep| !keep[e]) {
             continue;
         }
-        len += max_piece_bytes(format, &files[entry.file as usize], entry);
+        let object = files[entry.file as usize].object(entry.index);
+        // Near enough, from the record alone: an outline's entries lie all
+        // over the file, and each array more read for them is a cache miss
+        // more. (A longer text grows the string once.)
+        len += usize::from(entry.depth) + 2 + (object.title.len as usize).max(8);
+        len += match format {
+            Format::Seed => 48 + object.id.len as usize,
+            Format::Compact => object.todo.len as usize + 8 * object.tags.len as usize + 24,
+        };
+        if matches!(entry.reason, Reason::Foveal | Reason::Semantic(_)) {
+            len += object.body.len as usize + 1;
+        }
     }
     len
 }
 
-/// At least the length of an entry's piece, in bytes (a few more).
+/// At least the length of an entry's piece, in bytes (a few more): what
+/// the budget may rely on.
 #[inline]
 pub(crate) fn max_piece_bytes(format: Format, file: &FileView<'_>, entry: &Entry) -> usize {
     let object = file.object(entry.index);
@@ -838,9 +881,7 @@ fn fit(emitter: &Emitter<'_>, budget: usize, count: &dyn Fn(&str) -> usize) -> R
         while at != NONE && !keep[at as usize] {
             scratch.clear();
             let entry = &entries[at as usize];
-            let handle = emitter
-                .style
-                .handle(&files[entry.file as usize], entry.index);
+            let handle = emitter.style.handle(entry.file, entry.index);
             piece(emitter.style, files, entry, handle, &mut scratch);
             cost += count(&scratch);
             path.push(at);
@@ -987,6 +1028,28 @@ Call the shop.
             );
             assert_eq!(h(i).len(), 1 + handles.base_len());
         }
+    }
+
+    #[test]
+    fn priorities_are_read_before_the_title_only() {
+        let memex = TestMemex::from_org(
+            "* Launch :project:\n** [#B] No keyword\n** TODO A title with [#Z] in it\n** TODO [#1] COMMENT Commented :x:\n",
+        );
+        let out = text(&memex, None, &Options::default());
+        let lines: Vec<&str> = out
+            .lines()
+            .skip(2)
+            .map(|l| l.rsplit_once(" ^").unwrap().0)
+            .collect();
+        assert_eq!(
+            lines,
+            [
+                "** [#B] No keyword",
+                "** TODO A title with [#Z] in it",
+                "** TODO [#1] Commented :x:",
+            ],
+            "{out}"
+        );
     }
 
     #[test]
