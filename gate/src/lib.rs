@@ -137,7 +137,7 @@ pub const SKILL: &str = "privacy";
 pub const PRIVATE_MARKER: &str = "[REDACTED private]";
 
 use private::{Build, Matcher, PRIVATE_SPAN, PrivateCache};
-pub use private::{MIN_PHRASE_BYTES, SHINGLE};
+pub use private::{FUZZY, MIN_JOINED_BYTES, MIN_PHRASE_BYTES, SHINGLE};
 
 /// Why the gate could not be built or could not check a body. On any of
 /// these the body must not be sent.

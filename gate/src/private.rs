@@ -63,6 +63,45 @@ use foveal_memex::snapshot::MemexSnapshot;
 /// appear: a quote of five consecutive words of a private line is private.
 pub const SHINGLE: usize = 5;
 
+/// A run of this many words of private text is found with one of its
+/// words changed, dropped, or with a word added.
+pub const FUZZY: usize = 6;
+
+/// Private words run together (`mydoctorsaid`) are looked for when they
+/// take at least this many bytes: shorter joins are everyday words
+/// (`into`, `cannot`, `someone`).
+pub const MIN_JOINED_BYTES: usize = 12;
+
+/// The key of a run of words written as one word, its folded `bytes`.
+fn joined_key(bytes: &[u8]) -> u64 {
+    let mut keys = RunKeys::new();
+    keys.push(super::words::hash_bytes(bytes));
+    keys.key()
+}
+
+/// What sets a gapped key apart from every other key.
+const GAP_KEY: u64 = 0x0a3f_9e1d_55c2_7b61;
+
+/// The key of a run of three words that says where to look for gapped
+/// keys, apart from every other key (a private line of three words is
+/// a key of its own).
+#[inline]
+fn tri_key(words: &[Word]) -> u64 {
+    super::words::mix(super::words::run_key(words), GAP_KEY ^ 3)
+}
+
+/// The key of `words` without `words[gap]`, apart from every other key.
+#[inline]
+fn gapped_key(words: &[Word], gap: usize) -> u64 {
+    let mut keys = RunKeys::new();
+    for (i, word) in words.iter().enumerate() {
+        if i != gap {
+            keys.push(word.hash);
+        }
+    }
+    super::words::mix(keys.key(), GAP_KEY)
+}
+
 /// A private line of fewer than [`SHINGLE`] words is looked for as a whole
 /// when its words take at least this many bytes.
 pub const MIN_PHRASE_BYTES: usize = 4;
@@ -166,6 +205,12 @@ pub(crate) struct FileKeys {
     shingles: Box<[u64]>,
     /// Shorter whole lines, sorted, each once.
     shorts: Box<[u64]>,
+    /// Runs of two to [`SHINGLE`] words written as one, sorted, each once.
+    joined: Box<[u64]>,
+    /// Runs of [`FUZZY`] words without one of them, sorted, each once.
+    gapped: Box<[u64]>,
+    /// The runs of three words of those runs: where to look for them.
+    tri: Box<[u64]>,
     /// The byte ranges of the file's text that the visible text is made
     /// of (no key is looked for across two of them).
     visible: Box<[(u32, u32)]>,
@@ -176,6 +221,8 @@ impl std::fmt::Debug for FileKeys {
         f.debug_struct("FileKeys")
             .field("shingles", &self.shingles.len())
             .field("shorts", &self.shorts.len())
+            .field("joined", &self.joined.len())
+            .field("gapped", &self.gapped.len())
             .field("visible_ranges", &self.visible.len())
             .finish()
     }
@@ -194,6 +241,20 @@ struct Keys {
     tags: Vec<u64>,
     shingles: Vec<u64>,
     shorts: Vec<u64>,
+    joined: Vec<u64>,
+    gapped: Vec<u64>,
+    tri: Vec<u64>,
+}
+
+impl Keys {
+    fn new(privacy: &PrivacyTags) -> Self {
+        Self {
+            splitter: Splitter::capturing(false),
+            skipping: Splitter::capturing(true),
+            tags: tag_words(privacy),
+            ..Self::default()
+        }
+    }
 }
 
 /// What a word of private text is, for what a run of it protects.
@@ -418,23 +479,32 @@ impl Keys {
         }
         self.words.clear();
         self.splitter.split(text, true, &mut self.words);
-        self.add_words(text);
+        self.add_words(text, false);
         if text.contains("[[") {
             self.words.clear();
             self.skipping.split(text, true, &mut self.words);
-            self.add_words(text);
+            self.add_words(text, true);
         }
     }
 
-    fn add_words(&mut self, text: &str) {
+    fn add_words(&mut self, text: &str, skipping: bool) {
         let Self {
             words,
             kinds,
             tags,
             shingles,
             shorts,
-            ..
+            joined,
+            gapped,
+            tri,
+            splitter,
+            skipping: skipping_splitter,
         } = self;
+        let splitter: &Splitter = if skipping {
+            skipping_splitter
+        } else {
+            splitter
+        };
         let words: &[Word] = words;
         let tags: &[u64] = tags;
         kinds.clear();
@@ -468,6 +538,37 @@ impl Keys {
             }
             start = end;
         }
+        // Words run together (`mydoctorsaid`, `MyDoctorSaid`): each run of
+        // two to `SHINGLE` words, as one word.
+        for first in 0..words.len() {
+            for last in first + 1..(first + SHINGLE).min(words.len()) {
+                if words[last].headline {
+                    break;
+                }
+                let bytes = splitter.folded(first, last);
+                if bytes.len() >= MIN_JOINED_BYTES
+                    && kinds[first..=last].iter().any(|k| k.is_content())
+                {
+                    joined.push(joined_key(bytes));
+                }
+            }
+        }
+        // A run of six with a word changed, dropped or added: the run
+        // without each of its words but the first, and its runs of three
+        // (which find where to look).
+        for (at, run) in words.windows(FUZZY).enumerate() {
+            if run[1..].iter().any(|w| w.headline)
+                || !kinds[at..at + FUZZY].iter().any(|k| k.is_content())
+            {
+                continue;
+            }
+            for gap in 1..FUZZY {
+                gapped.push(gapped_key(run, gap));
+            }
+            for three in run.windows(3) {
+                tri.push(tri_key(three));
+            }
+        }
     }
 
     /// The name of a file private as a whole (it is private too: a log
@@ -483,9 +584,16 @@ impl Keys {
         self.shingles.dedup();
         self.shorts.sort_unstable();
         self.shorts.dedup();
+        for keys in [&mut self.joined, &mut self.gapped, &mut self.tri] {
+            keys.sort_unstable();
+            keys.dedup();
+        }
         FileKeys {
             shingles: self.shingles.into(),
             shorts: self.shorts.into(),
+            joined: self.joined.into(),
+            gapped: self.gapped.into(),
+            tri: self.tri.into(),
             visible: visible.into(),
         }
     }
@@ -515,11 +623,7 @@ pub(crate) fn file_keys(file: &MemexFile, privacy: &PrivacyTags) -> FileKeys {
     }
     let whole = privacy.file_is_private(file);
     let mask = privacy.private_mask(file);
-    let mut keys = Keys {
-        skipping: Splitter::skipping_link_targets(),
-        tags: tag_words(privacy),
-        ..Keys::default()
-    };
+    let mut keys = Keys::new(privacy);
     let mut visible: Vec<(u32, u32)> = Vec::new();
     let mut show = |start: u32, end: u32| {
         if start < end {
@@ -573,27 +677,54 @@ pub(crate) fn failed_file_keys(
     if !privacy.failed_text_is_private(text) {
         return FileKeys::default();
     }
-    let mut keys = Keys {
-        skipping: Splitter::skipping_link_targets(),
-        tags: tag_words(privacy),
-        ..Keys::default()
-    };
+    let mut keys = Keys::new(privacy);
     keys.unit(text);
     keys.file_name(path);
     keys.into_file_keys(Vec::new())
 }
 
-/// The keys to look for: runs of [`SHINGLE`] words and shorter lines.
+/// The keys to look for: runs of [`SHINGLE`] words, shorter lines, runs
+/// written as one word, and runs of [`FUZZY`] without one of their words.
 #[derive(Debug)]
 pub(crate) struct Matcher {
     shingles: KeySet,
     shorts: KeySet,
+    joined: KeySet,
+    gapped: KeySet,
+    /// The runs of three words of the gapped runs: a run of six with one
+    /// word changed, dropped or added keeps three in a row, so the gapped
+    /// keys are looked up only near one of these.
+    tri: KeySet,
+}
+
+/// The kinds of keys, one set of the matcher each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Shingle,
+    Short,
+    Joined,
+    Gapped,
+    Tri,
+}
+
+impl FileKeys {
+    /// Each key with its kind.
+    fn each(&self) -> impl Iterator<Item = (u64, Kind)> + '_ {
+        fn kind(keys: &[u64], kind: Kind) -> impl Iterator<Item = (u64, Kind)> + '_ {
+            keys.iter().map(move |&k| (k, kind))
+        }
+        kind(&self.shingles, Kind::Shingle)
+            .chain(kind(&self.shorts, Kind::Short))
+            .chain(kind(&self.joined, Kind::Joined))
+            .chain(kind(&self.gapped, Kind::Gapped))
+            .chain(kind(&self.tri, Kind::Tri))
+    }
 }
 
 impl Matcher {
-    /// Calls `found(first, last)` for every run of words of `words` whose
-    /// key is in the matcher, `first..=last` its words. In an `outline`, no
-    /// run continues into an Org headline line.
+    /// Calls `found(first, last, key)` for every run of words of `words`
+    /// whose key is in the matcher, `first..=last` its words. In an
+    /// `outline`, no run continues into an Org headline line.
     #[inline]
     fn each_run(
         &self,
@@ -611,6 +742,7 @@ impl Matcher {
             });
         }
         let shingles = !self.shingles.is_empty();
+        let joined = !self.joined.is_empty();
         for i in 0..words.len() {
             let mut keys = RunKeys::new();
             let last = (i + SHINGLE).min(words.len());
@@ -627,6 +759,62 @@ impl Matcher {
                 };
                 if hit {
                     found(i, i + j, key);
+                }
+                if j == 0
+                    && joined
+                    && (word.end - word.start) as usize >= MIN_JOINED_BYTES
+                    && self.joined.contains(key)
+                {
+                    found(i, i, key);
+                }
+            }
+        }
+        if !self.gapped.is_empty() && words.len() >= SHINGLE {
+            self.each_gapped(words, outline, found);
+        }
+    }
+
+    /// The runs of `words` that are a gapped key: five words that are a
+    /// private run of six without one (one dropped), or six words of which
+    /// five are (one changed: the same five; one added: a run of six
+    /// without its last). Looked up only where a private run of three is
+    /// near.
+    fn each_gapped(&self, words: &[Word], outline: bool, mut found: impl FnMut(usize, usize, u64)) {
+        // Whether words `i..i + 3` are a private run of three.
+        let three: Vec<bool> = (0..words.len())
+            .map(|i| {
+                let run = &words[i..(i + 3).min(words.len())];
+                run.len() == 3
+                    && !(outline && run[1..].iter().any(|w| w.headline))
+                    && self.tri.contains(tri_key(run))
+            })
+            .collect();
+        if !three.contains(&true) {
+            return;
+        }
+        let near = |from: usize, to: usize| three[from..to.min(three.len())].contains(&true);
+        for s in 0..words.len() {
+            // Five words: one dropped.
+            let five = &words[s..(s + SHINGLE).min(words.len())];
+            if five.len() == SHINGLE
+                && !(outline && five[1..].iter().any(|w| w.headline))
+                && near(s, s + 3)
+            {
+                let key = super::words::mix(super::words::run_key(five), GAP_KEY);
+                if self.gapped.contains(key) {
+                    found(s, s + SHINGLE - 1, key);
+                }
+            }
+            // Six words: one changed or added, at 1..=4.
+            if let Some(six) = words.get(s..s + FUZZY)
+                && !(outline && six[1..].iter().any(|w| w.headline))
+                && near(s, s + 4)
+            {
+                for gap in 1..FUZZY - 1 {
+                    let key = gapped_key(six, gap);
+                    if self.gapped.contains(key) {
+                        found(s, s + FUZZY - 1, key);
+                    }
                 }
             }
         }
@@ -645,14 +833,23 @@ impl Matcher {
         });
     }
 
-    /// The number of keys.
+    /// The number of keys that are looked for.
     pub(crate) fn len(&self) -> usize {
-        self.shingles.len() + self.shorts.len()
+        self.shingles.len() + self.shorts.len() + self.joined.len() + self.gapped.len()
     }
 
     /// Bytes held.
     pub(crate) fn memory(&self) -> usize {
-        self.shingles.memory() + self.shorts.memory()
+        [
+            &self.shingles,
+            &self.shorts,
+            &self.joined,
+            &self.gapped,
+            &self.tri,
+        ]
+        .iter()
+        .map(|set| set.memory())
+        .sum()
     }
 }
 
@@ -804,51 +1001,50 @@ impl<'m> Build<'m> {
 
     /// The matcher of the private keys that no visible text holds.
     pub(crate) fn run(&mut self) -> (Option<Matcher>, BuildCounts) {
-        // Every key: whether the previous cache knew it, whether it is a
-        // run of `SHINGLE` words.
-        let mut all: KeyMap<(bool, bool)> = KeyMap::default();
-        for (f, keys) in self.keys.iter().enumerate() {
-            for (&key, shingle) in keys
-                .shingles
-                .iter()
-                .map(|k| (k, true))
-                .chain(keys.shorts.iter().map(|k| (k, false)))
-            {
-                all.entry(key).or_insert((false, shingle)).0 |= self.unchanged[f];
+        // Every key: whether the previous cache knew it, and its kind.
+        let mut all: KeyMap<(bool, Kind)> = KeyMap::default();
+        let failed = self
+            .failed
+            .iter()
+            .map(|(_, keys, unchanged)| (keys, *unchanged));
+        for (keys, unchanged) in self
+            .keys
+            .iter()
+            .zip(self.unchanged.iter().copied())
+            .chain(failed)
+        {
+            for (key, kind) in keys.each() {
+                all.entry(key).or_insert((false, kind)).0 |= unchanged;
             }
         }
-        for (_, keys, unchanged) in &self.failed {
-            for (&key, shingle) in keys
-                .shingles
-                .iter()
-                .map(|k| (k, true))
-                .chain(keys.shorts.iter().map(|k| (k, false)))
-            {
-                all.entry(key).or_insert((false, shingle)).0 |= *unchanged;
-            }
-        }
-        if all.is_empty() {
+        if all.values().all(|(_, kind)| *kind == Kind::Tri) {
             self.hits.iter_mut().for_each(Vec::clear);
             return (None, BuildCounts::default());
         }
         for keys in &self.dropped {
-            for key in keys.shingles.iter().chain(keys.shorts.iter()) {
-                if let Some((known, _)) = all.get_mut(key) {
+            for (key, _) in keys.each() {
+                if let Some((known, _)) = all.get_mut(&key) {
                     *known = true;
                 }
             }
         }
+        // The runs of three only say where to look: each matcher has all.
         let matcher_of = |keep: &dyn Fn(u64, bool) -> bool| {
-            let pick = |shingle: bool| {
+            let pick = |wanted: Kind| {
                 KeySet::new(
                     all.iter()
-                        .filter(|&(&key, &(known, s))| s == shingle && keep(key, known))
+                        .filter(|&(&key, &(known, kind))| {
+                            kind == wanted && (kind == Kind::Tri || keep(key, known))
+                        })
                         .map(|(key, _)| *key),
                 )
             };
             Matcher {
-                shingles: pick(true),
-                shorts: pick(false),
+                shingles: pick(Kind::Shingle),
+                shorts: pick(Kind::Short),
+                joined: pick(Kind::Joined),
+                gapped: pick(Kind::Gapped),
+                tri: pick(Kind::Tri),
             }
         };
         let changed: Vec<usize> = (0..self.files.len())
@@ -861,7 +1057,11 @@ impl<'m> Build<'m> {
         let unchanged: Vec<usize> = (0..self.files.len())
             .filter(|&f| self.unchanged[f])
             .collect();
-        if !unchanged.is_empty() && all.values().any(|(known, _)| !known) {
+        if !unchanged.is_empty()
+            && all
+                .values()
+                .any(|(known, kind)| !known && *kind != Kind::Tri)
+        {
             let fresh = matcher_of(&|_, known| !known);
             self.scan(&fresh, &unchanged);
         }
@@ -875,7 +1075,7 @@ impl<'m> Build<'m> {
             }
         }
         let counts = BuildCounts {
-            keys: all.len(),
+            keys: all.values().filter(|(_, kind)| *kind != Kind::Tri).count(),
             public: public.len(),
         };
         let matcher = matcher_of(&|key, _| !public.contains_key(&key));

@@ -412,6 +412,62 @@ fn quotes_in_the_forms_a_person_would_recognise_are_found() {
     }
 }
 
+/// Issue 28, F5: the forms a person reads as the same sentence.
+#[test]
+fn look_alike_letters_spelled_out_run_together_and_one_word_off_are_found() {
+    let (_dir, memex) = memex(
+        "* Work :project:\n\
+         Met Bob for lunch.\n\
+         * Diary :@personal:\n\
+         Met Ann at the harbour on a windy Sunday morning\n\
+         Blood pressure high again\n",
+    );
+    let gate = gate();
+    let skills = NoSkills;
+    let clean = |body: &str| {
+        gate.clean(body, &memex.snapshot(), &skills)
+            .unwrap()
+            .text
+            .into_owned()
+    };
+    for quote in [
+        // Cyrillic and Greek letters that look Latin.
+        "М\u{435}t Аnn аt thе hаrbour",
+        "Mеt Ann at the hаrbοur on a",
+        // Small capitals, mathematical and fullwidth letters.
+        "ᴍᴇᴛ ᴀɴɴ ᴀᴛ ᴛʜᴇ ʜᴀʀʙᴏᴜʀ",
+        "𝐁𝐥𝐨𝐨𝐝 𝐩𝐫𝐞𝐬𝐬𝐮𝐫𝐞 𝐡𝐢𝐠𝐡 𝐚𝐠𝐚𝐢𝐧",
+        // Spelled out: letters spaced, dotted, hyphenated.
+        "B l o o d  p r e s s u r e  h i g h  a g a i n",
+        "B.l.o.o.d p.r.e.s.s.u.r.e high again",
+        "at the h-a-r-b-o-u-r on a windy",
+        // Run together, in CamelCase or not.
+        "BloodPressureHighAgain",
+        "metannattheharbour",
+        "MetAnn at TheHarbourOnAWindy",
+        // One word changed, dropped or added in a run of six.
+        "Met Ann at the marina on a windy Sunday",
+        "we met Ann at the on a windy day",
+        "Met Ann at the old harbour on a windy",
+    ] {
+        let cleaned = clean(quote);
+        assert!(cleaned.contains(PRIVATE_MARKER), "{quote:?}: {cleaned:?}");
+    }
+    for public in [
+        // Four words of it, common words run together, single letters.
+        "met ann at the",
+        "Someone cannot go into the harbour",
+        "Plan A b c d",
+        "x y z",
+        // Two words changed in six; five words of a run of six without
+        // three in a row of it; a public line.
+        "Met Bob at the marina on a calm day",
+        "Met Bob for lunch.",
+    ] {
+        assert_eq!(clean(public), public, "{public:?}");
+    }
+}
+
 #[test]
 fn the_key_sets_find_what_a_naive_search_of_word_runs_finds() {
     // A tiny vocabulary, so that runs share words and prefixes.
@@ -487,6 +543,42 @@ fn the_key_sets_find_what_a_naive_search_of_word_runs_finds() {
                 if keys.iter().any(|key| key[..] == words[i..i + k]) {
                     naive.push((positions[i].0, positions[i + k - 1].1));
                 }
+            }
+        }
+        // A run of six with one word changed, dropped or added (issue 28,
+        // F5): five words that are a private run of six without one of
+        // its words but the first; six words that are, without one of
+        // 1..=4 — looked for where a private run of three is near.
+        let sixes: Vec<&[String]> = body.windows(FUZZY).collect();
+        let threes: Vec<&[String]> = sixes.iter().flat_map(|six| six.windows(3)).collect();
+        let without = |run: &[String], gap: usize| -> Vec<String> {
+            let mut run = run.to_vec();
+            run.remove(gap);
+            run
+        };
+        let gapped: Vec<Vec<String>> = sixes
+            .iter()
+            .flat_map(|six| (1..FUZZY).map(move |gap| without(six, gap)))
+            .collect();
+        let near = |from: usize, to: usize| {
+            (from..to.min(words.len().saturating_sub(2)))
+                .any(|at| threes.iter().any(|three| *three == &words[at..at + 3]))
+        };
+        for i in 0..words.len() {
+            if i + SHINGLE <= words.len()
+                && near(i, i + 3)
+                && gapped.iter().any(|g| g[..] == words[i..i + SHINGLE])
+            {
+                naive.push((positions[i].0, positions[i + SHINGLE - 1].1));
+            }
+            if i + FUZZY <= words.len()
+                && near(i, i + 4)
+                && (1..FUZZY - 1).any(|gap| {
+                    let six = without(&words[i..i + FUZZY], gap);
+                    gapped.contains(&six)
+                })
+            {
+                naive.push((positions[i].0, positions[i + FUZZY - 1].1));
             }
         }
         naive.sort_unstable();

@@ -52,6 +52,10 @@ pub(crate) struct Word {
     /// and a space): a run of words never continues into a headline, as
     /// no quote does; a rendered outline puts one after each body.
     pub headline: bool,
+    /// The word's one letter, folded, when it is a single letter (`'\0'`
+    /// otherwise): letters spaced out or joined by dots are read as the
+    /// word they spell.
+    pub letter: char,
 }
 
 /// One step of the hashes here: multiply and fold.
@@ -450,6 +454,13 @@ pub(crate) struct Splitter {
     no_link_before: usize,
     /// Percent-decoded bytes.
     bytes: Vec<u8>,
+    /// Keep each word's folded bytes in `captured` (see
+    /// [`Splitter::capturing`]).
+    capture: bool,
+    captured: Vec<u8>,
+    /// Where each word's folded bytes end in `captured`, one per word of
+    /// the last text split.
+    captured_ends: Vec<u32>,
 }
 
 /// What a word opens.
@@ -474,11 +485,36 @@ impl Splitter {
     /// A splitter that reads a described link `[[target][description]]`
     /// as its description only (the gate keys private text both ways, so
     /// that a quote of the description alone is found too).
+    #[cfg(test)]
     pub(crate) fn skipping_link_targets() -> Self {
         Self {
             skip_link_targets: true,
             ..Self::default()
         }
+    }
+
+    /// A splitter that also keeps the folded bytes of each word of the
+    /// last text split ([`folded`](Self::folded)): the gate keys private
+    /// words run together (`mydoctorsaid`, `MyDoctorSaid`) from them.
+    pub(crate) fn capturing(skip_link_targets: bool) -> Self {
+        Self {
+            skip_link_targets,
+            capture: true,
+            ..Self::default()
+        }
+    }
+
+    /// The folded bytes of words `first..=last` of the last text split,
+    /// run together (a capturing splitter's; empty otherwise).
+    pub(crate) fn folded(&self, first: usize, last: usize) -> &[u8] {
+        let Some(&end) = self.captured_ends.get(last) else {
+            return &[];
+        };
+        let start = match first.checked_sub(1) {
+            Some(before) => self.captured_ends[before],
+            None => 0,
+        };
+        &self.captured[start as usize..end as usize]
     }
 
     /// Appends the words of `text` to `out`. With `escapes`, JSON string
@@ -499,6 +535,9 @@ impl Splitter {
         let bytes = text.as_bytes();
         self.word.clear();
         self.no_link_before = 0;
+        self.captured.clear();
+        self.captured_ends.clear();
+        let first = out.len();
         let mut i = self.new_line(bytes, 0);
         while i < bytes.len() {
             let b = bytes[i];
@@ -574,6 +613,78 @@ impl Splitter {
             };
         }
         self.finish(offset, bytes.len(), out);
+        self.join_spelled(text, offset, first, out);
+    }
+
+    /// Reads a word spelled out — at least [`MIN_SPELLED`] single letters
+    /// on one line, each apart from the next by the same one to three
+    /// spaces, dots, hyphens, underscores, asterisks or slashes
+    /// (`H e a l t h`, `H.E.A.L.T.H`, `h-e-a-l-t-h`) — as the one word it
+    /// spells, among the words of `text` from `out[first]` on. A wider gap
+    /// ends the word: `M e t  A n n` is two.
+    fn join_spelled(&mut self, text: &str, offset: usize, first: usize, out: &mut Vec<Word>) {
+        let bytes = text.as_bytes();
+        // The separator between two letters, if they are apart as
+        // letters spelled out are.
+        let apart = |a: &Word, b: &Word| -> Option<&[u8]> {
+            let from = (a.end as usize).checked_sub(offset)?;
+            let to = (b.start as usize).checked_sub(offset)?;
+            let gap = bytes.get(from..to)?;
+            (!b.line_start
+                && (1..=3).contains(&gap.len())
+                && gap
+                    .iter()
+                    .all(|b| matches!(b, b' ' | b'.' | b'-' | b'_' | b'*' | b'/')))
+            .then_some(gap)
+        };
+        if out[first..]
+            .windows(2)
+            .all(|w| w[0].letter == '\0' || w[1].letter == '\0')
+        {
+            return;
+        }
+        let mut spelled = String::new();
+        let mut write = first;
+        let mut i = first;
+        while i < out.len() {
+            let mut j = i + 1;
+            if out[i].letter != '\0' {
+                // Every gap as the first: `M e t  A n n` is two words.
+                let first_gap = out.get(j).and_then(|next| apart(&out[i], next));
+                while j < out.len()
+                    && out[j].letter != '\0'
+                    && first_gap.is_some()
+                    && apart(&out[j - 1], &out[j]) == first_gap
+                {
+                    j += 1;
+                }
+            }
+            if j - i >= MIN_SPELLED {
+                spelled.clear();
+                spelled.extend(out[i..j].iter().map(|w| w.letter));
+                let word = Word {
+                    end: out[j - 1].end,
+                    hash: hash_bytes(spelled.as_bytes()),
+                    letter: '\0',
+                    ..out[i]
+                };
+                out[write] = word;
+                if self.capture {
+                    // The letters' folded bytes are one run already: the
+                    // word ends where its last letter did. (The words
+                    // before were compacted the same way.)
+                    let at = write - first;
+                    self.captured_ends.drain(at..at + (j - i - 1));
+                }
+                write += 1;
+                i = j;
+                continue;
+            }
+            out.copy_within(i..j, write);
+            write += j - i;
+            i = j;
+        }
+        out.truncate(write);
     }
 
     /// How far a link opener at `i` reaches: past `][` when it has a
@@ -676,25 +787,21 @@ impl Splitter {
         if self.word.is_empty() {
             return;
         }
-        let hash = if self.ascii {
-            hash_bytes(self.word.as_bytes())
+        let folded: &[u8] = if self.ascii {
+            self.word.as_bytes()
         } else {
             self.folded.clear();
             // Compatibility decomposition, then without the marks: `é`,
             // `e` + U+0301 and `e` are one letter, as a reader who types
-            // without accents would have it.
+            // without accents would have it. A letter that looks like
+            // another (Cyrillic `а`, Greek `ο`, small capitals `ʜᴇ`) is
+            // read as the one it looks like (its Unicode TR39 skeleton).
             for c in self.word.nfkd() {
                 match c {
                     'ß' | 'ẞ' => self.folded.push_str("ss"),
-                    'ς' => self.folded.push('σ'),
+                    'ς' => fold_look_alike('σ', &mut self.folded),
                     'İ' | 'ı' => self.folded.push('i'),
-                    c if c.is_alphanumeric() => {
-                        for lower in c.to_lowercase() {
-                            if !unicode_normalization::char::is_combining_mark(lower) {
-                                self.folded.push(lower);
-                            }
-                        }
-                    }
+                    c if c.is_alphanumeric() => fold_look_alike(c, &mut self.folded),
                     _ => {}
                 }
             }
@@ -702,18 +809,109 @@ impl Splitter {
                 self.word.clear();
                 return;
             }
-            hash_bytes(self.folded.as_bytes())
+            self.folded.as_bytes()
         };
+        let letter = match std::str::from_utf8(folded).ok().map(|w| {
+            let mut chars = w.chars();
+            (chars.next(), chars.next())
+        }) {
+            Some((Some(c), None)) if c.is_alphabetic() => c,
+            _ => '\0',
+        };
+        if self.capture {
+            self.captured.extend_from_slice(folded);
+            self.captured_ends.push(self.captured.len() as u32);
+        }
         out.push(Word {
             start: (offset + self.start) as u32,
             end: (offset + end) as u32,
-            hash,
+            hash: hash_bytes(folded),
             line_start: self.mark.line,
             headline: self.mark.headline,
+            letter,
         });
         self.word.clear();
     }
 }
+
+/// Pushes `c` onto `out` as the lower-case letter it looks like, without
+/// marks: an ASCII character lower-cased; a small capital as its letter;
+/// another character lower-cased, then as its TR39 skeleton (the
+/// prototype a reader confuses it with: Cyrillic `а` as `a`, Greek `σ` and
+/// `Σ` as `o`), or as the skeleton of its capital when only that is a
+/// Latin letter (Cyrillic `м` as `m`, as its capital `М` looks like `M`:
+/// a quote may be written in capitals).
+#[inline]
+fn fold_look_alike(c: char, out: &mut String) {
+    for lower in c.to_lowercase() {
+        if lower.is_ascii() {
+            out.push(lower);
+        } else if let Some(letter) = small_capital(lower) {
+            out.push(letter);
+        } else {
+            let start = out.len();
+            push_skeleton(lower, out);
+            if !out[start..].is_ascii() {
+                let mut capital = String::new();
+                for upper in lower.to_uppercase() {
+                    push_skeleton(upper, &mut capital);
+                }
+                if !capital.is_empty() && capital.is_ascii() {
+                    out.truncate(start);
+                    out.push_str(&capital);
+                }
+            }
+        }
+    }
+}
+
+/// Pushes the TR39 skeleton of `c` onto `out`, lower-cased, without marks.
+fn push_skeleton(c: char, out: &mut String) {
+    let mut buf = [0u8; 4];
+    for prototype in unicode_security::skeleton(c.encode_utf8(&mut buf)) {
+        for lower in prototype.to_lowercase() {
+            if !unicode_normalization::char::is_combining_mark(lower) {
+                out.push(lower);
+            }
+        }
+    }
+}
+
+/// The letter a small capital stands for (`ʜ` is `h`): Unicode gives
+/// them no decomposition.
+fn small_capital(c: char) -> Option<char> {
+    Some(match c {
+        'ᴀ' => 'a',
+        'ʙ' => 'b',
+        'ᴄ' => 'c',
+        'ᴅ' => 'd',
+        'ᴇ' => 'e',
+        'ꜰ' => 'f',
+        'ɢ' => 'g',
+        'ʜ' => 'h',
+        'ɪ' => 'i',
+        'ᴊ' => 'j',
+        'ᴋ' => 'k',
+        'ʟ' => 'l',
+        'ᴍ' => 'm',
+        'ɴ' => 'n',
+        'ᴏ' => 'o',
+        'ᴘ' => 'p',
+        'ꞯ' => 'q',
+        'ʀ' => 'r',
+        'ꜱ' => 's',
+        'ᴛ' => 't',
+        'ᴜ' => 'u',
+        'ᴠ' => 'v',
+        'ᴡ' => 'w',
+        'ʏ' => 'y',
+        'ᴢ' => 'z',
+        _ => return None,
+    })
+}
+
+/// A word spelled out letter by letter counts from this many letters.
+pub(crate) const MIN_SPELLED: usize = 3;
 
 /// The words of `text` (with JSON escapes read), for tests and one-off
 /// uses.
@@ -813,7 +1011,7 @@ mod tests {
 
     #[test]
     fn run_keys_depend_on_the_words_and_their_number() {
-        let w = words("a b c a b");
+        let w = words("aa bb cc aa bb");
         assert_eq!(run_key(&w[0..2]), run_key(&w[3..5]));
         assert_ne!(run_key(&w[0..2]), run_key(&w[1..3]));
         assert_ne!(run_key(&w[0..1]), run_key(&w[0..2]));
