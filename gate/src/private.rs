@@ -528,13 +528,28 @@ impl Keys {
             while end < words.len() && !words[end].line_start {
                 end += 1;
             }
-            let line = &words[start..end];
-            let bytes: usize = line.iter().map(|w| (w.end - w.start) as usize).sum();
-            if line.len() < SHINGLE
-                && bytes >= MIN_PHRASE_BYTES
-                && line_protects(&kinds[start..end])
-            {
-                shorts.push(super::words::run_key(line));
+            // The line, and the line without the Org syntax it opens
+            // with: a preamble's `#+TITLE: Notes on my recovery` is
+            // quoted as its value.
+            let syntax = kinds[start..end]
+                .iter()
+                .take_while(|k| **k == WordKind::Syntax)
+                .count();
+            for from in [start, start + syntax] {
+                if from > start && from == end {
+                    break;
+                }
+                let line = &words[from..end];
+                let bytes: usize = line.iter().map(|w| (w.end - w.start) as usize).sum();
+                if line.len() < SHINGLE
+                    && bytes >= MIN_PHRASE_BYTES
+                    && line_protects(&kinds[from..end])
+                {
+                    shorts.push(super::words::run_key(line));
+                }
+                if syntax == 0 {
+                    break;
+                }
             }
             start = end;
         }
