@@ -95,11 +95,12 @@ pub fn awareness(
     let skills = registry.snapshot();
     let snapshot = memex.snapshot();
     let privacy = PrivacyTags::new(&config.privacy_tags);
+    let mut focus = focus.to_owned();
     let nodes = {
         let view = SnapshotView::new(&snapshot, &privacy);
         let owned = view.view();
         let memex_view = owned.as_view();
-        if let Err(exit) = crate::cli::check_focus(&memex_view, focus) {
+        if let Err(exit) = crate::cli::resolve_focus(&memex_view, &mut focus) {
             return Ok(exit);
         }
         memex_view.files().map(|f| f.len()).sum()
@@ -174,7 +175,7 @@ pub fn awareness(
         let edit = Edit::AppendBody {
             text: format!("Benchmark edit {run}."),
         };
-        let plan = memex.plan(&base, focus, &edit)?;
+        let plan = memex.plan(&base, &focus, &edit)?;
         let next = std::sync::Arc::new(plan.preview(&base));
         let t = Instant::now();
         drop(SnapshotView::new(&next, &privacy));

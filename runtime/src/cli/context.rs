@@ -96,6 +96,9 @@ struct Redacted {
 #[derive(Debug, serde::Serialize)]
 struct Included<'a> {
     id: &'a str,
+    /// The object's handle in the compact outline (`^k3`), which every
+    /// `--focus` and tool takes too.
+    handle: String,
     reason: &'a str,
 }
 
@@ -146,15 +149,17 @@ pub fn run(config: &Config, options: &ContextOptions) -> anyhow::Result<Exit> {
     // none is computed here: a command never waits for a model.
     crate::embed::service::attach_cached(&config.embedding, &config.data_dir, &memex, &privacy);
     let snapshot = memex.snapshot();
-    let vectors = Vectors::count(&snapshot, &privacy, options.focus.as_deref());
-    if let Some(focus) = &options.focus
-        && let Err(exit) = crate::cli::check_focus(
+    let mut options = options.clone();
+    if let Some(focus) = options.focus.as_mut()
+        && let Err(exit) = crate::cli::resolve_focus(
             &SnapshotView::new(&snapshot, &privacy).view().as_view(),
             focus,
         )
     {
         return Ok(exit);
     }
+    let options = &options;
+    let vectors = Vectors::count(&snapshot, &privacy, options.focus.as_deref());
     if options.computed {
         return computed(config, options, &registry, &snapshot, &privacy);
     }
@@ -187,7 +192,17 @@ pub fn run(config: &Config, options: &ContextOptions) -> anyhow::Result<Exit> {
     let tokens = crate::tokens::global().count(text);
     let mut out = std::io::stdout().lock();
     if options.json {
-        let mut report = report(&section, text, tokens, options.budget, &cleaned.report);
+        let view = SnapshotView::new(&snapshot, &privacy);
+        let owned = view.view();
+        let handles = foveal_sdk::handle::Handles::new(&owned.as_view());
+        let mut report = report(
+            &section,
+            text,
+            tokens,
+            options.budget,
+            &cleaned.report,
+            &handles,
+        );
         report.without_vector = vectors.without;
         serde_json::to_writer_pretty(&mut out, &report)?;
         writeln!(out)?;
@@ -297,6 +312,7 @@ fn report<'a>(
     tokens: usize,
     budget: Option<u32>,
     removed: &egress::Report,
+    handles: &foveal_sdk::handle::Handles,
 ) -> Report<'a> {
     Report {
         text,
@@ -305,7 +321,11 @@ fn report<'a>(
         included: section
             .sources
             .iter()
-            .map(|(id, reason)| Included { id, reason })
+            .map(|(id, reason)| Included {
+                id,
+                handle: handles.of(id).to_string(),
+                reason,
+            })
             .collect(),
         omitted: section
             .omitted

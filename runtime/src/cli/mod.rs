@@ -177,8 +177,9 @@ pub enum Command {
     Send {
         /// The message.
         text: String,
-        /// Put this object in foveal focus first.
-        #[arg(long, value_name = "ID")]
+        /// Put this object in foveal focus first, by its id or its handle
+        /// in the outline (`^k3`).
+        #[arg(long, value_name = "ID|^HANDLE")]
         focus: Option<String>,
         /// Send it as the result of a delegated sub-task rather than as the
         /// user's message.
@@ -218,9 +219,10 @@ pub enum Command {
     Context {
         #[command(flatten)]
         host: HostArgs,
-        /// The id of the object in foveal focus: it and its subtree are
-        /// shown in full, and objects similar to it are promoted.
-        #[arg(long, value_name = "ID")]
+        /// The object in foveal focus, by its id or its handle in the
+        /// outline (`^k3`): it and its subtree are shown in full, and
+        /// objects similar to it are promoted.
+        #[arg(long, value_name = "ID|^HANDLE")]
         focus: Option<String>,
         /// Cosine similarity from which an object is promoted, -1 to 1
         /// (default: config `context.semantic_threshold`, env
@@ -260,8 +262,9 @@ pub enum Command {
     Prompt {
         #[command(flatten)]
         host: HostArgs,
-        /// The id of the object in foveal focus.
-        #[arg(long, value_name = "ID")]
+        /// The object in foveal focus, by its id or its handle in the
+        /// outline (`^k3`).
+        #[arg(long, value_name = "ID|^HANDLE")]
         focus: Option<String>,
         /// The user's message (the pending event), or with
         /// `--signal delegation` the sub-task's result.
@@ -401,8 +404,9 @@ pub struct AgentArgs {
     /// `agent.session`, else `default`); kept in <data dir>/sessions/NAME.jsonl.
     #[arg(long, value_name = "NAME")]
     pub session: Option<String>,
-    /// The object in foveal focus at the start.
-    #[arg(long, value_name = "ID")]
+    /// The object in foveal focus at the start, by its id or its handle
+    /// in the outline (`^k3`).
+    #[arg(long, value_name = "ID|^HANDLE")]
     pub focus: Option<String>,
     /// The model provider: `local` (the embedded SmolLM2) or `openai` (an
     /// OpenAI-compatible server: config `provider.base_url`,
@@ -451,8 +455,9 @@ pub enum BenchCommand {
     Awareness {
         #[command(flatten)]
         host: HostArgs,
-        /// The id of the object in foveal focus.
-        #[arg(long, value_name = "ID")]
+        /// The object in foveal focus, by its id or its handle in the
+        /// outline (`^k3`).
+        #[arg(long, value_name = "ID|^HANDLE")]
         focus: String,
         /// Runs per case (the cached case runs at least 1000 times).
         #[arg(long, default_value_t = 10)]
@@ -701,8 +706,9 @@ pub enum ToolCommand {
         /// Its arguments, a JSON object (quote it for the shell).
         #[arg(default_value = "{}")]
         args: String,
-        /// The object in foveal focus during the call.
-        #[arg(long, value_name = "ID")]
+        /// The object in foveal focus during the call, by its id or its
+        /// handle in the outline (`^k3`).
+        #[arg(long, value_name = "ID|^HANDLE")]
         focus: Option<String>,
         #[command(flatten)]
         host: HostArgs,
@@ -902,12 +908,57 @@ impl MemexArgs {
 /// Whether `focus` is the id of a visible object of `view`; if not, says
 /// so and gives the exit. The same answer for an id that does not exist
 /// and one that is private: no command reveals private objects.
-fn check_focus(view: &foveal_sdk::memex::MemexView<'_>, focus: &str) -> Result<(), Exit> {
+/// Resolves a `--focus` argument over the visible objects of `view`: an
+/// object's id, or its handle as the compact outline shows it (`^k3`;
+/// `k3` when no object has that id). A handle is replaced by the id it
+/// names, and stderr says which object that is; a stale, ambiguous or
+/// unknown reference is an error that says so.
+fn resolve_focus(view: &foveal_sdk::memex::MemexView<'_>, focus: &mut String) -> Result<(), Exit> {
+    use foveal_sdk::handle::Resolution;
     if view.find(focus).is_some() {
         return Ok(());
     }
-    eprintln!("error: no visible object has the id {focus:?} (list ids with `foveal memex query`)");
-    Err(Exit::NotFound)
+    let reference = focus.trim();
+    let caret = reference.starts_with(foveal_sdk::handle::SIGIL);
+    match foveal_sdk::handle::resolve(view, reference) {
+        Resolution::Found { file, index } => {
+            let file = &view.files[file];
+            let id = file.id(index).to_owned();
+            eprintln!("focus: {reference} is {id} ({})", file.title(index));
+            *focus = id;
+            Ok(())
+        }
+        Resolution::Ambiguous(all) => {
+            let candidates: Vec<String> = all
+                .iter()
+                .map(|&(f, i)| format!("{} ({})", view.files[f].id(i), view.files[f].title(i)))
+                .collect();
+            eprintln!(
+                "error: the handle {reference:?} names {} objects: {}; give the id",
+                candidates.len(),
+                candidates.join(", ")
+            );
+            Err(Exit::Usage)
+        }
+        Resolution::NotFound if caret => {
+            eprintln!(
+                "error: the handle {reference:?} names no visible object: it is stale (its object changed or is gone) or mistyped; read the outline again (`foveal context`) or give an id (`foveal memex query`)"
+            );
+            Err(Exit::NotFound)
+        }
+        Resolution::NotAHandle if caret => {
+            eprintln!(
+                "error: {reference:?} is not a handle: a handle is ^ and 2 to 13 letters and digits, as the outline shows it"
+            );
+            Err(Exit::Usage)
+        }
+        Resolution::NotFound | Resolution::NotAHandle => {
+            eprintln!(
+                "error: no visible object has the id or handle {reference:?} (list ids with `foveal memex query`)"
+            );
+            Err(Exit::NotFound)
+        }
+    }
 }
 
 /// Runs `command` on the configuration `overrides` resolve: file, then

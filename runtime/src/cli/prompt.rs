@@ -154,8 +154,9 @@ pub fn run(config: &Config, options: &PromptOptions) -> anyhow::Result<Exit> {
     };
     let window_revision = window.for_prompt(&skills);
     let snapshot = memex.snapshot();
-    if let Some(focus) = &options.focus
-        && let Err(exit) = crate::cli::check_focus(
+    let mut options = options.clone();
+    if let Some(focus) = options.focus.as_mut()
+        && let Err(exit) = crate::cli::resolve_focus(
             &SnapshotView::new(&snapshot, &PrivacyTags::new(&config.privacy_tags))
                 .view()
                 .as_view(),
@@ -164,6 +165,7 @@ pub fn run(config: &Config, options: &PromptOptions) -> anyhow::Result<Exit> {
     {
         return Ok(exit);
     }
+    let options = &options;
     let gate = match crate::egress::Gate::from_config(config) {
         Ok(gate) => gate,
         Err(error) => {

@@ -25,7 +25,12 @@ use crate::memex::view::SnapshotView;
 use crate::registry::{Slot, hooks};
 
 /// `foveal tool call NAME ARGS [--focus ID]`.
-pub fn run(config: &Config, name: &str, args: &str, focus: Option<String>) -> anyhow::Result<Exit> {
+pub fn run(
+    config: &Config,
+    name: &str,
+    args: &str,
+    mut focus: Option<String>,
+) -> anyhow::Result<Exit> {
     let args: serde_json::Value = match serde_json::from_str(args) {
         Ok(value @ serde_json::Value::Object(_)) => value,
         Ok(other) => {
@@ -112,9 +117,9 @@ pub fn run(config: &Config, name: &str, args: &str, focus: Option<String>) -> an
     }
     let privacy = crate::memex::privacy::PrivacyTags::new(&config.privacy_tags);
     let view = SnapshotView::new(&snapshot, &privacy);
-    if let Some(focus) = &focus {
+    if let Some(focus) = focus.as_mut() {
         let owned = view.view();
-        if let Err(exit) = crate::cli::check_focus(&owned.as_view(), focus) {
+        if let Err(exit) = crate::cli::resolve_focus(&owned.as_view(), focus) {
             return Ok(exit);
         }
     }

@@ -346,3 +346,44 @@ fn private_titles_that_are_common_words_do_not_redact_the_visible_outline() {
     assert_eq!(with_private["text"], without["text"]);
     assert_eq!(with_private["redacted"]["private"], 0, "{with_private}");
 }
+
+/// Issue 34: `--focus` takes a handle as the compact outline shows it,
+/// says which object it meant, and refuses a stale one clearly.
+#[test]
+fn focus_takes_a_handle_from_the_outline() {
+    let dir = sandbox();
+    let output = context(&dir, &[]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let out = text(&output.stdout);
+    let line = out
+        .lines()
+        .find(|l| l.contains("Twin"))
+        .unwrap_or_else(|| panic!("no Twin line:\n{out}"));
+    let handle = line
+        .split_whitespace()
+        .find(|w| w.starts_with('^'))
+        .unwrap_or_else(|| panic!("no handle on {line:?}"));
+    let output = context(&dir, &["--focus", handle, "--json"]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    assert!(
+        text(&output.stderr).contains(&format!("focus: {handle} is twin (Twin)")),
+        "{}",
+        text(&output.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert!(
+        json["included"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|i| i["id"] == "twin" && i["reason"] == "foveal" && i["handle"] == handle),
+        "{json}"
+    );
+    // A handle of no object, and one that is no handle.
+    let stale = context(&dir, &["--focus", "^zzzzzz"]);
+    assert!(!stale.status.success());
+    assert!(text(&stale.stderr).contains("stale"), "{}", text(&stale.stderr));
+    let bad = context(&dir, &["--focus", "^!"]);
+    assert!(!bad.status.success());
+    assert!(text(&bad.stderr).contains("not a handle"), "{}", text(&bad.stderr));
+}
