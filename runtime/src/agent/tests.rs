@@ -335,7 +335,10 @@ async fn a_tool_call_is_run_and_its_output_is_the_next_cycles_signal() {
     assert_eq!(report.cycles[1].signal, "tool_output");
     assert_eq!(out.tools.len(), 1);
     let result = out.tools[0].1.as_ref().unwrap();
-    assert!(result.contains("docs | TODO Write docs"), "{result}");
+    assert!(
+        result.contains("docs ^") && result.contains(" | TODO Write docs"),
+        "{result}"
+    );
     assert!(
         !result.contains("doctor"),
         "a private task was listed: {result}"

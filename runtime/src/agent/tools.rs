@@ -572,10 +572,15 @@ fn query_memex(args: &Args, cx: &ToolContext<'_>) -> Result<String, ToolError> {
     if found.is_empty() {
         return Ok("no matching objects".to_owned());
     }
+    // Each object's handle, as the compact outline shows it: the model
+    // may name it by either.
+    let view = crate::memex::view::SnapshotView::new(cx.snapshot, cx.privacy);
+    let owned = view.view();
+    let handles = foveal_sdk::handle::Handles::new(&owned.as_view());
     let mut out = String::new();
     for object in found.iter().take(limit) {
         out.push_str(object.id());
-        out.push_str(" |");
+        let _ = write!(out, " {} |", handles.of(object.id()));
         if let Some(todo) = object.todo() {
             out.push(' ');
             out.push_str(todo);

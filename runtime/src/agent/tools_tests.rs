@@ -135,6 +135,16 @@ struct Tools {
 }
 
 impl Tools {
+    /// The handle of visible object `id` in the compact outline.
+    fn handle(&self, id: &str) -> String {
+        let snapshot = self.memex.snapshot();
+        let view = crate::memex::view::SnapshotView::new(&snapshot, &self.privacy);
+        let owned = view.view();
+        foveal_sdk::handle::Handles::new(&owned.as_view())
+            .of(id)
+            .to_string()
+    }
+
     fn new() -> Self {
         let dir = tempfile::tempdir().unwrap();
         for (name, text) in [
@@ -212,22 +222,32 @@ fn query_memex_lists_only_visible_objects_and_counts_only_them() {
     let projects = t
         .run(Builtin::QueryMemex, json!({"tag": "project"}))
         .unwrap();
+    // Each with its handle in the compact outline, which resolves to it.
+    let h = |id: &str| t.handle(id);
     assert_eq!(
-        projects, "launch | Launch :project:\nreading | Reading :project:\n",
+        projects,
+        format!(
+            "launch {} | Launch :project:\nreading {} | Reading :project:\n",
+            h("launch"),
+            h("reading")
+        ),
         "{projects}"
     );
+    let (launch, docs) = (h("launch"), h("docs"));
     // The count of what the limit left out is of visible objects.
     let limited = t
         .run(Builtin::QueryMemex, json!({"tag": ":project:", "limit": 1}))
         .unwrap();
-    assert_eq!(limited, "launch | Launch :project:\n… 1 more\n");
+    assert_eq!(limited, format!("launch {launch} | Launch :project:\n… 1 more\n"));
     // A TODO state private objects share, alone and with a tag.
     let todo = t.run(Builtin::QueryMemex, json!({"todo": "TODO"})).unwrap();
-    assert_eq!(todo, "docs | TODO Write docs :docs:\n");
+    assert_eq!(todo, format!("docs {docs} | TODO Write docs :docs:\n"));
     let both = t
         .run(Builtin::QueryMemex, json!({"tag": "docs", "todo": "TODO"}))
         .unwrap();
-    assert_eq!(both, "docs | TODO Write docs :docs:\n");
+    assert_eq!(both, format!("docs {docs} | TODO Write docs :docs:\n"));
+    let read = t.run(Builtin::ReadObject, json!({"id": launch})).unwrap();
+    assert!(read.contains("id: launch\n"), "{read}");
     // A tag and a state only private objects have: nothing, as for a tag
     // no object has.
     for args in [
