@@ -82,12 +82,12 @@ fn joined_key(bytes: &[u8]) -> u64 {
 /// What sets a gapped key apart from every other key.
 const GAP_KEY: u64 = 0x0a3f_9e1d_55c2_7b61;
 
-/// The key of a run of three words that says where to look for gapped
-/// keys, apart from every other key (a private line of three words is
-/// a key of its own).
+/// The key of a run of three words, its run key `run`, that says where
+/// to look for gapped keys, apart from every other key (a private line of
+/// three words is a key of its own).
 #[inline]
-fn tri_key(words: &[Word]) -> u64 {
-    super::words::mix(super::words::run_key(words), GAP_KEY ^ 3)
+fn tri_key(run: u64) -> u64 {
+    super::words::mix(run, GAP_KEY ^ 3)
 }
 
 /// The key of `words` without `words[gap]`, apart from every other key.
@@ -149,9 +149,15 @@ impl std::fmt::Debug for KeySet {
 }
 
 impl KeySet {
+    /// The empty set.
+    pub(crate) fn empty() -> Self {
+        Self::new(std::iter::empty())
+    }
+
     /// The set of `keys` (duplicates allowed).
     pub(crate) fn new(keys: impl Iterator<Item = u64>) -> Self {
-        let mut table: hashbrown::HashTable<u64> = hashbrown::HashTable::new();
+        let mut table: hashbrown::HashTable<u64> =
+            hashbrown::HashTable::with_capacity(keys.size_hint().0);
         for key in keys {
             if table.find(key, |&k| k == key).is_none() {
                 table.insert_unique(key, key, |&k| k);
@@ -571,6 +577,7 @@ impl Keys {
         // A run of six with a word changed, dropped or added: the run
         // without each of its words but the first, and its runs of three
         // (which find where to look).
+        let mut anchored = vec![false; words.len()];
         for (at, run) in words.windows(FUZZY).enumerate() {
             if run[1..].iter().any(|w| w.headline)
                 || !kinds[at..at + FUZZY].iter().any(|k| k.is_content())
@@ -580,9 +587,10 @@ impl Keys {
             for gap in 1..FUZZY {
                 gapped.push(gapped_key(run, gap));
             }
-            for three in run.windows(3) {
-                tri.push(tri_key(three));
-            }
+            anchored[at..at + FUZZY - 2].fill(true);
+        }
+        for (at, _) in anchored.iter().enumerate().filter(|(_, a)| **a) {
+            tri.push(tri_key(super::words::run_key(&words[at..at + 3])));
         }
     }
 
@@ -715,15 +723,14 @@ pub(crate) struct Matcher {
 /// The kinds of keys, one set of the matcher each.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
-    Shingle,
-    Short,
-    Joined,
-    Gapped,
-    Tri,
+    Shingle = 0,
+    Short = 1,
+    Joined = 2,
+    Tri = 3,
 }
 
 impl FileKeys {
-    /// Each key with its kind.
+    /// Each key with its kind, but the gapped keys (see [`Build::run`]).
     fn each(&self) -> impl Iterator<Item = (u64, Kind)> + '_ {
         fn kind(keys: &[u64], kind: Kind) -> impl Iterator<Item = (u64, Kind)> + '_ {
             keys.iter().map(move |&k| (k, kind))
@@ -731,7 +738,6 @@ impl FileKeys {
         kind(&self.shingles, Kind::Shingle)
             .chain(kind(&self.shorts, Kind::Short))
             .chain(kind(&self.joined, Kind::Joined))
-            .chain(kind(&self.gapped, Kind::Gapped))
             .chain(kind(&self.tri, Kind::Tri))
     }
 }
@@ -746,6 +752,7 @@ impl Matcher {
         text: &str,
         words: &[Word],
         outline: bool,
+        anchors: bool,
         mut found: impl FnMut(usize, usize, u64),
     ) {
         let shorts = !self.shorts.is_empty();
@@ -758,6 +765,15 @@ impl Matcher {
         }
         let shingles = !self.shingles.is_empty();
         let joined = !self.joined.is_empty();
+        let gapped = !self.gapped.is_empty() && words.len() >= SHINGLE;
+        let tri = !self.tri.is_empty() && (anchors || gapped);
+        // Where a private run of three starts (for the gapped keys).
+        let mut three: Vec<bool> = if gapped {
+            vec![false; words.len()]
+        } else {
+            Vec::new()
+        };
+        let mut any_three = false;
         for i in 0..words.len() {
             let mut keys = RunKeys::new();
             let last = (i + SHINGLE).min(words.len());
@@ -782,10 +798,22 @@ impl Matcher {
                 {
                     found(i, i, key);
                 }
+                if j == 2 && tri {
+                    let anchor = tri_key(key);
+                    if self.tri.contains(anchor) {
+                        if anchors {
+                            found(i, i + 2, anchor);
+                        }
+                        if gapped {
+                            three[i] = true;
+                            any_three = true;
+                        }
+                    }
+                }
             }
         }
-        if !self.gapped.is_empty() && words.len() >= SHINGLE {
-            self.each_gapped(words, outline, found);
+        if any_three {
+            self.each_gapped(words, &three, outline, found);
         }
     }
 
@@ -794,19 +822,13 @@ impl Matcher {
     /// five are (one changed: the same five; one added: a run of six
     /// without its last). Looked up only where a private run of three is
     /// near.
-    fn each_gapped(&self, words: &[Word], outline: bool, mut found: impl FnMut(usize, usize, u64)) {
-        // Whether words `i..i + 3` are a private run of three.
-        let three: Vec<bool> = (0..words.len())
-            .map(|i| {
-                let run = &words[i..(i + 3).min(words.len())];
-                run.len() == 3
-                    && !(outline && run[1..].iter().any(|w| w.headline))
-                    && self.tri.contains(tri_key(run))
-            })
-            .collect();
-        if !three.contains(&true) {
-            return;
-        }
+    fn each_gapped(
+        &self,
+        words: &[Word],
+        three: &[bool],
+        outline: bool,
+        mut found: impl FnMut(usize, usize, u64),
+    ) {
         let near = |from: usize, to: usize| three[from..to.min(three.len())].contains(&true);
         for s in 0..words.len() {
             // Five words: one dropped.
@@ -839,7 +861,7 @@ impl Matcher {
     pub(crate) fn find(&self, text: &str, outline: bool, out: &mut Vec<Span>) {
         let mut words = Vec::new();
         Splitter::default().split(text, true, &mut words);
-        self.each_run(text, &words, outline, |first, last, _| {
+        self.each_run(text, &words, outline, false, |first, last, _| {
             out.push(Span {
                 start: words[first].start as usize,
                 end: words[last].end as usize,
@@ -1016,18 +1038,15 @@ impl<'m> Build<'m> {
 
     /// The matcher of the private keys that no visible text holds.
     pub(crate) fn run(&mut self) -> (Option<Matcher>, BuildCounts) {
-        // Every key: whether the previous cache knew it, and its kind.
+        // Every key but the gapped ones: whether the previous cache knew
+        // it, and its kind.
         let mut all: KeyMap<(bool, Kind)> = KeyMap::default();
         let failed = self
             .failed
             .iter()
             .map(|(_, keys, unchanged)| (keys, *unchanged));
-        for (keys, unchanged) in self
-            .keys
-            .iter()
-            .zip(self.unchanged.iter().copied())
-            .chain(failed)
-        {
+        let files = || self.keys.iter().zip(self.unchanged.iter().copied()).chain(failed.clone());
+        for (keys, unchanged) in files() {
             for (key, kind) in keys.each() {
                 all.entry(key).or_insert((false, kind)).0 |= unchanged;
             }
@@ -1043,41 +1062,39 @@ impl<'m> Build<'m> {
                 }
             }
         }
-        // The runs of three only say where to look: each matcher has all.
-        let matcher_of = |keep: &dyn Fn(u64, bool) -> bool| {
-            let pick = |wanted: Kind| {
-                KeySet::new(
-                    all.iter()
-                        .filter(|&(&key, &(known, kind))| {
-                            kind == wanted && (kind == Kind::Tri || keep(key, known))
-                        })
-                        .map(|(key, _)| *key),
-                )
-            };
+        // The sets of the kept keys, by kind, in one pass.
+        let matcher_of = |keep: &dyn Fn(u64, bool) -> bool, gapped: KeySet| {
+            let mut by_kind: [Vec<u64>; 4] = Default::default();
+            for (&key, &(known, kind)) in &all {
+                if keep(key, known) {
+                    by_kind[kind as usize].push(key);
+                }
+            }
+            let [shingles, shorts, joined, tri] = by_kind.map(|keys| KeySet::new(keys.into_iter()));
             Matcher {
-                shingles: pick(Kind::Shingle),
-                shorts: pick(Kind::Short),
-                joined: pick(Kind::Joined),
-                gapped: pick(Kind::Gapped),
-                tri: pick(Kind::Tri),
+                shingles,
+                shorts,
+                joined,
+                gapped,
+                tri,
             }
         };
+        // Visible text is scanned for the exact keys and the runs of three:
+        // a run of three some visible object holds is no anchor, so no
+        // gapped key is ever looked for in visible text (its runs of three
+        // are all public) and none needs to be found public.
         let changed: Vec<usize> = (0..self.files.len())
             .filter(|&f| !self.unchanged[f])
             .collect();
         if !changed.is_empty() {
-            let every = matcher_of(&|_, _| true);
+            let every = matcher_of(&|_, _| true, KeySet::empty());
             self.scan(&every, &changed);
         }
         let unchanged: Vec<usize> = (0..self.files.len())
             .filter(|&f| self.unchanged[f])
             .collect();
-        if !unchanged.is_empty()
-            && all
-                .values()
-                .any(|(known, kind)| !known && *kind != Kind::Tri)
-        {
-            let fresh = matcher_of(&|_, known| !known);
+        if !unchanged.is_empty() && all.values().any(|(known, _)| !known) {
+            let fresh = matcher_of(&|_, known| !known, KeySet::empty());
             self.scan(&fresh, &unchanged);
         }
         let mut public: KeyMap<()> = KeyMap::default();
@@ -1089,11 +1106,17 @@ impl<'m> Build<'m> {
                 public.insert(key, ());
             }
         }
+        let gapped = KeySet::new(
+            self.keys
+                .iter()
+                .chain(self.failed.iter().map(|(_, keys, _)| keys))
+                .flat_map(|keys| keys.gapped.iter().copied()),
+        );
         let counts = BuildCounts {
-            keys: all.values().filter(|(_, kind)| *kind != Kind::Tri).count(),
+            keys: all.len() + gapped.len(),
             public: public.len(),
         };
-        let matcher = matcher_of(&|key, _| !public.contains_key(&key));
+        let matcher = matcher_of(&|key, _| !public.contains_key(&key), gapped);
         ((matcher.len() > 0).then_some(matcher), counts)
     }
 
@@ -1125,7 +1148,9 @@ impl<'m> Build<'m> {
                     };
                     words.clear();
                     splitter.split(text, true, &mut words);
-                    set.each_run(text, &words, true, |_, _, key| found.push((f, key)));
+                    set.each_run(text, &words, true, true, |_, _, key| {
+                        found.push((f, key));
+                    });
                 }
                 found
             },

@@ -551,6 +551,18 @@ fn forms_out_of_reach_are_what_the_docs_say() {
             clean(found)
         );
     }
+    // One word off where the only three words in a row left of the run
+    // are also a visible object's: found without that object, not with it.
+    let quote = "the harbour by a windy Sunday";
+    assert!(clean(quote).contains(PRIVATE_MARKER), "{}", clean(quote));
+    let (_dir2, shared) = self::memex(
+        "* Diary :@personal:\n\
+         Met Ann at the harbour on a windy Sunday morning\n\
+         * Sailing\n\
+         We sailed on a windy Sunday.\n",
+    );
+    let cleaned = gate.clean(quote, &shared.snapshot(), &skills).unwrap().text;
+    assert_eq!(cleaned, quote);
 }
 
 #[test]
