@@ -575,3 +575,38 @@ fn a_budgeted_compact_outline_reads_as_documented() {
     twin body
     ");
 }
+
+/// A project below the top level (the heading rule: under `* Projects`)
+/// in focus itself: its subtree in full, at the project's own depth, and
+/// nothing above it — the path to the file's root was once walked and
+/// given depths below zero (lines of 65,535 stars).
+#[test]
+fn a_nested_project_in_focus_shows_its_subtree_and_nothing_above_it() {
+    let org = "* Projects
+** Build the shed
+:PROPERTIES:
+:ID: shed
+:END:
+Shed body.
+*** TODO Buy timber
+:PROPERTIES:
+:ID: timber
+:END:
+Timber body.
+";
+    for config in ["{}", SEED_FORMAT] {
+        let output = render(org, Some("shed"), config);
+        assert!(output.contains("Shed body.") && output.contains("Timber body."), "{output}");
+        for line in output.lines().filter(|l| l.starts_with('*')) {
+            let stars = line.chars().take_while(|&c| c == '*').count();
+            assert!((1..=2).contains(&stars), "{line:?} in:\n{output}");
+        }
+        assert!(
+            !output
+                .lines()
+                .any(|l| l.trim_start_matches('*').trim_start().starts_with("Projects")),
+            "{output}"
+        );
+        assert!(!output.contains("4294967"), "{output}");
+    }
+}

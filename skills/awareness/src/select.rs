@@ -84,16 +84,21 @@ pub fn select(memex: &MemexView<'_>, focus: Option<&str>, options: &Options) -> 
         for &(i, _) in &picks {
             mark(&mut marks, i);
         }
-        // Ancestor paths of foveal and promoted objects, up to the project.
+        // Ancestor paths of foveal and promoted objects, up to the project
+        // (never above it: a project below the top level, such as one under
+        // a `Projects` heading, in focus itself, has no path to show).
         let shown = picks.len();
         for k in 0..shown {
             let (i, reason) = picks[k];
             if !matches!(reason, Reason::Foveal | Reason::Semantic(_)) {
                 continue;
             }
-            let mut up = file.parent(i);
+            let Some(root) = project_of(&projects, i).map(|p| projects[p].0) else {
+                continue;
+            };
+            let mut up = file.parent(i).filter(|_| i != root);
             while let Some(a) = up {
-                if is_marked(&marks, a) {
+                if a < root || is_marked(&marks, a) {
                     break;
                 }
                 mark(&mut marks, a);
