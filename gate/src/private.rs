@@ -149,11 +149,6 @@ impl std::fmt::Debug for KeySet {
 }
 
 impl KeySet {
-    /// The empty set.
-    pub(crate) fn empty() -> Self {
-        Self::new(std::iter::empty())
-    }
-
     /// The set of `keys` (duplicates allowed).
     pub(crate) fn new(keys: impl Iterator<Item = u64>) -> Self {
         let mut table: hashbrown::HashTable<u64> =
@@ -200,6 +195,65 @@ impl KeySet {
     /// Bytes held.
     pub(crate) fn memory(&self) -> usize {
         self.bloom.len() * 8 + self.table.capacity() * 9
+    }
+}
+
+/// A large set of keys that is seldom asked for a key its Bloom filter
+/// lets through: the filter in front of the keys, sorted (8 bytes a key,
+/// built by merging sorted runs, no table to fill).
+pub(crate) struct SortedKeys {
+    bloom: Box<[u64]>,
+    keys: Box<[u64]>,
+}
+
+impl std::fmt::Debug for SortedKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SortedKeys")
+            .field("keys", &self.keys.len())
+            .field("bloom_words", &self.bloom.len())
+            .finish()
+    }
+}
+
+impl SortedKeys {
+    /// The set of the keys of `runs`, each sorted.
+    pub(crate) fn from_sorted<'k>(runs: impl Iterator<Item = &'k [u64]>) -> Self {
+        let mut keys: Vec<u64> = Vec::new();
+        for run in runs {
+            keys.extend_from_slice(run);
+        }
+        // A merge of the runs (the stable sort finds them).
+        keys.sort();
+        keys.dedup();
+        let words = (keys.len() / 4).max(1).next_power_of_two();
+        let mut bloom = vec![0u64; words].into_boxed_slice();
+        for &key in &keys {
+            bloom[KeySet::slot(key, words)] |= KeySet::bits(key);
+        }
+        Self {
+            bloom,
+            keys: keys.into(),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn contains(&self, key: u64) -> bool {
+        let bits = KeySet::bits(key);
+        self.bloom[KeySet::slot(key, self.bloom.len())] & bits == bits
+            && self.keys.binary_search(&key).is_ok()
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+
+    /// Bytes held.
+    pub(crate) fn memory(&self) -> usize {
+        (self.bloom.len() + self.keys.len()) * 8
     }
 }
 
@@ -713,7 +767,7 @@ pub(crate) struct Matcher {
     shingles: KeySet,
     shorts: KeySet,
     joined: KeySet,
-    gapped: KeySet,
+    gapped: SortedKeys,
     /// The runs of three words of the gapped runs: a run of six with one
     /// word changed, dropped or added keeps three in a row, so the gapped
     /// keys are looked up only near one of these.
@@ -755,6 +809,20 @@ impl Matcher {
         anchors: bool,
         mut found: impl FnMut(usize, usize, u64),
     ) {
+        let gapped = !self.gapped.is_empty() && words.len() >= SHINGLE;
+        // Which words a run found covers (for the gapped keys: a window
+        // already covered is not looked up again).
+        let covered: Vec<std::cell::Cell<bool>> = if gapped {
+            vec![std::cell::Cell::new(false); words.len()]
+        } else {
+            Vec::new()
+        };
+        let mut found = |first: usize, last: usize, key: u64| {
+            if gapped {
+                covered[first..=last].iter().for_each(|c| c.set(true));
+            }
+            found(first, last, key);
+        };
         let shorts = !self.shorts.is_empty();
         if shorts {
             super::words::number_runs(text, words, false, |first, last, key| {
@@ -765,7 +833,6 @@ impl Matcher {
         }
         let shingles = !self.shingles.is_empty();
         let joined = !self.joined.is_empty();
-        let gapped = !self.gapped.is_empty() && words.len() >= SHINGLE;
         let tri = !self.tri.is_empty() && (anchors || gapped);
         // Where a private run of three starts (for the gapped keys).
         let mut three: Vec<bool> = if gapped {
@@ -813,7 +880,13 @@ impl Matcher {
             }
         }
         if any_three {
-            self.each_gapped(words, &three, outline, found);
+            // Uncovered words before each position.
+            let mut open = Vec::with_capacity(words.len() + 1);
+            open.push(0u32);
+            for (k, c) in covered.iter().enumerate() {
+                open.push(open[k] + u32::from(!c.get()));
+            }
+            self.each_gapped(words, &three, &open, outline, found);
         }
     }
 
@@ -826,16 +899,20 @@ impl Matcher {
         &self,
         words: &[Word],
         three: &[bool],
+        open: &[u32],
         outline: bool,
         mut found: impl FnMut(usize, usize, u64),
     ) {
         let near = |from: usize, to: usize| three[from..to.min(three.len())].contains(&true);
+        // Whether a word of `from..to` is not in a run found already.
+        let uncovered = |from: usize, to: usize| open[to.min(words.len())] > open[from];
         for s in 0..words.len() {
             // Five words: one dropped.
             let five = &words[s..(s + SHINGLE).min(words.len())];
             if five.len() == SHINGLE
                 && !(outline && five[1..].iter().any(|w| w.headline))
                 && near(s, s + 3)
+                && uncovered(s, s + SHINGLE)
             {
                 let key = super::words::mix(super::words::run_key(five), GAP_KEY);
                 if self.gapped.contains(key) {
@@ -846,6 +923,7 @@ impl Matcher {
             if let Some(six) = words.get(s..s + FUZZY)
                 && !(outline && six[1..].iter().any(|w| w.headline))
                 && near(s, s + 4)
+                && uncovered(s, s + FUZZY)
             {
                 for gap in 1..FUZZY - 1 {
                     let key = gapped_key(six, gap);
@@ -877,16 +955,11 @@ impl Matcher {
 
     /// Bytes held.
     pub(crate) fn memory(&self) -> usize {
-        [
-            &self.shingles,
-            &self.shorts,
-            &self.joined,
-            &self.gapped,
-            &self.tri,
-        ]
-        .iter()
-        .map(|set| set.memory())
-        .sum()
+        [&self.shingles, &self.shorts, &self.joined, &self.tri]
+            .iter()
+            .map(|set| set.memory())
+            .sum::<usize>()
+            + self.gapped.memory()
     }
 }
 
@@ -1045,7 +1118,12 @@ impl<'m> Build<'m> {
             .failed
             .iter()
             .map(|(_, keys, unchanged)| (keys, *unchanged));
-        let files = || self.keys.iter().zip(self.unchanged.iter().copied()).chain(failed.clone());
+        let files = || {
+            self.keys
+                .iter()
+                .zip(self.unchanged.iter().copied())
+                .chain(failed.clone())
+        };
         for (keys, unchanged) in files() {
             for (key, kind) in keys.each() {
                 all.entry(key).or_insert((false, kind)).0 |= unchanged;
@@ -1063,7 +1141,7 @@ impl<'m> Build<'m> {
             }
         }
         // The sets of the kept keys, by kind, in one pass.
-        let matcher_of = |keep: &dyn Fn(u64, bool) -> bool, gapped: KeySet| {
+        let matcher_of = |keep: &dyn Fn(u64, bool) -> bool, gapped: SortedKeys| {
             let mut by_kind: [Vec<u64>; 4] = Default::default();
             for (&key, &(known, kind)) in &all {
                 if keep(key, known) {
@@ -1087,14 +1165,17 @@ impl<'m> Build<'m> {
             .filter(|&f| !self.unchanged[f])
             .collect();
         if !changed.is_empty() {
-            let every = matcher_of(&|_, _| true, KeySet::empty());
+            let every = matcher_of(&|_, _| true, SortedKeys::from_sorted(std::iter::empty()));
             self.scan(&every, &changed);
         }
         let unchanged: Vec<usize> = (0..self.files.len())
             .filter(|&f| self.unchanged[f])
             .collect();
         if !unchanged.is_empty() && all.values().any(|(known, _)| !known) {
-            let fresh = matcher_of(&|_, known| !known, KeySet::empty());
+            let fresh = matcher_of(
+                &|_, known| !known,
+                SortedKeys::from_sorted(std::iter::empty()),
+            );
             self.scan(&fresh, &unchanged);
         }
         let mut public: KeyMap<()> = KeyMap::default();
@@ -1106,11 +1187,11 @@ impl<'m> Build<'m> {
                 public.insert(key, ());
             }
         }
-        let gapped = KeySet::new(
+        let gapped = SortedKeys::from_sorted(
             self.keys
                 .iter()
                 .chain(self.failed.iter().map(|(_, keys, _)| keys))
-                .flat_map(|keys| keys.gapped.iter().copied()),
+                .map(|keys| &keys.gapped[..]),
         );
         let counts = BuildCounts {
             keys: all.len() + gapped.len(),

@@ -238,7 +238,10 @@ fn query_memex_lists_only_visible_objects_and_counts_only_them() {
     let limited = t
         .run(Builtin::QueryMemex, json!({"tag": ":project:", "limit": 1}))
         .unwrap();
-    assert_eq!(limited, format!("launch {launch} | Launch :project:\n… 1 more\n"));
+    assert_eq!(
+        limited,
+        format!("launch {launch} | Launch :project:\n… 1 more\n")
+    );
     // A TODO state private objects share, alone and with a tag.
     let todo = t.run(Builtin::QueryMemex, json!({"todo": "TODO"})).unwrap();
     assert_eq!(todo, format!("docs {docs} | TODO Write docs :docs:\n"));

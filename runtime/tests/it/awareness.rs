@@ -596,15 +596,19 @@ Timber body.
 ";
     for config in ["{}", SEED_FORMAT] {
         let output = render(org, Some("shed"), config);
-        assert!(output.contains("Shed body.") && output.contains("Timber body."), "{output}");
+        assert!(
+            output.contains("Shed body.") && output.contains("Timber body."),
+            "{output}"
+        );
         for line in output.lines().filter(|l| l.starts_with('*')) {
             let stars = line.chars().take_while(|&c| c == '*').count();
             assert!((1..=2).contains(&stars), "{line:?} in:\n{output}");
         }
         assert!(
-            !output
-                .lines()
-                .any(|l| l.trim_start_matches('*').trim_start().starts_with("Projects")),
+            !output.lines().any(|l| l
+                .trim_start_matches('*')
+                .trim_start()
+                .starts_with("Projects")),
             "{output}"
         );
         assert!(!output.contains("4294967"), "{output}");

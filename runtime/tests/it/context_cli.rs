@@ -382,8 +382,16 @@ fn focus_takes_a_handle_from_the_outline() {
     // A handle of no object, and one that is no handle.
     let stale = context(&dir, &["--focus", "^zzzzzz"]);
     assert!(!stale.status.success());
-    assert!(text(&stale.stderr).contains("stale"), "{}", text(&stale.stderr));
+    assert!(
+        text(&stale.stderr).contains("stale"),
+        "{}",
+        text(&stale.stderr)
+    );
     let bad = context(&dir, &["--focus", "^!"]);
     assert!(!bad.status.success());
-    assert!(text(&bad.stderr).contains("not a handle"), "{}", text(&bad.stderr));
+    assert!(
+        text(&bad.stderr).contains("not a handle"),
+        "{}",
+        text(&bad.stderr)
+    );
 }
