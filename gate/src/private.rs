@@ -201,9 +201,16 @@ impl KeySet {
 /// A large set of keys that is seldom asked for a key its Bloom filter
 /// lets through: the filter in front of the keys, sorted (8 bytes a key,
 /// built by merging sorted runs, no table to fill).
+#[derive(Clone)]
 pub(crate) struct SortedKeys {
     bloom: Box<[u64]>,
     keys: Box<[u64]>,
+}
+
+impl Default for SortedKeys {
+    fn default() -> Self {
+        Self::from_sorted(std::iter::empty(), |_| true)
+    }
 }
 
 impl std::fmt::Debug for SortedKeys {
@@ -216,15 +223,24 @@ impl std::fmt::Debug for SortedKeys {
 }
 
 impl SortedKeys {
-    /// The set of the keys of `runs`, each sorted.
-    pub(crate) fn from_sorted<'k>(runs: impl Iterator<Item = &'k [u64]>) -> Self {
+    /// The set of the keys of `runs`, each sorted, that `keep`.
+    pub(crate) fn from_sorted<'k>(
+        runs: impl Iterator<Item = &'k [u64]>,
+        keep: impl Fn(u64) -> bool,
+    ) -> Self {
         let mut keys: Vec<u64> = Vec::new();
+        let mut sorted = true;
         for run in runs {
-            keys.extend_from_slice(run);
+            sorted &= keys
+                .last()
+                .is_none_or(|&last| run.first().is_none_or(|&first| last < first));
+            keys.extend(run.iter().copied().filter(|&k| keep(k)));
         }
-        // A merge of the runs (the stable sort finds them).
-        keys.sort();
-        keys.dedup();
+        if !sorted {
+            // A merge of the runs (the stable sort finds them).
+            keys.sort();
+            keys.dedup();
+        }
         let words = (keys.len() / 4).max(1).next_power_of_two();
         let mut bloom = vec![0u64; words].into_boxed_slice();
         for &key in &keys {
@@ -766,7 +782,7 @@ pub(crate) fn failed_file_keys(
 pub(crate) struct Matcher {
     shingles: KeySet,
     shorts: KeySet,
-    joined: KeySet,
+    joined: SortedKeys,
     gapped: SortedKeys,
     /// The runs of three words of the gapped runs: a run of six with one
     /// word changed, dropped or added keeps three in a row, so the gapped
@@ -779,19 +795,18 @@ pub(crate) struct Matcher {
 enum Kind {
     Shingle = 0,
     Short = 1,
-    Joined = 2,
-    Tri = 3,
+    Tri = 2,
 }
 
 impl FileKeys {
-    /// Each key with its kind, but the gapped keys (see [`Build::run`]).
+    /// Each key with its kind, but the joined and gapped keys (see
+    /// [`Build::run`]).
     fn each(&self) -> impl Iterator<Item = (u64, Kind)> + '_ {
         fn kind(keys: &[u64], kind: Kind) -> impl Iterator<Item = (u64, Kind)> + '_ {
             keys.iter().map(move |&k| (k, kind))
         }
         kind(&self.shingles, Kind::Shingle)
             .chain(kind(&self.shorts, Kind::Short))
-            .chain(kind(&self.joined, Kind::Joined))
             .chain(kind(&self.tri, Kind::Tri))
     }
 }
@@ -810,16 +825,14 @@ impl Matcher {
         mut found: impl FnMut(usize, usize, u64),
     ) {
         let gapped = !self.gapped.is_empty() && words.len() >= SHINGLE;
-        // Which words a run found covers (for the gapped keys: a window
-        // already covered is not looked up again).
-        let covered: Vec<std::cell::Cell<bool>> = if gapped {
-            vec![std::cell::Cell::new(false); words.len()]
-        } else {
-            Vec::new()
-        };
-        let mut found = |first: usize, last: usize, key: u64| {
+        // The runs found (for the gapped keys: a window they already cover
+        // is not looked up again), and where a private run of three
+        // starts. Both are rare in clean text.
+        let mut runs: Vec<(u32, u32)> = Vec::new();
+        let mut threes: Vec<u32> = Vec::new();
+        let mut report = |first: usize, last: usize, key: u64| {
             if gapped {
-                covered[first..=last].iter().for_each(|c| c.set(true));
+                runs.push((first as u32, last as u32));
             }
             found(first, last, key);
         };
@@ -827,20 +840,13 @@ impl Matcher {
         if shorts {
             super::words::number_runs(text, words, false, |first, last, key| {
                 if self.shorts.contains(key) {
-                    found(first, last, key);
+                    report(first, last, key);
                 }
             });
         }
         let shingles = !self.shingles.is_empty();
         let joined = !self.joined.is_empty();
         let tri = !self.tri.is_empty() && (anchors || gapped);
-        // Where a private run of three starts (for the gapped keys).
-        let mut three: Vec<bool> = if gapped {
-            vec![false; words.len()]
-        } else {
-            Vec::new()
-        };
-        let mut any_three = false;
         for i in 0..words.len() {
             let mut keys = RunKeys::new();
             let last = (i + SHINGLE).min(words.len());
@@ -856,79 +862,86 @@ impl Matcher {
                     shorts && self.shorts.contains(key)
                 };
                 if hit {
-                    found(i, i + j, key);
+                    report(i, i + j, key);
                 }
                 if j == 0
                     && joined
                     && (word.end - word.start) as usize >= MIN_JOINED_BYTES
                     && self.joined.contains(key)
                 {
-                    found(i, i, key);
+                    report(i, i, key);
                 }
                 if j == 2 && tri {
                     let anchor = tri_key(key);
                     if self.tri.contains(anchor) {
                         if anchors {
-                            found(i, i + 2, anchor);
+                            report(i, i + 2, anchor);
                         }
                         if gapped {
-                            three[i] = true;
-                            any_three = true;
+                            threes.push(i as u32);
                         }
                     }
                 }
             }
         }
-        if any_three {
-            // Uncovered words before each position.
-            let mut open = Vec::with_capacity(words.len() + 1);
-            open.push(0u32);
-            for (k, c) in covered.iter().enumerate() {
-                open.push(open[k] + u32::from(!c.get()));
-            }
-            self.each_gapped(words, &three, &open, outline, found);
+        drop(report);
+        if !threes.is_empty() {
+            self.each_gapped(words, &threes, &runs, outline, found);
         }
     }
 
     /// The runs of `words` that are a gapped key: five words that are a
     /// private run of six without one (one dropped), or six words of which
     /// five are (one changed: the same five; one added: a run of six
-    /// without its last). Looked up only where a private run of three is
-    /// near.
+    /// without its last). Looked up only where a private run of three
+    /// starts near (`threes`, in order), and not where `runs` found cover
+    /// every word already.
     fn each_gapped(
         &self,
         words: &[Word],
-        three: &[bool],
-        open: &[u32],
+        threes: &[u32],
+        runs: &[(u32, u32)],
         outline: bool,
         mut found: impl FnMut(usize, usize, u64),
     ) {
-        let near = |from: usize, to: usize| three[from..to.min(three.len())].contains(&true);
-        // Whether a word of `from..to` is not in a run found already.
-        let uncovered = |from: usize, to: usize| open[to.min(words.len())] > open[from];
-        for s in 0..words.len() {
-            // Five words: one dropped.
-            let five = &words[s..(s + SHINGLE).min(words.len())];
-            if five.len() == SHINGLE
-                && !(outline && five[1..].iter().any(|w| w.headline))
-                && near(s, s + 3)
-                && uncovered(s, s + SHINGLE)
-            {
-                let key = super::words::mix(super::words::run_key(five), GAP_KEY);
-                if self.gapped.contains(key) {
-                    found(s, s + SHINGLE - 1, key);
-                }
-            }
-            // Six words: one changed or added, at 1..=4.
-            if let Some(six) = words.get(s..s + FUZZY)
-                && !(outline && six[1..].iter().any(|w| w.headline))
-                && near(s, s + 4)
-                && uncovered(s, s + FUZZY)
-            {
-                for gap in 1..FUZZY - 1 {
-                    let key = gapped_key(six, gap);
+        // Uncovered words before each position.
+        let mut covered = vec![false; words.len()];
+        for &(first, last) in runs {
+            covered[first as usize..=last as usize].fill(true);
+        }
+        let mut open = Vec::with_capacity(words.len() + 1);
+        open.push(0u32);
+        for (k, c) in covered.iter().enumerate() {
+            open.push(open[k] + u32::from(!c));
+        }
+        let uncovered = |from: usize, to: usize| open[to] > open[from];
+        // A run of three at `p` lies in the five at `s` for `s` in
+        // `p - 2..=p`, in the six for `s` in `p - 3..=p`.
+        let mut next = 0usize;
+        for &p in threes {
+            let p = p as usize;
+            for s in p.saturating_sub(3).max(next)..=p {
+                next = s + 1;
+                let five = &words[s..(s + SHINGLE).min(words.len())];
+                if s + 2 >= p
+                    && five.len() == SHINGLE
+                    && !(outline && five[1..].iter().any(|w| w.headline))
+                    && uncovered(s, s + SHINGLE)
+                {
+                    let key = super::words::mix(super::words::run_key(five), GAP_KEY);
                     if self.gapped.contains(key) {
-                        found(s, s + FUZZY - 1, key);
+                        found(s, s + SHINGLE - 1, key);
+                    }
+                }
+                if let Some(six) = words.get(s..s + FUZZY)
+                    && !(outline && six[1..].iter().any(|w| w.headline))
+                    && uncovered(s, s + FUZZY)
+                {
+                    for gap in 1..FUZZY - 1 {
+                        let key = gapped_key(six, gap);
+                        if self.gapped.contains(key) {
+                            found(s, s + FUZZY - 1, key);
+                        }
                     }
                 }
             }
@@ -955,10 +968,11 @@ impl Matcher {
 
     /// Bytes held.
     pub(crate) fn memory(&self) -> usize {
-        [&self.shingles, &self.shorts, &self.joined, &self.tri]
+        [&self.shingles, &self.shorts, &self.tri]
             .iter()
             .map(|set| set.memory())
             .sum::<usize>()
+            + self.joined.memory()
             + self.gapped.memory()
     }
 }
@@ -1140,23 +1154,27 @@ impl<'m> Build<'m> {
                 }
             }
         }
+        // The joined keys are looked up only for long words, so every scan
+        // looks for all of them; a joined key visible text holds is public.
+        let joined = SortedKeys::from_sorted(self.sources().map(|keys| &keys.joined[..]), |_| true);
         // The sets of the kept keys, by kind, in one pass.
-        let matcher_of = |keep: &dyn Fn(u64, bool) -> bool, gapped: SortedKeys| {
-            let mut by_kind: [Vec<u64>; 4] = Default::default();
-            for (&key, &(known, kind)) in &all {
-                if keep(key, known) {
-                    by_kind[kind as usize].push(key);
+        let matcher_of =
+            |keep: &dyn Fn(u64, bool) -> bool, joined: SortedKeys, gapped: SortedKeys| {
+                let mut by_kind: [Vec<u64>; 3] = Default::default();
+                for (&key, &(known, kind)) in &all {
+                    if keep(key, known) {
+                        by_kind[kind as usize].push(key);
+                    }
                 }
-            }
-            let [shingles, shorts, joined, tri] = by_kind.map(|keys| KeySet::new(keys.into_iter()));
-            Matcher {
-                shingles,
-                shorts,
-                joined,
-                gapped,
-                tri,
-            }
-        };
+                let [shingles, shorts, tri] = by_kind.map(|keys| KeySet::new(keys.into_iter()));
+                Matcher {
+                    shingles,
+                    shorts,
+                    joined,
+                    gapped,
+                    tri,
+                }
+            };
         // Visible text is scanned for the exact keys and the runs of three:
         // a run of three some visible object holds is no anchor, so no
         // gapped key is ever looked for in visible text (its runs of three
@@ -1165,40 +1183,42 @@ impl<'m> Build<'m> {
             .filter(|&f| !self.unchanged[f])
             .collect();
         if !changed.is_empty() {
-            let every = matcher_of(&|_, _| true, SortedKeys::from_sorted(std::iter::empty()));
+            let every = matcher_of(&|_, _| true, joined.clone(), SortedKeys::default());
             self.scan(&every, &changed);
         }
         let unchanged: Vec<usize> = (0..self.files.len())
             .filter(|&f| self.unchanged[f])
             .collect();
         if !unchanged.is_empty() && all.values().any(|(known, _)| !known) {
-            let fresh = matcher_of(
-                &|_, known| !known,
-                SortedKeys::from_sorted(std::iter::empty()),
-            );
+            let fresh = matcher_of(&|_, known| !known, joined.clone(), SortedKeys::default());
             self.scan(&fresh, &unchanged);
         }
         let mut public: KeyMap<()> = KeyMap::default();
         for hits in &mut self.hits {
-            hits.retain(|key| all.contains_key(key));
+            hits.retain(|&key| all.contains_key(&key) || joined.contains(key));
             hits.sort_unstable();
             hits.dedup();
             for &key in hits.iter() {
                 public.insert(key, ());
             }
         }
-        let gapped = SortedKeys::from_sorted(
-            self.keys
-                .iter()
-                .chain(self.failed.iter().map(|(_, keys, _)| keys))
-                .map(|keys| &keys.gapped[..]),
-        );
+        let joined = SortedKeys::from_sorted(std::iter::once(&joined.keys[..]), |key| {
+            !public.contains_key(&key)
+        });
+        let gapped = SortedKeys::from_sorted(self.sources().map(|keys| &keys.gapped[..]), |_| true);
         let counts = BuildCounts {
-            keys: all.len() + gapped.len(),
+            keys: all.len() + joined.len() + gapped.len(),
             public: public.len(),
         };
-        let matcher = matcher_of(&|key, _| !public.contains_key(&key), gapped);
+        let matcher = matcher_of(&|key, _| !public.contains_key(&key), joined, gapped);
         ((matcher.len() > 0).then_some(matcher), counts)
+    }
+
+    /// The keys of every file of the generation, loaded or not.
+    fn sources(&self) -> impl Iterator<Item = &Arc<FileKeys>> {
+        self.keys
+            .iter()
+            .chain(self.failed.iter().map(|(_, keys, _)| keys))
     }
 
     /// Adds to the hits of each file `files[f]`, `f` in `which`, the keys

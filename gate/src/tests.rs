@@ -418,6 +418,7 @@ fn look_alike_letters_spelled_out_run_together_and_one_word_off_are_found() {
     let (_dir, memex) = memex(
         "* Work :project:\n\
          Met Bob for lunch.\n\
+         Plans for SundayMorning.\n\
          * Diary :@personal:\n\
          Met Ann at the harbour on a windy Sunday morning\n\
          Blood pressure high again\n",
@@ -471,6 +472,9 @@ fn look_alike_letters_spelled_out_run_together_and_one_word_off_are_found() {
         // three in a row of it; a public line.
         "Met Bob at the marina on a calm day",
         "Met Bob for lunch.",
+        // Private words run together that a visible object writes so.
+        "Plans for SundayMorning.",
+        "sundaymorning",
     ] {
         assert_eq!(clean(public), public, "{public:?}");
     }
