@@ -79,6 +79,9 @@ fn joined_key(bytes: &[u8]) -> u64 {
     keys.key()
 }
 
+/// How many words ahead [`Matcher::each_run`] starts loading filter words.
+const AHEAD: usize = 8;
+
 /// What sets a gapped key apart from every other key.
 const GAP_KEY: u64 = 0x0a3f_9e1d_55c2_7b61;
 
@@ -182,6 +185,21 @@ impl KeySet {
         let bits = Self::bits(key);
         self.bloom[Self::slot(key, self.bloom.len())] & bits == bits
             && self.table.find(key, |&k| k == key).is_some()
+    }
+
+    /// Starts loading the filter word of `key` into the cache.
+    #[inline]
+    pub(crate) fn prefetch(&self, key: u64) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+            let word = &self.bloom[Self::slot(key, self.bloom.len())];
+            // SAFETY: a prefetch is a hint; it never faults and reads
+            // nothing into the program. The pointer is in bounds anyway.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(std::ptr::from_ref(word).cast()) };
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = key;
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -848,6 +866,20 @@ impl Matcher {
         let joined = !self.joined.is_empty();
         let tri = !self.tri.is_empty() && (anchors || gapped);
         for i in 0..words.len() {
+            // The filter words of the runs a few words ahead, on their way
+            // while these are looked up (the lookups are cache misses).
+            if let Some(ahead) = words.get(i + AHEAD..i + AHEAD + SHINGLE) {
+                let mut keys = RunKeys::new();
+                for (j, word) in ahead.iter().enumerate() {
+                    keys.push(word.hash);
+                    if j == 2 && tri {
+                        self.tri.prefetch(tri_key(keys.key()));
+                    }
+                }
+                if shingles {
+                    self.shingles.prefetch(keys.key());
+                }
+            }
             let mut keys = RunKeys::new();
             let last = (i + SHINGLE).min(words.len());
             for (j, word) in words[i..last].iter().enumerate() {
