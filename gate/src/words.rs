@@ -811,11 +811,15 @@ impl Splitter {
             }
             self.folded.as_bytes()
         };
-        let letter = match std::str::from_utf8(folded).ok().map(|w| {
-            let mut chars = w.chars();
-            (chars.next(), chars.next())
-        }) {
-            Some((Some(c), None)) if c.is_alphabetic() => c,
+        let letter = match folded {
+            [b] if b.is_ascii_alphabetic() => char::from(*b),
+            [b, ..] if *b >= 0x80 && folded.len() <= 4 => {
+                let mut chars = self.folded.chars();
+                match (chars.next(), chars.next()) {
+                    (Some(c), None) if c.is_alphabetic() => c,
+                    _ => '\0',
+                }
+            }
             _ => '\0',
         };
         if self.capture {

@@ -200,7 +200,8 @@ fn egress(c: &mut Criterion) {
     let section = foveal::context::render(&registry.snapshot(), &snapshot, &privacy, &request);
     let output = section.text().to_owned();
     let no_skills = Snapshot::default();
-    let cleaned = gate()
+    let sized = gate();
+    let cleaned = sized
         .clean_as(
             &output,
             foveal::egress::Form::Outline,
@@ -208,10 +209,13 @@ fn egress(c: &mut Criterion) {
             &no_skills,
         )
         .unwrap();
+    let (keys, bytes) = sized.matcher_size();
     eprintln!(
-        "awareness output: {} bytes; the gate removes {} private passages",
+        "awareness output: {} bytes; the gate removes {} private passages; \
+         the matcher holds {keys} keys in {:.1} MiB",
         output.len(),
         cleaned.report.private,
+        bytes as f64 / (1024.0 * 1024.0),
     );
     // Each would be a false positive: show where (this is visible text).
     for (at, _) in cleaned.text.match_indices("[REDACTED private]").take(5) {
