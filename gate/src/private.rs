@@ -916,7 +916,6 @@ impl Matcher {
                 }
             }
         }
-        drop(report);
         if !threes.is_empty() {
             self.each_gapped(words, &threes, &runs, outline, found);
         }
