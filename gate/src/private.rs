@@ -54,7 +54,7 @@ use std::sync::{Arc, Weak};
 
 use foveal_redact::Span;
 
-use super::words::{RunKeys, Splitter, Word};
+use super::words::{RunKeys, Splitter, Word, has_spelled};
 use foveal_memex::file::MemexFile;
 use foveal_memex::privacy::PrivacyTags;
 use foveal_memex::snapshot::MemexSnapshot;
@@ -327,6 +327,7 @@ impl std::fmt::Debug for FileKeys {
 struct Keys {
     splitter: Splitter,
     skipping: Splitter,
+    spelling: Splitter,
     words: Vec<Word>,
     /// What each word of `words` is.
     kinds: Vec<WordKind>,
@@ -340,11 +341,22 @@ struct Keys {
     tri: Vec<u64>,
 }
 
+/// How a unit of private text was cut into words (see [`Keys::unit`]).
+#[derive(Debug, Clone, Copy)]
+enum Way {
+    Plain,
+    /// Described links as their descriptions.
+    Skipping,
+    /// Letters spelled out as the words they spell.
+    Spelling,
+}
+
 impl Keys {
     fn new(privacy: &PrivacyTags) -> Self {
         Self {
             splitter: Splitter::capturing(false),
             skipping: Splitter::capturing(true),
+            spelling: Splitter::capturing(false).spelling(),
             tags: tag_words(privacy),
             ..Self::default()
         }
@@ -573,15 +585,21 @@ impl Keys {
         }
         self.words.clear();
         self.splitter.split(text, true, &mut self.words);
-        self.add_words(text, false);
+        self.add_words(text, Way::Plain);
+        // Letters spelled out, read as the words they spell too.
+        if has_spelled(&self.words) {
+            self.words.clear();
+            self.spelling.split(text, true, &mut self.words);
+            self.add_words(text, Way::Spelling);
+        }
         if text.contains("[[") {
             self.words.clear();
             self.skipping.split(text, true, &mut self.words);
-            self.add_words(text, true);
+            self.add_words(text, Way::Skipping);
         }
     }
 
-    fn add_words(&mut self, text: &str, skipping: bool) {
+    fn add_words(&mut self, text: &str, way: Way) {
         let Self {
             words,
             kinds,
@@ -592,12 +610,13 @@ impl Keys {
             gapped,
             tri,
             splitter,
-            skipping: skipping_splitter,
+            skipping,
+            spelling,
         } = self;
-        let splitter: &Splitter = if skipping {
-            skipping_splitter
-        } else {
-            splitter
+        let splitter: &Splitter = match way {
+            Way::Plain => splitter,
+            Way::Skipping => skipping,
+            Way::Spelling => spelling,
         };
         let words: &[Word] = words;
         let tags: &[u64] = tags;
@@ -983,13 +1002,22 @@ impl Matcher {
     pub(crate) fn find(&self, text: &str, outline: bool, out: &mut Vec<Span>) {
         let mut words = Vec::new();
         Splitter::default().split(text, true, &mut words);
-        self.each_run(text, &words, outline, false, |first, last, _| {
-            out.push(Span {
-                start: words[first].start as usize,
-                end: words[last].end as usize,
-                pattern: PRIVATE_SPAN,
+        let mut spans = |words: &[Word]| {
+            self.each_run(text, words, outline, false, |first, last, _| {
+                out.push(Span {
+                    start: words[first].start as usize,
+                    end: words[last].end as usize,
+                    pattern: PRIVATE_SPAN,
+                });
             });
-        });
+        };
+        spans(&words);
+        // Letters spelled out, read as the words they spell too.
+        if has_spelled(&words) {
+            let mut spelled = Vec::new();
+            Splitter::default().spelling().split(text, true, &mut spelled);
+            spans(&spelled);
+        }
     }
 
     /// The number of keys that are looked for.
@@ -1271,6 +1299,7 @@ impl<'m> Build<'m> {
             |piece| (piece.2 - piece.1) as usize,
             |pieces: &[(u32, u32, u32)]| {
                 let mut splitter = Splitter::default();
+                let mut spelling = Splitter::default().spelling();
                 let mut words = Vec::new();
                 let mut found: Vec<(u32, u64)> = Vec::new();
                 for &(f, start, end) in pieces {
@@ -1283,6 +1312,13 @@ impl<'m> Build<'m> {
                     set.each_run(text, &words, true, true, |_, _, key| {
                         found.push((f, key));
                     });
+                    if has_spelled(&words) {
+                        words.clear();
+                        spelling.split(text, true, &mut words);
+                        set.each_run(text, &words, true, true, |_, _, key| {
+                            found.push((f, key));
+                        });
+                    }
                 }
                 found
             },

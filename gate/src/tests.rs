@@ -881,3 +881,25 @@ fn which_words_and_lines_protect_something() {
         assert_eq!(line_protects(&kinds(line)), protects, "{line}");
     }
 }
+
+/// Letters spelled out are read both ways: how single letters are spaced
+/// decides whether they spell a word, and a quote re-spaced must still be
+/// found (found by the privacy property test: `a a a CANARY end` quoted
+/// with a space and a tab between words).
+#[test]
+fn single_letters_match_however_the_quote_spaces_them() {
+    let (_dir, memex) = memex("* Diary :@personal:\na a a CANARY-4471 end\nx y z q the code\n");
+    let gate = gate();
+    let skills = NoSkills;
+    for quote in [
+        "a \ta \ta \tCANARY-4471 \tend",
+        "a  a a CANARY-4471 end",
+        "a\na a\nCANARY-4471\nend",
+        "x y  z q the code",
+        "xyzq the code",
+    ] {
+        let cleaned = gate.clean(quote, &memex.snapshot(), &skills).unwrap().text;
+        assert!(cleaned.contains(PRIVATE_MARKER), "{quote:?}: {cleaned:?}");
+        assert!(!cleaned.contains("CANARY"), "{quote:?}: {cleaned:?}");
+    }
+}

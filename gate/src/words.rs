@@ -461,6 +461,9 @@ pub(crate) struct Splitter {
     /// Where each word's folded bytes end in `captured`, one per word of
     /// the last text split.
     captured_ends: Vec<u32>,
+    /// Read letters spelled out as the word they spell
+    /// ([`Splitter::spelling`]).
+    spell: bool,
 }
 
 /// What a word opens.
@@ -501,6 +504,18 @@ impl Splitter {
             skip_link_targets,
             capture: true,
             ..Self::default()
+        }
+    }
+
+    /// This splitter, reading a word spelled out letter by letter as the
+    /// word it spells. Which letters are spelled out depends on how they
+    /// are spaced, so the gate reads a text both ways (see
+    /// [`has_spelled`]): the plain way keeps every quote of a text found
+    /// however it is spaced.
+    pub(crate) fn spelling(self) -> Self {
+        Self {
+            spell: true,
+            ..self
         }
     }
 
@@ -613,7 +628,9 @@ impl Splitter {
             };
         }
         self.finish(offset, bytes.len(), out);
-        self.join_spelled(text, offset, first, out);
+        if self.spell {
+            self.join_spelled(text, offset, first, out);
+        }
     }
 
     /// Reads a word spelled out — at least [`MIN_SPELLED`] single letters
@@ -634,7 +651,7 @@ impl Splitter {
                 && (1..=3).contains(&gap.len())
                 && gap
                     .iter()
-                    .all(|b| matches!(b, b' ' | b'.' | b'-' | b'_' | b'*' | b'/')))
+                    .all(|b| matches!(b, b' ' | b'\t' | b'.' | b'-' | b'_' | b'*' | b'/')))
             .then_some(gap)
         };
         if out[first..]
@@ -916,6 +933,26 @@ fn small_capital(c: char) -> Option<char> {
 
 /// A word spelled out letter by letter counts from this many letters.
 pub(crate) const MIN_SPELLED: usize = 3;
+
+/// Whether `words` (split the plain way) hold a run of [`MIN_SPELLED`]
+/// single letters on one line: a word that may be spelled out, so that
+/// the text is read the [`Splitter::spelling`] way too.
+pub(crate) fn has_spelled(words: &[Word]) -> bool {
+    let mut run = 0;
+    for word in words {
+        run = if word.letter == '\0' {
+            0
+        } else if word.line_start {
+            1
+        } else {
+            run + 1
+        };
+        if run >= MIN_SPELLED {
+            return true;
+        }
+    }
+    false
+}
 
 /// The words of `text` (with JSON escapes read), for tests and one-off
 /// uses.

@@ -141,7 +141,7 @@ async fn sense_reads_the_history_before_the_turn_and_the_last_cycles_tool_result
     assert!(
         sensed.tool_results[0]
             .text
-            .contains("docs | TODO Write docs")
+            .contains(" | TODO Write docs")
     );
     assert!(
         sensed.tool_results[0].call_bytes() > 0,
@@ -465,7 +465,7 @@ async fn act_runs_a_tool_call_and_records_the_call_and_its_result() {
     assert_eq!(outcome.history_end, 1, "the results come after it");
     assert_eq!(entries[1].tool_call_id.as_deref(), Some("call_0"));
     assert_eq!(entries[1].tool.as_deref(), Some("query_memex"));
-    assert!(entries[1].content.contains("docs | TODO Write docs"));
+    assert!(entries[1].content.contains(" | TODO Write docs"));
     assert!(entries.iter().all(|e| e.cycle == Some(id)));
     assert_eq!(out.tools.len(), 1);
     assert_eq!(out.tools[0].1.as_deref(), Ok(entries[1].content.as_str()));

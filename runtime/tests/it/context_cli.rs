@@ -357,8 +357,8 @@ fn focus_takes_a_handle_from_the_outline() {
     let out = text(&output.stdout);
     let line = out
         .lines()
-        .find(|l| l.contains("Twin"))
-        .unwrap_or_else(|| panic!("no Twin line:\n{out}"));
+        .find(|l| l.contains("Plan"))
+        .unwrap_or_else(|| panic!("no Plan line:\n{out}"));
     let handle = line
         .split_whitespace()
         .find(|w| w.starts_with('^'))
@@ -366,7 +366,7 @@ fn focus_takes_a_handle_from_the_outline() {
     let output = context(&dir, &["--focus", handle, "--json"]);
     assert!(output.status.success(), "{}", text(&output.stderr));
     assert!(
-        text(&output.stderr).contains(&format!("focus: {handle} is twin (Twin)")),
+        text(&output.stderr).contains(&format!("focus: {handle} is plan (Plan)")),
         "{}",
         text(&output.stderr)
     );
@@ -376,7 +376,7 @@ fn focus_takes_a_handle_from_the_outline() {
             .as_array()
             .unwrap()
             .iter()
-            .any(|i| i["id"] == "twin" && i["reason"] == "foveal" && i["handle"] == handle),
+            .any(|i| i["id"] == "plan" && i["reason"] == "foveal" && i["handle"] == handle),
         "{json}"
     );
     // A handle of no object, and one that is no handle.

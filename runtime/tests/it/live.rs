@@ -202,7 +202,11 @@ async fn ask_runs_the_tool_loop_and_no_private_text_reaches_any_body() {
         assert_eq!(last["role"], "tool", "{json}");
         last["content"].as_str().unwrap().to_owned()
     };
-    assert!(tool_message(&requests[1]).contains("launch | Launch"));
+    let listed = tool_message(&requests[1]);
+    assert!(
+        listed.starts_with("launch ^") && listed.contains(" | Launch"),
+        "{listed}"
+    );
     assert!(
         tool_message(&requests[2]).starts_with("error: no visible object has that id"),
         "{}",

@@ -242,8 +242,11 @@ async fn the_session_file_records_the_turn_and_nothing_private() {
         contents.contains(&"Launch is the only project."),
         "{contents:#?}"
     );
+    // (`query_memex` gives each object's handle beside its id.)
     assert!(
-        contents.contains(&"launch | Launch :project:\n"),
+        contents
+            .iter()
+            .any(|c| c.starts_with("launch ^") && c.ends_with(" | Launch :project:\n")),
         "{contents:#?}"
     );
     assert!(
