@@ -138,11 +138,7 @@ async fn sense_reads_the_history_before_the_turn_and_the_last_cycles_tool_result
     let history: Vec<&str> = sensed.history.iter().map(|m| &*m.text).collect();
     assert_eq!(history, ["What is left?", ""]);
     assert_eq!(sensed.tool_results.len(), 1);
-    assert!(
-        sensed.tool_results[0]
-            .text
-            .contains(" | TODO Write docs")
-    );
+    assert!(sensed.tool_results[0].text.contains(" | TODO Write docs"));
     assert!(
         sensed.tool_results[0].call_bytes() > 0,
         "it answers a call id"
