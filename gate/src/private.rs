@@ -45,6 +45,23 @@
 //! and the shorter lines, each behind a Bloom filter that fits the
 //! processor's cache, so a clean text costs about one cache hit per word.
 //!
+//! The forms of issue 28, F5, add three kinds of keys (a text whose
+//! single letters may spell a word is read both ways, plain and spelled):
+//!
+//! - **joined**: each run of two to five private words written as one
+//!   word of at least [`MIN_JOINED_BYTES`] (`mydoctorsaid`), looked up for
+//!   long words only;
+//! - **gapped**: each private run of [`FUZZY`] words without one of its
+//!   words but the first, looked up where the text has a private run of
+//!   three (**tri**) near — a run of six with one word off keeps three in
+//!   a row;
+//! - the runs of three are checked against the visible text like the
+//!   exact keys, and one that a visible object holds is no anchor: so no
+//!   gapped key is ever looked for in visible text, and gapped keys need
+//!   no visibility check of their own.
+//!
+//! Joined and gapped keys are kept as 32-bit fingerprints ([`SortedKeys`]).
+//!
 //! The work is cached per file version and the build after an edit is
 //! linear in the changed files (see [`Build`]).
 
