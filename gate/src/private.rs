@@ -247,7 +247,6 @@ fn fingerprint(key: u64) -> u32 {
 /// `len / 2^32` (0.2 % for 9 M keys) of the lookups the filter lets
 /// through (3 %) — it redacts a run that only looks private, never the
 /// other way.
-#[derive(Clone)]
 pub(crate) struct SortedKeys {
     bloom: Box<[u64]>,
     keys: Box<[u32]>,
@@ -859,7 +858,9 @@ pub(crate) fn failed_file_keys(
 pub(crate) struct Matcher {
     shingles: KeySet,
     shorts: KeySet,
-    joined: SortedKeys,
+    /// Shared by the scans' matchers of one build (they all look for
+    /// every joined key).
+    joined: Arc<SortedKeys>,
     gapped: SortedKeys,
     /// The runs of three words of the gapped runs: a run of six with one
     /// word changed, dropped or added keeps three in a row, so the gapped
@@ -1257,10 +1258,13 @@ impl<'m> Build<'m> {
         }
         // The joined keys are looked up only for long words, so every scan
         // looks for all of them; a joined key visible text holds is public.
-        let joined = SortedKeys::from_sorted(self.sources().map(|keys| &keys.joined[..]), |_| true);
+        let joined = Arc::new(SortedKeys::from_sorted(
+            self.sources().map(|keys| &keys.joined[..]),
+            |_| true,
+        ));
         // The sets of the kept keys, by kind, in one pass.
         let matcher_of =
-            |keep: &dyn Fn(u64, bool) -> bool, joined: SortedKeys, gapped: SortedKeys| {
+            |keep: &dyn Fn(u64, bool) -> bool, joined: Arc<SortedKeys>, gapped: SortedKeys| {
                 let mut by_kind: [Vec<u64>; 3] = Default::default();
                 for (&key, &(known, kind)) in &all {
                     if keep(key, known) {
@@ -1284,14 +1288,18 @@ impl<'m> Build<'m> {
             .filter(|&f| !self.unchanged[f])
             .collect();
         if !changed.is_empty() {
-            let every = matcher_of(&|_, _| true, joined.clone(), SortedKeys::default());
+            let every = matcher_of(&|_, _| true, Arc::clone(&joined), SortedKeys::default());
             self.scan(&every, &changed);
         }
         let unchanged: Vec<usize> = (0..self.files.len())
             .filter(|&f| self.unchanged[f])
             .collect();
         if !unchanged.is_empty() && all.values().any(|(known, _)| !known) {
-            let fresh = matcher_of(&|_, known| !known, joined.clone(), SortedKeys::default());
+            let fresh = matcher_of(
+                &|_, known| !known,
+                Arc::clone(&joined),
+                SortedKeys::default(),
+            );
             self.scan(&fresh, &unchanged);
         }
         let mut public: KeyMap<()> = KeyMap::default();
@@ -1308,9 +1316,10 @@ impl<'m> Build<'m> {
             .filter(|&&key| joined.contains(key))
             .map(|&key| fingerprint(key))
             .collect();
-        let joined = SortedKeys::from_sorted(std::iter::once(&joined.keys[..]), |key| {
-            !public_fingerprints.contains(&key)
-        });
+        let joined = Arc::new(SortedKeys::from_sorted(
+            std::iter::once(&joined.keys[..]),
+            |key| !public_fingerprints.contains(&key),
+        ));
         let gapped = SortedKeys::from_sorted(self.sources().map(|keys| &keys.gapped[..]), |_| true);
         let counts = BuildCounts {
             keys: all.len() + joined.len() + gapped.len(),

@@ -28,6 +28,14 @@ fn gate() -> Gate {
     Gate::new(PrivacyTags::new(["@personal"]), &[], true).unwrap()
 }
 
+/// What `gate` leaves of `body` against `memex`, with no skills.
+fn cleaned(gate: &Gate, memex: &foveal_memex::Memex, body: &str) -> String {
+    gate.clean(body, &memex.snapshot(), &NoSkills)
+        .unwrap()
+        .text
+        .into_owned()
+}
+
 #[test]
 fn titles_property_values_and_body_runs_of_private_objects_are_private() {
     let (_dir, memex) = memex(ORG);
@@ -424,13 +432,7 @@ fn look_alike_letters_spelled_out_run_together_and_one_word_off_are_found() {
          Blood pressure high again\n",
     );
     let gate = gate();
-    let skills = NoSkills;
-    let clean = |body: &str| {
-        gate.clean(body, &memex.snapshot(), &skills)
-            .unwrap()
-            .text
-            .into_owned()
-    };
+    let clean = |body: &str| cleaned(&gate, &memex, body);
     for quote in [
         // Cyrillic and Greek letters that look Latin.
         "М\u{435}t Аnn аt thе hаrbour",
@@ -459,7 +461,7 @@ fn look_alike_letters_spelled_out_run_together_and_one_word_off_are_found() {
         "#+FILETAGS: :@personal:\n#+TITLE: Notes on my recovery\n* Visits\nDoctor: Okafor\n",
     );
     for quote in ["notes on my recovery", "Doctor - Okafor", "DOCTOR OKAFOR"] {
-        let cleaned = gate.clean(quote, &whole.snapshot(), &skills).unwrap().text;
+        let cleaned = cleaned(&gate, &whole, quote);
         assert!(cleaned.contains(PRIVATE_MARKER), "{quote:?}: {cleaned:?}");
     }
     for public in [
@@ -491,13 +493,7 @@ fn forms_out_of_reach_are_what_the_docs_say() {
          Blood pressure high again\n",
     );
     let gate = gate();
-    let skills = NoSkills;
-    let clean = |body: &str| {
-        gate.clean(body, &memex.snapshot(), &skills)
-            .unwrap()
-            .text
-            .into_owned()
-    };
+    let clean = |body: &str| cleaned(&gate, &memex, body);
     // (out of reach, found)
     for (passes, found) in [
         // Four words of a longer line.
@@ -565,8 +561,7 @@ fn forms_out_of_reach_are_what_the_docs_say() {
          * Sailing\n\
          We sailed on a windy Sunday.\n",
     );
-    let cleaned = gate.clean(quote, &shared.snapshot(), &skills).unwrap().text;
-    assert_eq!(cleaned, quote);
+    assert_eq!(cleaned(&gate, &shared, quote), quote);
 }
 
 #[test]
@@ -890,7 +885,6 @@ fn which_words_and_lines_protect_something() {
 fn single_letters_match_however_the_quote_spaces_them() {
     let (_dir, memex) = memex("* Diary :@personal:\na a a CANARY-4471 end\nx y z q the code\n");
     let gate = gate();
-    let skills = NoSkills;
     for quote in [
         "a \ta \ta \tCANARY-4471 \tend",
         "a  a a CANARY-4471 end",
@@ -898,7 +892,7 @@ fn single_letters_match_however_the_quote_spaces_them() {
         "x y  z q the code",
         "xyzq the code",
     ] {
-        let cleaned = gate.clean(quote, &memex.snapshot(), &skills).unwrap().text;
+        let cleaned = cleaned(&gate, &memex, quote);
         assert!(cleaned.contains(PRIVATE_MARKER), "{quote:?}: {cleaned:?}");
         assert!(!cleaned.contains("CANARY"), "{quote:?}: {cleaned:?}");
     }
