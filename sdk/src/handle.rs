@@ -109,7 +109,8 @@ impl Handle {
     /// Appends the handle's characters (without the caret) to `out`.
     pub fn write_chars(&self, out: &mut String) {
         let len = self.len.clamp(1, MAX_LEN);
-        for k in 0..len {
+        let mut chars = [0u8; MAX_LEN];
+        for (k, c) in chars[..len].iter_mut().enumerate() {
             // Character k holds bits 63-5k down to 59-5k; the thirteenth
             // holds the last four bits and a zero.
             let shift = 59 - 5 * k as i32;
@@ -118,8 +119,10 @@ impl Handle {
             } else {
                 (self.hash << 1) & 31
             };
-            out.push(ALPHABET[value as usize] as char);
+            *c = ALPHABET[value as usize];
         }
+        // The alphabet is ASCII.
+        out.push_str(std::str::from_utf8(&chars[..len]).unwrap_or_default());
     }
 
     /// Whether an object whose id hashes to `hash` carries this handle.

@@ -1,7 +1,7 @@
 //! `foveal bench awareness`: in-process timing of the context section.
 //!
-//! Three cases, each run `--runs` times and reported as median, min and
-//! max:
+//! Three cases, each run `--runs` times (the after-edit one `--edit-runs`
+//! times, if given) and reported as median, min and max:
 //!
 //! - `uncached`: the section rendered from scratch by the skill, the full
 //!   semantic scan included (the skill's scan cache is off; the view's
@@ -73,16 +73,25 @@ pub struct AwarenessBench {
     pub uncached_in_cell: Option<Timing>,
 }
 
+/// How many times `foveal bench awareness` runs its cases.
+#[derive(Debug, Clone, Copy)]
+pub struct Runs {
+    /// Of the uncached and cached cases.
+    pub runs: usize,
+    /// Of the after-edit case.
+    pub edits: usize,
+}
+
 /// `foveal bench awareness`.
 pub fn awareness(
     config: &Config,
     focus: &str,
-    runs: usize,
+    Runs { runs, edits }: Runs,
     in_cell: bool,
     json: bool,
 ) -> anyhow::Result<Exit> {
-    if runs == 0 {
-        eprintln!("error: --runs must be at least 1");
+    if runs == 0 || edits == 0 {
+        eprintln!("error: --runs and --edit-runs must be at least 1");
         return Ok(Exit::Usage);
     }
     let started = Instant::now();
@@ -168,10 +177,10 @@ pub fn awareness(
 
     // After an edit: each run changes the focus's body (a new generation),
     // lets the memex build the new index, then times the render.
-    let mut times = Vec::with_capacity(runs);
-    let mut rebuilds = Vec::with_capacity(runs);
+    let mut times = Vec::with_capacity(edits);
+    let mut rebuilds = Vec::with_capacity(edits);
     let mut base = snapshot;
-    for run in 0..runs {
+    for run in 0..edits {
         let edit = Edit::AppendBody {
             text: format!("Benchmark edit {run}."),
         };

@@ -462,6 +462,12 @@ pub enum BenchCommand {
         /// Runs per case (the cached case runs at least 1000 times).
         #[arg(long, default_value_t = 10)]
         runs: usize,
+        /// Runs of the after-edit case, if not --runs. Each edits the
+        /// focus's file in memory and parses it again before the timed
+        /// render (about 0.6 s a run for an 84 MB file), so a large
+        /// --runs for the other cases can go with a few of these.
+        #[arg(long, value_name = "N")]
+        edit_runs: Option<usize>,
         /// Also time the uncached case with the first-party skills in
         /// cells (`plugins.builtin_isolation = "cell"`), each run in turn
         /// with an in-process one, and print the ratio of the medians.
@@ -1160,9 +1166,14 @@ fn run_bench(config_file: Option<&PathBuf>, command: BenchCommand) -> anyhow::Re
             host,
             focus,
             runs,
+            edit_runs,
             in_cell,
             json,
         } => with_config(&host.overrides(config_file), |config| {
+            let runs = bench::Runs {
+                runs,
+                edits: edit_runs.unwrap_or(runs),
+            };
             bench::awareness(config, &focus, runs, in_cell, json)
         }),
         BenchCommand::Agent {

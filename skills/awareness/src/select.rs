@@ -78,8 +78,10 @@ pub fn select(memex: &MemexView<'_>, focus: Option<&str>, options: &Options) -> 
             }));
         }
         // One reason per object, the strongest: foveal, then semantic,
-        // then outline.
-        picks.sort_unstable_by_key(|&(i, reason)| (i, rank(reason)));
+        // then outline. The picks are three sorted runs (outline, foveal,
+        // promoted: rows are in outline order), which a stable sort finds
+        // and merges in linear time.
+        picks.sort_by_key(|&(i, reason)| (i, rank(reason)));
         picks.dedup_by_key(|&mut (i, _)| i);
         for &(i, _) in &picks {
             mark(&mut marks, i);
@@ -107,7 +109,8 @@ pub fn select(memex: &MemexView<'_>, focus: Option<&str>, options: &Options) -> 
             }
         }
         if picks.len() > shown {
-            picks.sort_unstable_by_key(|&(i, _)| i);
+            // A sorted run and the ancestors after it: merged as above.
+            picks.sort_by_key(|&(i, _)| i);
         }
         // Entries, with depth and parent entry; clear the marks.
         let first = entries.len();
