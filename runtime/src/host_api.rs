@@ -38,7 +38,11 @@ extern "C" fn host_log(level: LogLevel, skill: RStr<'_>, message: RStr<'_>) {
     // it would abort the process. A subscriber layer could panic, so guard.
     let skill = skill.as_str();
     let message = message.as_str();
+    // A panic's line (the SDK's panic hook writes `panicked at …`) is kept
+    // apart: the host says on its own that the hook failed, once.
+    let panic = level >= LogLevel::ERROR && message.starts_with("panicked");
     let _ = std::panic::catch_unwind(|| match level {
+        _ if panic => tracing::error!(target: "foveal::skill::panic", skill, "{message}"),
         l if l >= LogLevel::ERROR => tracing::error!(target: "foveal::skill", skill, "{message}"),
         LogLevel::WARN => tracing::warn!(target: "foveal::skill", skill, "{message}"),
         LogLevel::INFO => tracing::info!(target: "foveal::skill", skill, "{message}"),

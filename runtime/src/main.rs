@@ -25,10 +25,10 @@ fn main() -> ExitCode {
     // (once per burst).
     // The commands that call hooks without running cycles say when a
     // skill's cell refuses an act or dies.
-    // Every command but `tui` also says what a skill logs at warn level
-    // (the computed-context skill: a handoff that does not parse, once). A
-    // skill's error-level lines are its panics, which the registry says
-    // already.
+    // Every command but `tui` also says what a skill logs at warn and error
+    // level (`skill_warn!`, `skill_error!`; the computed-context skill: a
+    // handoff that does not parse, once). A panic's line is left to the
+    // report of the failed hook (`foveal::skill::panic`).
     let trouble = explicit
         .is_none()
         .then(|| {
@@ -45,7 +45,7 @@ fn main() -> ExitCode {
         .flatten()
         .map(|directives| {
             let skill_warnings = tracing_subscriber::filter::filter_fn(|meta| {
-                meta.target() == "foveal::skill" && *meta.level() == tracing::Level::WARN
+                meta.target() == "foveal::skill" && *meta.level() <= tracing::Level::WARN
             })
             .with_max_level_hint(tracing::Level::WARN);
             tracing_subscriber::fmt::layer()

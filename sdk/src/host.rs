@@ -109,6 +109,8 @@ fn route_panics_to_host() {
             .map(|l| format!(" at {}:{}", l.file(), l.line()))
             .unwrap_or_default();
         let message = crate::export::panic_message(info.payload());
+        // The host reads a line that starts `panicked` as this hook's
+        // (its own report of the failed call says it already).
         log(LogLevel::ERROR, &format!("panicked{location}: {message}"));
     }));
 }
@@ -119,10 +121,21 @@ macro_rules! skill_info {
     ($($arg:tt)*) => { $crate::host::log($crate::LogLevel::INFO, &::std::format!($($arg)*)) };
 }
 
-/// Logs at warn level through the host.
+/// Logs at warn level through the host: something unexpected that the
+/// skill handled. A running host shows it on stderr at its default log
+/// level (every command but `tui`); info and debug lines only with
+/// `FOVEAL_LOG`.
 #[macro_export]
 macro_rules! skill_warn {
     ($($arg:tt)*) => { $crate::host::log($crate::LogLevel::WARN, &::std::format!($($arg)*)) };
+}
+
+/// Logs at error level through the host: something failed that the skill
+/// could not handle. A running host shows it on stderr, as it shows
+/// [`skill_warn!`] lines, at its default log level.
+#[macro_export]
+macro_rules! skill_error {
+    ($($arg:tt)*) => { $crate::host::log($crate::LogLevel::ERROR, &::std::format!($($arg)*)) };
 }
 
 /// Logs at debug level through the host.

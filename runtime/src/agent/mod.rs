@@ -288,6 +288,13 @@ pub enum StopReason {
     Cancelled,
 }
 
+/// `dir` made absolute, through its symbolic links when it exists.
+pub fn absolute_dir(dir: &std::path::Path) -> std::path::PathBuf {
+    dir.canonicalize()
+        .or_else(|_| std::path::absolute(dir))
+        .unwrap_or_else(|_| dir.to_path_buf())
+}
+
 /// What the host shows of itself (`foveal status`).
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Status {
@@ -316,6 +323,10 @@ pub struct Status {
     /// The memex's files and folders (absolute): an editor follows the
     /// focus in these files only.
     pub memex_roots: Vec<std::path::PathBuf>,
+    /// The drop-in folder the host's watcher loads new builds from
+    /// (absolute): `foveal skill install` into another folder says that
+    /// this host will not load it.
+    pub plugins_dir: Option<std::path::PathBuf>,
     /// The provider.
     pub provider: String,
     /// Signals waiting.
@@ -583,6 +594,7 @@ impl Agent {
             pid: std::process::id(),
             session: session.name().to_owned(),
             memex_roots: memex.roots().map(std::path::Path::to_path_buf).collect(),
+            plugins_dir: Some(absolute_dir(&config.plugins.dir)),
             provider: provider.describe(),
             ..Status::default()
         };

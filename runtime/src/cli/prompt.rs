@@ -104,6 +104,8 @@ struct Report<'a> {
 struct SectionReport<'a> {
     id: u32,
     key: &'a str,
+    /// The component's human-readable name, as its skill gave it.
+    name: &'a str,
     role: &'static str,
     tokens: u32,
     text: &'a str,
@@ -273,6 +275,7 @@ fn report<'a>(
             .map(|s| SectionReport {
                 id: s.id,
                 key: &s.key,
+                name: &s.name,
                 role: role_name(s.role),
                 tokens: s.tokens,
                 text: s.text.as_str(),
@@ -301,9 +304,16 @@ fn text(prompt: &Prompt, egress: &EgressSummary, execution: &Execution) -> Strin
     let approx = if prompt.tokens_exact { "" } else { "≤" };
     let mut s = String::new();
     for section in &prompt.sections {
+        // The component's name after its key, unless it only repeats it.
+        let name = section.name.trim();
+        let named = if name.is_empty() || name.eq_ignore_ascii_case(&section.key) {
+            String::new()
+        } else {
+            format!(" \u{2014} {name}")
+        };
         let _ = writeln!(
             s,
-            "=== {} {} ({}, {approx}{} tokens) ===",
+            "=== {} {}{named} ({}, {approx}{} tokens) ===",
             section.id,
             section.key,
             role_name(section.role),

@@ -716,6 +716,26 @@ pub fn install(config: &Config, file: &Path, replace: bool) -> anyhow::Result<Ex
         );
         return Ok(Exit::NotFound);
     }
+    // A running host that watches another folder would never load it: say
+    // so now, and install nothing.
+    let status = host_status(config);
+    if let Some(watched) = status
+        .as_ref()
+        .and_then(|s| s.get("plugins_dir")?.as_str().map(PathBuf::from))
+        && watched != crate::agent::absolute_dir(dir)
+    {
+        let pid = status
+            .as_ref()
+            .and_then(|s| s.get("pid")?.as_u64())
+            .map_or_else(String::new, |pid| format!(" (pid {pid})"));
+        eprintln!(
+            "error: not installed: the running host{pid} watches {}, not {}, so it would not load this build; install with --plugins {}, or stop that host first to install here for a later one",
+            watched.display(),
+            dir.display(),
+            watched.display()
+        );
+        return Ok(Exit::NotFound);
+    }
     if !dir.exists() {
         std::fs::create_dir_all(dir).map_err(|e| {
             anyhow::anyhow!("cannot create the plugins folder {}: {e}", dir.display())
@@ -734,7 +754,7 @@ pub fn install(config: &Config, file: &Path, replace: bool) -> anyhow::Result<Ex
     }
     // The running host's registry generation before the rename: the build
     // it reports after a newer one is this one.
-    let before = host_generation(config);
+    let before = status.and_then(|s| s.get("registry_generation")?.as_u64());
     copy_into(file, dir, &name)
         .map_err(|e| anyhow::anyhow!("cannot install into {}: {e}", dir.display()))?;
     // Another file that provided the skill would now be a duplicate.
@@ -812,10 +832,6 @@ fn host_status(config: &Config) -> Option<serde_json::Value> {
         }))
         .ok()?;
     found
-}
-
-fn host_generation(config: &Config) -> Option<u64> {
-    host_status(config)?.get("registry_generation")?.as_u64()
 }
 
 /// Polls the running host until a registry generation after `before`

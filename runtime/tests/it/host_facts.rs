@@ -143,3 +143,67 @@ fn a_hook_in_the_hosts_process_reads_the_facts_of_its_call() {
         "session work; now 2026-11-29 00:30 +01:00; config {}"
     );
 }
+
+/// What a skill logs with `skill_warn!` and `skill_error!` reaches stderr
+/// at the default log level (no `FOVEAL_LOG`), attributed to the skill, in
+/// a cell and in the host's process; its info and debug lines do not.
+#[test]
+fn a_skills_warn_and_error_lines_reach_stderr_at_the_default_level() {
+    for in_process in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let plugins = dir.path().join("plugins");
+        std::fs::create_dir(&plugins).unwrap();
+        install(&library("host-facts"), &plugins, &file_name("host-facts"));
+        std::fs::create_dir(dir.path().join("memex")).unwrap();
+        std::fs::write(dir.path().join("memex/notes.org"), "* Work :project:\n").unwrap();
+        let config = if in_process {
+            format!(
+                "[plugins]\ntrusted = [\"{}\"]\n\n[skills.host-facts]\nlog = true\nisolation = \"in-process\"\n",
+                sha256_of(&library("host-facts"))
+            )
+        } else {
+            "[skills.host-facts]\nlog = true\n".to_owned()
+        };
+        std::fs::write(dir.path().join("foveal.toml"), config).unwrap();
+        let args = [
+            "--config",
+            "foveal.toml",
+            "prompt",
+            "--plugins",
+            "plugins",
+            "--memex",
+            "memex",
+            "--message",
+            "hi",
+        ];
+        let output = run_foveal(dir.path(), &args);
+        let err = String::from_utf8_lossy(&output.stderr);
+        let place = if in_process {
+            "in process"
+        } else {
+            "in a cell"
+        };
+        assert!(output.status.success(), "{place}: {err}");
+        for (said, level) in [
+            ("host-facts says warn", "WARN"),
+            ("host-facts says error", "ERROR"),
+        ] {
+            let line = err
+                .lines()
+                .find(|l| l.contains(said))
+                .unwrap_or_else(|| panic!("{place}: no {said:?} in:\n{err}"));
+            assert!(
+                line.contains(level) && line.contains("host-facts"),
+                "{place}: {line}"
+            );
+        }
+        assert!(!err.contains("says info"), "{place}: {err}");
+        // The section's header names the component as the skill does.
+        let out = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            out.contains("=== 4610 host-facts \u{2014} Host facts (system, "),
+            "{place}: {out}"
+        );
+        assert!(!err.contains("says debug"), "{place}: {err}");
+    }
+}

@@ -599,3 +599,61 @@ fn a_refused_library_reads_as_documented() {
     FAILED: the host would refuse it, or a hook fails (see above)
     ");
 }
+
+/// `skill install --plugins DIR` while a host runs that watches another
+/// folder: refused at once (the host would never load it), with both
+/// folders named, and nothing written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn install_into_a_folder_the_running_host_does_not_watch_is_refused_at_once() {
+    use crate::live::{command, run_to_end, start_host, stderr, wait_exit, workspace};
+    let dir = workspace();
+    let server = crate::server::Server::start(vec![]).await;
+    let mut host = start_host(dir.path(), &server, &["--no-repl"]);
+    let status = run_to_end(command(dir.path(), &server, &["status", "--json"])).await;
+    let status: Value = serde_json::from_slice(&status.stdout).unwrap();
+    let watched = status["plugins_dir"]
+        .as_str()
+        .expect("status names its plugins folder");
+    assert!(Path::new(watched).is_absolute(), "{watched}");
+
+    let elsewhere = dir.path().join("elsewhere");
+    let fixture = library("host-facts");
+    let started = std::time::Instant::now();
+    let args = [
+        "skill",
+        "install",
+        fixture.to_str().unwrap(),
+        "--plugins",
+        elsewhere.to_str().unwrap(),
+    ];
+    let refused = run_to_end(command(dir.path(), &server, &args)).await;
+    let err = stderr(&refused);
+    assert_eq!(refused.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!("watches {watched}, not {}", elsewhere.display())),
+        "{err}"
+    );
+    assert!(!elsewhere.exists(), "the refused install wrote its folder");
+    // It did not wait for the host (the wait for a new build is 10 s).
+    assert!(started.elapsed() < std::time::Duration::from_secs(8));
+
+    // Into the folder the host watches, it installs and the host loads it.
+    let args = [
+        "skill",
+        "install",
+        fixture.to_str().unwrap(),
+        "--plugins",
+        watched,
+    ];
+    let installed = run_to_end(command(dir.path(), &server, &args)).await;
+    let out = String::from_utf8_lossy(&installed.stdout);
+    assert!(installed.status.success(), "{}", stderr(&installed));
+    assert!(
+        out.contains("the running host now serves skill `host-facts`"),
+        "{out}"
+    );
+
+    let stopped = run_to_end(command(dir.path(), &server, &["stop"])).await;
+    assert!(stopped.status.success(), "{}", stderr(&stopped));
+    assert!(wait_exit(&mut host).success());
+}
