@@ -110,7 +110,7 @@ pub enum MemexError {
         kind: &'static str,
     },
     /// Larger than the memex reads.
-    #[error("{}: {len} bytes, over the memex's limit of {max} bytes per file; skipped (split the file)", path.display())]
+    #[error("{}: {len} bytes, over the memex's limit of {max} bytes per file; skipped (split the file, or raise `memex.max_file_mib`)", path.display())]
     TooLarge {
         /// The path.
         path: PathBuf,
@@ -184,6 +184,18 @@ pub struct MemexOptions {
     /// included): Emacs' `org-todo-keywords`. `None`: Org's default,
     /// `TODO | DONE`.
     pub todo_keywords: Option<parse::TodoKeywords>,
+    /// The largest file read, in MiB (`[memex] max_file_mib`); `None`:
+    /// [`MAX_FILE_BYTES`]. A larger file is refused before a byte of it is
+    /// read, and said with its size and this limit.
+    pub max_file_mib: Option<u32>,
+}
+
+impl MemexOptions {
+    /// The largest file read, in bytes.
+    pub fn max_file_bytes(&self) -> u64 {
+        self.max_file_mib
+            .map_or(MAX_FILE_BYTES, |mib| u64::from(mib) << 20)
+    }
 }
 
 /// A file version the memex wrote itself: `path` went from the version
@@ -243,6 +255,7 @@ impl Memex {
     /// std::fs::write(dir.path().join("a.org"), "* CNCL Paint\n").unwrap();
     /// let options = MemexOptions {
     ///     todo_keywords: Some(TodoKeywords::from_sequences(&["TODO NEXT | DONE CNCL"]).unwrap()),
+    ///     ..MemexOptions::default()
     /// };
     /// let memex = Memex::open_with(&[dir.path().to_path_buf()], options).unwrap();
     /// let snapshot = memex.snapshot();
@@ -596,7 +609,8 @@ impl Memex {
     /// (its links), for the setup files (a first reading: nothing earlier
     /// is known).
     fn read(&self, path: &Path, names: &[PathBuf]) -> Result<MemexFile, Failure> {
-        let (bytes, meta) = read_regular_meta(path, MAX_FILE_BYTES).map_err(|e| (e, None))?;
+        let (bytes, meta) =
+            read_regular_meta(path, self.options.max_file_bytes()).map_err(|e| (e, None))?;
         let reading = ReadAs {
             path,
             names,
@@ -738,7 +752,7 @@ impl Memex {
             // What its setup files gave when it was last read: one that
             // cannot be read now never makes it public.
             let previous = current.file(path).map(|f| Arc::clone(&f.setup));
-            let read = read_regular_meta(path, MAX_FILE_BYTES)
+            let read = read_regular_meta(path, self.options.max_file_bytes())
                 .map_err(|e| (e, None))
                 .and_then(|(bytes, meta)| {
                     let identity = FileId::of(&meta);
@@ -895,8 +909,8 @@ fn bare_cr_line(text: &str) -> Option<u32> {
     text.trim_end_matches('\r').contains('\r').then_some(1)
 }
 
-/// The largest memex file read (256 MiB): a larger one is refused before
-/// a byte of it is read.
+/// The largest memex file read by default (256 MiB, `memex.max_file_mib`
+/// raises it): a larger one is refused before a byte of it is read.
 pub const MAX_FILE_BYTES: u64 = 256 << 20;
 
 /// The bytes of the regular file at `path` (links followed), at most
@@ -996,6 +1010,44 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_largest_file_read_is_a_setting() {
+        let dir = tempfile::tempdir().unwrap();
+        // 1.9 MiB of headlines.
+        let big = "* A headline of the big file\nIts body.\n".repeat(50_000);
+        assert!(big.len() > 3 << 19);
+        std::fs::write(dir.path().join("big.org"), &big).unwrap();
+        std::fs::write(dir.path().join("small.org"), "* Small\n").unwrap();
+        let paths = [dir.path().to_path_buf()];
+        let capped = MemexOptions {
+            max_file_mib: Some(1),
+            ..MemexOptions::default()
+        };
+        assert_eq!(capped.max_file_bytes(), 1 << 20);
+        assert_eq!(MemexOptions::default().max_file_bytes(), MAX_FILE_BYTES);
+        let memex = Memex::open_with(&paths, capped).unwrap();
+        let snapshot = memex.snapshot();
+        let (path, error) = snapshot
+            .failed()
+            .iter()
+            .next()
+            .expect("the big file failed");
+        assert!(path.ends_with("big.org"));
+        let said = error.to_string();
+        assert!(
+            said.contains(&format!(
+                "{} bytes, over the memex's limit of 1048576 bytes per file",
+                big.len()
+            )) && said.contains("raise `memex.max_file_mib`"),
+            "{said}"
+        );
+        assert_eq!(snapshot.files().count(), 1, "the small file is read");
+        // Raised (here: the default), the same file is read.
+        let memex = Memex::open_with(&paths, MemexOptions::default()).unwrap();
+        assert!(memex.snapshot().failed().is_empty());
+        assert_eq!(memex.snapshot().files().count(), 2);
+    }
+
+    #[test]
     fn configured_keywords_apply_to_files_without_their_own_and_survive_a_write() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(
@@ -1013,6 +1065,7 @@ mod tests {
                 parse::TodoKeywords::from_sequences(&["TODO NEXT WAIT(w@/!) | DONE CNCL(c@)"])
                     .unwrap(),
             ),
+            ..MemexOptions::default()
         };
         let memex = Memex::open_with(&[dir.path().to_path_buf()], options).unwrap();
         let snapshot = memex.snapshot();

@@ -312,6 +312,7 @@ struct FileExecution {
 struct FileMemex {
     paths: Option<Vec<String>>,
     todo_keywords: Option<Vec<Spanned<String>>>,
+    max_file_mib: Option<Spanned<u32>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -803,9 +804,13 @@ impl Checker<'_> {
     }
 
     /// `[memex]`: `todo_keywords`, each a sequence as Emacs'
-    /// `org-todo-keywords` writes one; an error points at the bad one.
+    /// `org-todo-keywords` writes one (an error points at the bad one), and
+    /// `max_file_mib`, the largest file read.
     fn memex(&self, file: &FileMemex) -> Result<crate::memex::MemexOptions, ConfigError> {
-        let mut options = crate::memex::MemexOptions::default();
+        let mut options = crate::memex::MemexOptions {
+            max_file_mib: self.range(&file.max_file_mib, "memex.max_file_mib", 1, 65_536, "")?,
+            ..crate::memex::MemexOptions::default()
+        };
         if let Some(sequences) = &file.todo_keywords {
             for value in sequences {
                 crate::memex::parse::TodoKeywords::from_sequences(&[value.get_ref()]).map_err(
@@ -1216,6 +1221,16 @@ mod tests {
         assert_eq!(keywords.todo, ["TODO", "NEXT", "WAIT", "PROJ"]);
         assert_eq!(keywords.done, ["DONE", "CNCL"]);
         assert_eq!(parse("").unwrap().memex.todo_keywords, None);
+        assert_eq!(parse("").unwrap().memex.max_file_mib, None);
+        let c = parse("[memex]\nmax_file_mib = 1024\n").unwrap();
+        assert_eq!(c.memex.max_file_bytes(), 1 << 30);
+        let err = parse("[memex]\nmax_file_mib = 0\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("`memex.max_file_mib`: 0 is out of range; must be from 1 to 65536"),
+            "{err}"
+        );
         let err = parse("[memex]\ntodo_keywords = [\"A | B | C\"]\n")
             .unwrap_err()
             .to_string();

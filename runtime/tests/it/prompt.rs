@@ -1505,7 +1505,10 @@ fn foveal_prompt_json_has_the_documented_keys_and_a_fresh_process_misses() {
         .map(String::as_str)
         .collect();
     section_keys.sort_unstable();
-    assert_eq!(section_keys, ["id", "key", "name", "role", "text", "tokens"]);
+    assert_eq!(
+        section_keys,
+        ["id", "key", "name", "role", "text", "tokens"]
+    );
     assert_eq!(
         json["cache"],
         serde_json::json!({"prefix": "miss", "context": "miss"})
