@@ -13,6 +13,7 @@ use std::time::{Duration, SystemTime};
 
 use crate::parse::{self, Headline, ParseError, Settings, Span, TodoKeywords};
 use crate::setup::Setup;
+pub use crate::setup::Warning;
 
 /// How an object got its id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -76,15 +77,6 @@ impl Object {
             IdText::Derived(id) => id,
         }
     }
-}
-
-/// Something odd in a file that did not stop it from loading.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct Warning {
-    /// 1-based line.
-    pub line: u32,
-    /// What.
-    pub message: String,
 }
 
 /// Which file a path names: its device and inode. Two paths with the same
@@ -153,10 +145,10 @@ pub struct MemexFile {
     /// Object indices, hashed by [`id_hash`] of their id: no id is copied.
     by_id: hashbrown::HashTable<u32>,
     /// What skills are lent of this file (its visible text and index),
-    /// built on first use for the privacy tags it was built with (see
-    /// [`crate::view`]).
-    pub(crate) view_cache:
-        std::sync::Mutex<Option<(crate::privacy::PrivacyTags, Arc<crate::view::Prepared>)>>,
+    /// built on first use for the privacy tags it was built with. The view
+    /// layer keeps it here and reads it back ([`crate::view::cached`]);
+    /// to the file it is opaque, so that files know nothing of views.
+    pub(crate) view_cache: std::sync::Mutex<Option<Arc<dyn std::any::Any + Send + Sync>>>,
 }
 
 impl MemexFile {

@@ -49,7 +49,6 @@
 use std::path::{Component, Path, PathBuf};
 
 use crate::MemexError;
-use crate::file::Warning;
 use crate::parse::{Settings, collect_settings};
 
 /// How deep setup files may name setup files.
@@ -57,6 +56,15 @@ pub const MAX_DEPTH: usize = 8;
 
 /// The largest setup file read (1 MiB): settings are a few lines.
 pub const MAX_SETUP_BYTES: u64 = 1 << 20;
+
+/// Something odd in a file that did not stop it from loading.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Warning {
+    /// 1-based line.
+    pub line: u32,
+    /// What.
+    pub message: String,
+}
 
 /// What a memex file took from its setup files.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -476,15 +476,19 @@ fn vectors_hash(dim: u32, vectors: &[f32]) -> u64 {
 /// the file.
 pub fn cached(file: &MemexFile, privacy: &PrivacyTags) -> Arc<Prepared> {
     let mut cache = file.view_cache.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some((tags, prepared)) = cache.as_ref()
+    if let Some((tags, prepared)) = cache.as_deref().and_then(|c| c.downcast_ref::<Lent>())
         && tags == privacy
     {
         return Arc::clone(prepared);
     }
     let prepared = Arc::new(prepare(file, privacy));
-    *cache = Some((privacy.clone(), Arc::clone(&prepared)));
+    *cache = Some(Arc::new((privacy.clone(), Arc::clone(&prepared)) as Lent));
     prepared
 }
+
+/// What a file's view cache holds: the privacy tags and what was prepared
+/// for them.
+type Lent = (PrivacyTags, Arc<Prepared>);
 
 /// The prepared files of one snapshot, ready to lend to hooks as a
 /// [`MemexView`]. It holds the files it lends (shared), so it can go with
@@ -682,7 +686,10 @@ mod tests {
         let file = snapshot.files().next().unwrap();
         let cached = file.view_cache.lock().unwrap();
         assert!(
-            cached.as_ref().is_some_and(|(tags, _)| *tags == privacy),
+            cached
+                .as_deref()
+                .and_then(|c| c.downcast_ref::<Lent>())
+                .is_some_and(|(tags, _)| *tags == privacy),
             "the new version's view was not built at publish"
         );
     }

@@ -51,6 +51,7 @@ pub mod map;
 pub mod org;
 pub mod phases;
 pub mod render;
+pub mod signals;
 pub mod writeback;
 pub mod yaml;
 

@@ -5,7 +5,7 @@
 use foveal_sdk::memex::{FileView, MemexView};
 
 use crate::org::{self, MapEntry, Obj};
-use crate::phases::{At, Signals};
+use crate::signals::{At, Signals};
 
 /// A context map entry with its score.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]

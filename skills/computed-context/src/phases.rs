@@ -24,6 +24,7 @@ pub use crate::handoff::{
     read_handoff,
 };
 pub use crate::map::{CodeRef, context_map, filter_context_map, find_place};
+pub use crate::signals::{At, Signals};
 
 use crate::org::{self, Obj};
 
@@ -165,19 +166,6 @@ const STOPWORDS: &[&str] = &[
 /// Whether `word` (lowercase) is a stopword.
 pub fn is_stopword(word: &str) -> bool {
     STOPWORDS.binary_search(&word).is_ok()
-}
-
-/// Phase 1's output.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
-pub struct Signals {
-    /// Lowercase keywords, stopwords removed, in order of first use.
-    pub keywords: Vec<String>,
-    /// Domains whose triggers the keywords hit, in the mapping's order.
-    pub domains: Vec<String>,
-    /// Paths mentioned in the objective and criteria.
-    pub files: Vec<String>,
-    /// `[task.type]`: the `:TYPE:` property (none when unset).
-    pub task_type: Vec<String>,
 }
 
 /// A task read from the memex.
@@ -397,9 +385,6 @@ pub struct Knowledge {
     /// Nodes matched before categorising (after deduplication).
     pub matched: usize,
 }
-
-/// `(file, index)` of an object in the view.
-pub type At = (u32, u32);
 
 /// `knowledge_graph.queryByTags(tags, limit)`: the knowledge nodes (and
 /// tasks) carrying any of `tags`, scored by how many they carry, best
