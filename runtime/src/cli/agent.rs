@@ -10,7 +10,7 @@ use crate::agent::control::{self, Reply, Request};
 use crate::agent::host::{self, HostOptions};
 use crate::agent::session::Session;
 use crate::agent::{Agent, Output, Signal, SignalSource, StopReason};
-use crate::cli::Exit;
+use crate::cli::exit::Exit;
 use crate::config::Config;
 use crate::memex::Memex;
 use crate::memex::privacy::PrivacyTags;

@@ -16,7 +16,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::cli::Exit;
+use crate::cli::exit::Exit;
 use crate::config::Config;
 use crate::context::{ContextCache, ContextRequest};
 use crate::memex::privacy::PrivacyTags;
@@ -109,7 +109,7 @@ pub fn awareness(
         let view = SnapshotView::new(&snapshot, &privacy);
         let owned = view.view();
         let memex_view = owned.as_view();
-        if let Err(exit) = crate::cli::resolve_focus(&memex_view, &mut focus) {
+        if let Err(exit) = crate::cli::focus::resolve_focus(&memex_view, &mut focus) {
             return Ok(exit);
         }
         memex_view.files().map(|f| f.len()).sum()

@@ -20,7 +20,7 @@ use std::io::{Read as _, Write as _};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::cli::Exit;
+use crate::cli::exit::Exit;
 use crate::config::Config;
 use crate::loader::{Backend, CellPlan, Loader};
 use crate::memex::privacy::PrivacyTags;

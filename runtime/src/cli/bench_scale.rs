@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
 
-use crate::cli::Exit;
+use crate::cli::exit::Exit;
 
 /// What `foveal bench scale --json` prints.
 #[derive(Debug, serde::Serialize)]

@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::io::Write as _;
 
-use crate::cli::Exit;
+use crate::cli::exit::Exit;
 use crate::config::Config;
 use crate::context::{ContextCache, ContextRequest, Origin, Section};
 use crate::egress::{self, Gate};
@@ -151,7 +151,7 @@ pub fn run(config: &Config, options: &ContextOptions) -> anyhow::Result<Exit> {
     let snapshot = memex.snapshot();
     let mut options = options.clone();
     if let Some(focus) = options.focus.as_mut()
-        && let Err(exit) = crate::cli::resolve_focus(
+        && let Err(exit) = crate::cli::focus::resolve_focus(
             &SnapshotView::new(&snapshot, &privacy).view().as_view(),
             focus,
         )

@@ -3,7 +3,7 @@
 use std::io::{IsTerminal as _, Write as _};
 use std::time::Instant;
 
-use crate::cli::Exit;
+use crate::cli::exit::Exit;
 use crate::config::Config;
 use crate::embed::service::{embed_jobs, open_cache};
 use crate::embed::{EmbedKind, Recheck, plan};

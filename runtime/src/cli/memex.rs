@@ -20,7 +20,7 @@ use std::io::Write as _;
 use std::path::Path;
 use std::time::Instant;
 
-use crate::cli::Exit;
+use crate::cli::exit::Exit;
 use crate::config::Config;
 use crate::memex::privacy::PrivacyTags;
 use crate::memex::{Memex, MemexFile, MemexSnapshot, ObjectRef, ObjectType, Query};

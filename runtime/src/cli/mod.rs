@@ -9,6 +9,8 @@ mod bench_cells;
 mod bench_scale;
 pub mod context;
 pub mod embed;
+pub mod exit;
+mod focus;
 pub mod memex;
 pub mod prompt;
 pub mod sdk_copy;
@@ -19,6 +21,8 @@ pub mod tool_call;
 pub mod trust;
 pub mod usage;
 pub mod window;
+
+pub use exit::Exit;
 
 use std::path::PathBuf;
 
@@ -868,28 +872,6 @@ pub enum MemexCommand {
     },
 }
 
-/// How a command ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Exit {
-    /// Success.
-    Ok,
-    /// The command ran but the answer is "no" (an unknown skill, say).
-    NotFound,
-    /// The command line or the configuration is wrong.
-    Usage,
-}
-
-impl Exit {
-    /// The process exit code.
-    pub fn code(self) -> u8 {
-        match self {
-            Self::Ok => 0,
-            Self::NotFound => 1,
-            Self::Usage => 2,
-        }
-    }
-}
-
 impl PluginArgs {
     fn overrides(&self, config: Option<&PathBuf>) -> Overrides {
         Overrides {
@@ -907,62 +889,6 @@ impl MemexArgs {
             config: config.cloned(),
             memex: self.paths.clone(),
             ..Overrides::default()
-        }
-    }
-}
-
-/// Whether `focus` is the id of a visible object of `view`; if not, says
-/// so and gives the exit. The same answer for an id that does not exist
-/// and one that is private: no command reveals private objects.
-/// Resolves a `--focus` argument over the visible objects of `view`: an
-/// object's id, or its handle as the compact outline shows it (`^k3`;
-/// `k3` when no object has that id). A handle is replaced by the id it
-/// names, and stderr says which object that is; a stale, ambiguous or
-/// unknown reference is an error that says so.
-fn resolve_focus(view: &foveal_sdk::memex::MemexView<'_>, focus: &mut String) -> Result<(), Exit> {
-    use foveal_sdk::handle::Resolution;
-    if view.find(focus).is_some() {
-        return Ok(());
-    }
-    let reference = focus.trim();
-    let caret = reference.starts_with(foveal_sdk::handle::SIGIL);
-    match foveal_sdk::handle::resolve(view, reference) {
-        Resolution::Found { file, index } => {
-            let file = &view.files[file];
-            let id = file.id(index).to_owned();
-            eprintln!("focus: {reference} is {id} ({})", file.title(index));
-            *focus = id;
-            Ok(())
-        }
-        Resolution::Ambiguous(all) => {
-            let candidates: Vec<String> = all
-                .iter()
-                .map(|&(f, i)| format!("{} ({})", view.files[f].id(i), view.files[f].title(i)))
-                .collect();
-            eprintln!(
-                "error: the handle {reference:?} names {} objects: {}; give the id",
-                candidates.len(),
-                candidates.join(", ")
-            );
-            Err(Exit::Usage)
-        }
-        Resolution::NotFound if caret => {
-            eprintln!(
-                "error: the handle {reference:?} names no visible object: it is stale (its object changed or is gone) or mistyped; read the outline again (`foveal context`) or give an id (`foveal memex query`)"
-            );
-            Err(Exit::NotFound)
-        }
-        Resolution::NotAHandle if caret => {
-            eprintln!(
-                "error: {reference:?} is not a handle: a handle is ^ and 2 to 13 letters and digits, as the outline shows it"
-            );
-            Err(Exit::Usage)
-        }
-        Resolution::NotFound | Resolution::NotAHandle => {
-            eprintln!(
-                "error: no visible object has the id or handle {reference:?} (list ids with `foveal memex query`)"
-            );
-            Err(Exit::NotFound)
         }
     }
 }

@@ -23,7 +23,7 @@ use std::sync::Arc;
 
 use foveal_sdk::SignalKind;
 
-use crate::cli::Exit;
+use crate::cli::exit::Exit;
 use crate::config::Config;
 use crate::execution::{AssessmentSignals, EventClass, ExecutionPattern};
 use crate::memex::privacy::PrivacyTags;
@@ -158,7 +158,7 @@ pub fn run(config: &Config, options: &PromptOptions) -> anyhow::Result<Exit> {
     let snapshot = memex.snapshot();
     let mut options = options.clone();
     if let Some(focus) = options.focus.as_mut()
-        && let Err(exit) = crate::cli::resolve_focus(
+        && let Err(exit) = crate::cli::focus::resolve_focus(
             &SnapshotView::new(&snapshot, &PrivacyTags::new(&config.privacy_tags))
                 .view()
                 .as_view(),

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use abi_stable::std_types::RStr;
 use serde::Serialize;
 
-use crate::cli::Exit;
+use crate::cli::exit::Exit;
 use crate::config::Config;
 use crate::loader::{LoadError, SkillInfo};
 use crate::memex::privacy::PrivacyTags;

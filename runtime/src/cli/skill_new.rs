@@ -12,7 +12,7 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use crate::cli::Exit;
+use crate::cli::exit::Exit;
 use crate::config::Config;
 
 /// The hooks `--hooks` may name.

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::cli::Exit;
+use crate::cli::exit::Exit;
 use crate::config::Config;
 use crate::registry::{PluginDir, Registry, RegistryOptions, Row, Snapshot};
 use crate::watcher::PluginWatcher;

@@ -17,7 +17,7 @@ use std::time::Instant;
 
 use crate::agent::SkillToolCall;
 use crate::agent::tools::{Tool, ToolSource};
-use crate::cli::Exit;
+use crate::cli::exit::Exit;
 use crate::cli::skill_check::{Status, Step};
 use crate::config::Config;
 use crate::execution::ToolCategory;
@@ -119,7 +119,7 @@ pub fn run(
     let view = SnapshotView::new(&snapshot, &privacy);
     if let Some(focus) = focus.as_mut() {
         let owned = view.view();
-        if let Err(exit) = crate::cli::resolve_focus(&owned.as_view(), focus) {
+        if let Err(exit) = crate::cli::focus::resolve_focus(&owned.as_view(), focus) {
             return Ok(exit);
         }
     }

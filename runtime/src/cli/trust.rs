@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 
-use crate::cli::Exit;
+use crate::cli::exit::Exit;
 use crate::config::Config;
 use crate::trust::Sha256;
 

@@ -3,7 +3,7 @@
 
 use std::io::Write as _;
 
-use crate::cli::Exit;
+use crate::cli::exit::Exit;
 use crate::config::Config;
 use crate::prompt::cost::{FILE_NAME, Ledger};
 

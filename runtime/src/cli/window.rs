@@ -15,7 +15,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use crate::agent::control::{self, ClientError, Reply, Request};
-use crate::cli::Exit;
+use crate::cli::exit::Exit;
 use crate::config::Config;
 use crate::window::{AddRequest, Window, WindowError, WindowOp};
 

@@ -32,7 +32,7 @@ use tokio::net::UnixStream;
 use tokio::sync::mpsc;
 
 use crate::agent::control::{self, PROTOCOL, Reply, Request};
-use crate::cli::Exit;
+use crate::cli::exit::Exit;
 use crate::config::Config;
 use app::{Action, App, Link};
 
