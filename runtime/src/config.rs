@@ -39,6 +39,9 @@ pub use foveal_settings::{
 };
 use toml::Spanned;
 
+pub use crate::context::AwarenessSettings;
+pub use crate::window::WindowSettings;
+
 /// Settings of the plugin registry and loader.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PluginSettings {
@@ -97,53 +100,6 @@ pub struct ContextSettings {
     pub semantic_threshold: f64,
     /// `context.log_limit`, `CONTEXT_LOG_LIMIT`: log lines in the context.
     pub log_limit: usize,
-}
-
-/// The bounds of the context window: what the user attaches (seed 002,
-/// the `context-window` skill).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct WindowSettings {
-    /// `window.max_items`, `CONTEXT_WINDOW_MAX_ITEMS`: items kept, 1 to
-    /// 1000 (default 50); the oldest is evicted first.
-    pub max_items: usize,
-    /// `window.max_tokens`, `CONTEXT_WINDOW_MAX_TOKENS`: tokens of all
-    /// items together (default 4096; 0 for no bound); the oldest are
-    /// evicted until a new item fits.
-    pub max_tokens: u32,
-}
-
-impl Default for WindowSettings {
-    fn default() -> Self {
-        Self {
-            max_items: 50,
-            max_tokens: 4096,
-        }
-    }
-}
-
-/// Settings of the awareness outline (`[awareness]`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AwarenessSettings {
-    /// `awareness.projects`: the rules that make a headline a project
-    /// (default: all of them; `["tag"]` is seed 000's rule alone).
-    pub projects: Vec<crate::context::ProjectRule>,
-    /// `awareness.map`: when no project is found, show the top of each
-    /// file instead of only saying so (default true; false is seed 000).
-    pub map: bool,
-    /// `awareness.format`: `compact` (the default: one line per headline
-    /// with its TODO state and a short handle) or `seed` (seed 000's
-    /// property drawers, byte for byte).
-    pub format: crate::context::OutlineFormat,
-}
-
-impl Default for AwarenessSettings {
-    fn default() -> Self {
-        Self {
-            projects: crate::context::ProjectRule::ALL.to_vec(),
-            map: true,
-            format: crate::context::OutlineFormat::Compact,
-        }
-    }
 }
 
 /// The resolved configuration.
@@ -1183,6 +1139,40 @@ fn unknown_field(message: &str) -> Option<(String, Vec<String>)> {
         .map(str::to_owned)
         .collect();
     Some((unknown.to_owned(), known))
+}
+
+/// The prompt's settings are read from the whole configuration here, so
+/// that the prompt module imports no aggregate.
+impl crate::prompt::PromptSettings {
+    /// The settings of `config`.
+    pub fn from_config(config: &Config) -> Self {
+        Self {
+            prompt: config.prompt.clone(),
+            max_tokens: config.context.max_tokens,
+            semantic_threshold: config.context.semantic_threshold,
+            awareness: config.awareness.clone(),
+            log_limit: config.context.log_limit,
+            privacy_tags: config.privacy_tags.clone(),
+            computed: config.computed.clone(),
+            skills: config.skills.clone(),
+        }
+    }
+}
+
+/// The gate reads its settings from the whole configuration here, so that
+/// the egress module imports no aggregate.
+impl foveal_gate::PrivacyConfig for Config {
+    fn privacy_tags(&self) -> &[String] {
+        &self.privacy_tags
+    }
+
+    fn privacy_patterns(&self) -> &[foveal_redact::Pattern] {
+        &self.privacy_patterns
+    }
+
+    fn privacy_default_patterns(&self) -> bool {
+        self.privacy_default_patterns
+    }
 }
 
 #[cfg(test)]

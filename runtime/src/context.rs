@@ -51,6 +51,31 @@ use crate::memex::snapshot::MemexSnapshot;
 use crate::memex::view::{ComponentsCall, SnapshotView};
 use crate::registry::Snapshot;
 
+/// Settings of the awareness outline (`[awareness]`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AwarenessSettings {
+    /// `awareness.projects`: the rules that make a headline a project
+    /// (default: all of them; `["tag"]` is seed 000's rule alone).
+    pub projects: Vec<ProjectRule>,
+    /// `awareness.map`: when no project is found, show the top of each
+    /// file instead of only saying so (default true; false is seed 000).
+    pub map: bool,
+    /// `awareness.format`: `compact` (the default: one line per headline
+    /// with its TODO state and a short handle) or `seed` (seed 000's
+    /// property drawers, byte for byte).
+    pub format: OutlineFormat,
+}
+
+impl Default for AwarenessSettings {
+    fn default() -> Self {
+        Self {
+            projects: ProjectRule::ALL.to_vec(),
+            map: true,
+            format: OutlineFormat::Compact,
+        }
+    }
+}
+
 /// The skill that renders the section.
 pub const SKILL: &str = "awareness";
 /// The component id of the section (seed 004).
@@ -180,7 +205,7 @@ impl ContextRequest {
     }
 
     /// The request with the awareness settings of a configuration.
-    pub fn with_awareness(mut self, settings: &crate::config::AwarenessSettings) -> Self {
+    pub fn with_awareness(mut self, settings: &AwarenessSettings) -> Self {
         self.projects = settings.projects.clone();
         self.map = settings.map;
         self.format = settings.format;

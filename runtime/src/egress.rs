@@ -3,8 +3,9 @@
 //! is its own crate, [`foveal_gate`], named here as before. What the host
 //! adds is how the gate reaches the privacy skill: through the registry
 //! snapshot of the cycle ([`Skills`] for [`Snapshot`], [`PrivacySkill`]
-//! for its [`Slot`]), and how it reads its settings ([`PrivacyConfig`] for
-//! [`Config`]).
+//! for its [`Slot`]). How it reads its settings ([`PrivacyConfig`]) is
+//! implemented for the configuration where it is assembled, in
+//! `config.rs`.
 
 use std::any::Any;
 use std::path::PathBuf;
@@ -12,7 +13,6 @@ use std::sync::Arc;
 
 pub use foveal_gate::*;
 
-use crate::config::Config;
 use crate::registry::{Reason, Slot, Snapshot, Unavailable, hooks};
 
 impl Skills for Snapshot {
@@ -50,20 +50,6 @@ impl PrivacySkill for Slot {
         self.call(hooks::REDACT, move |redact| redact(input.as_str().into()))
             .map(|text| text.into_string())
             .map_err(|error| fallback(&error, false))
-    }
-}
-
-impl PrivacyConfig for Config {
-    fn privacy_tags(&self) -> &[String] {
-        &self.privacy_tags
-    }
-
-    fn privacy_patterns(&self) -> &[foveal_redact::Pattern] {
-        &self.privacy_patterns
-    }
-
-    fn privacy_default_patterns(&self) -> bool {
-        self.privacy_default_patterns
     }
 }
 

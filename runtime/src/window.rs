@@ -53,7 +53,6 @@ use foveal_sdk::SkillError;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::config::WindowSettings;
 use crate::registry::{Reason, Registry, Snapshot, hooks};
 
 /// The skill that holds the window.
@@ -394,6 +393,28 @@ enum CallError {
     Other(WindowError),
 }
 use CallError::NotOpen;
+
+/// The bounds of the context window: what the user attaches (seed 002,
+/// the `context-window` skill).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WindowSettings {
+    /// `window.max_items`, `CONTEXT_WINDOW_MAX_ITEMS`: items kept, 1 to
+    /// 1000 (default 50); the oldest is evicted first.
+    pub max_items: usize,
+    /// `window.max_tokens`, `CONTEXT_WINDOW_MAX_TOKENS`: tokens of all
+    /// items together (default 4096; 0 for no bound); the oldest are
+    /// evicted until a new item fits.
+    pub max_tokens: u32,
+}
+
+impl Default for WindowSettings {
+    fn default() -> Self {
+        Self {
+            max_items: 50,
+            max_tokens: 4096,
+        }
+    }
+}
 
 impl From<CallError> for WindowError {
     fn from(error: CallError) -> Self {

@@ -10,7 +10,10 @@ use crate::cli::exit::Exit;
 /// `k3` when no object has that id). A handle is replaced by the id it
 /// names, and stderr says which object that is; a stale, ambiguous or
 /// unknown reference is an error that says so.
-pub(crate) fn resolve_focus(view: &foveal_sdk::memex::MemexView<'_>, focus: &mut String) -> Result<(), Exit> {
+pub(crate) fn resolve_focus(
+    view: &foveal_sdk::memex::MemexView<'_>,
+    focus: &mut String,
+) -> Result<(), Exit> {
     use foveal_sdk::handle::Resolution;
     if view.find(focus).is_some() {
         return Ok(());

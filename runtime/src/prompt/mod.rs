@@ -139,7 +139,6 @@ use abi_stable::std_types::{RArc, RString};
 use foveal_sdk::prompt::{PrefixRequest, SectionKind, TrimLevels, ids};
 use foveal_sdk::{Role, SignalKind};
 
-use crate::config::Config;
 use crate::context::{ContextCache, ContextRequest, Origin, Section};
 use crate::egress::{Form, Gate};
 use crate::memex::privacy::PrivacyTags;
@@ -422,7 +421,7 @@ pub struct PromptSettings {
     /// `context.semantic_threshold`.
     pub semantic_threshold: f64,
     /// `[awareness]`: the project rules and the map.
-    pub awareness: crate::config::AwarenessSettings,
+    pub awareness: crate::context::AwarenessSettings,
     /// `context.log_limit`: log lines offered to the prompt.
     pub log_limit: usize,
     /// `privacy.tags`.
@@ -439,7 +438,7 @@ impl Default for PromptSettings {
             prompt: PromptConfig::default(),
             max_tokens: 16_384,
             semantic_threshold: 0.75,
-            awareness: crate::config::AwarenessSettings::default(),
+            awareness: crate::context::AwarenessSettings::default(),
             log_limit: 20,
             privacy_tags: vec!["@personal".to_owned()],
             computed: crate::computed::ComputedSettings::default(),
@@ -466,22 +465,6 @@ fn skill_configs(
     };
     configs.push((crate::computed::SKILL.to_owned(), computed));
     configs
-}
-
-impl PromptSettings {
-    /// The settings of `config`.
-    pub fn from_config(config: &Config) -> Self {
-        Self {
-            prompt: config.prompt.clone(),
-            max_tokens: config.context.max_tokens,
-            semantic_threshold: config.context.semantic_threshold,
-            awareness: config.awareness.clone(),
-            log_limit: config.context.log_limit,
-            privacy_tags: config.privacy_tags.clone(),
-            computed: config.computed.clone(),
-            skills: config.skills.clone(),
-        }
-    }
 }
 
 /// A prompt, ready to be sent.
