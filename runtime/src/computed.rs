@@ -14,7 +14,7 @@
 //!   the host opens a *write ticket*, calls the skill with
 //!   [`SignalKind::TASK_DONE`] and the ticket in its configuration, and
 //!   the skill sends the edits its handoff calls for through the host API's
-//!   `memex_write` ([`host_memex_write`]). The host makes them with the
+//!   `memex_write` (through a [`WriteTicket`]). The host makes them with the
 //!   memex write API ([`crate::memex::write`]: atomic, byte-preserving,
 //!   refused on a conflict) after its privacy checks: the object written
 //!   to (or under) must be visible, no privacy tag may be added, and no
@@ -58,15 +58,13 @@
 //! assert!(out.is_err());
 //! ```
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use abi_stable::std_types::{RErr, ROk, RResult, RStr, RString};
 use foveal_sdk::{SignalKind, SkillError};
 use serde_json::{Value, json};
 
 use crate::egress::Gate;
+use crate::host_api::{MemexWriter, WriteTicket};
 use crate::memex::Memex;
 use crate::memex::privacy::PrivacyTags;
 use crate::memex::snapshot::MemexSnapshot;
@@ -264,26 +262,6 @@ struct Target {
     results: Mutex<Vec<WriteResult>>,
 }
 
-static NEXT_TICKET: AtomicU64 = AtomicU64::new(1);
-
-fn tickets() -> &'static Mutex<HashMap<u64, Arc<Target>>> {
-    static TICKETS: std::sync::OnceLock<Mutex<HashMap<u64, Arc<Target>>>> =
-        std::sync::OnceLock::new();
-    TICKETS.get_or_init(Default::default)
-}
-
-/// Closes a ticket when dropped, whatever the call did.
-struct Ticket(u64);
-
-impl Drop for Ticket {
-    fn drop(&mut self) {
-        tickets()
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&self.0);
-    }
-}
-
 /// Post-execution for task `task`, just marked done: the skill plans what
 /// its handoff teaches and the host writes it (see the module docs).
 /// `gate` refuses any text that carries private text or a secret: there is
@@ -308,17 +286,13 @@ pub fn post_execution(
         gate: Arc::clone(gate),
         results: Mutex::new(Vec::new()),
     });
-    let ticket = Ticket(NEXT_TICKET.fetch_add(1, Ordering::Relaxed));
-    tickets()
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .insert(ticket.0, Arc::clone(&target));
+    let ticket = WriteTicket::open(Arc::clone(&target) as Arc<dyn MemexWriter>);
     let call = ComponentsCall {
         view: SnapshotView::new(&memex.snapshot(), privacy),
         signal: SignalKind::TASK_DONE,
         focus: Some(task.to_owned()),
         budget: None,
-        config: settings.skill_config(Mode::Text, Some(ticket.0)),
+        config: settings.skill_config(Mode::Text, Some(ticket.number())),
         explain: false,
         facts: crate::host_api::facts(None),
     };
@@ -346,34 +320,15 @@ pub fn post_execution(
     PostExecution { edits, error }
 }
 
-/// The host API's `memex_write` (see [`foveal_sdk::HostApi::memex_write`]).
-pub(crate) extern "C" fn host_memex_write(
-    ticket: u64,
-    edits_json: RStr<'_>,
-) -> RResult<RString, SkillError> {
-    // Never unwind into the skill's frames.
-    let edits_json = edits_json.as_str();
-    match std::panic::catch_unwind(|| write(ticket, edits_json)) {
-        Ok(Ok(answer)) => ROk(RString::from(answer)),
-        Ok(Err(error)) => RErr(error),
-        Err(_) => RErr(SkillError::new(
-            SkillError::UNAVAILABLE,
-            "the host failed while writing; nothing more was written",
-        )),
+/// A skill's `memex_write` during the post-execution call (the host API
+/// sends it here through the call's ticket).
+impl MemexWriter for Target {
+    fn write(&self, edits_json: &str) -> Result<String, SkillError> {
+        write(self, edits_json)
     }
 }
 
-fn write(ticket: u64, edits_json: &str) -> Result<String, SkillError> {
-    let target = tickets()
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .get(&ticket)
-        .cloned()
-        .ok_or_else(|| {
-            SkillError::invalid_input(
-                "no open write ticket: the host accepts writes only during the post-execution call it opened",
-            )
-        })?;
+fn write(target: &Target, edits_json: &str) -> Result<String, SkillError> {
     let request: Value = serde_json::from_str(edits_json)
         .map_err(|e| SkillError::invalid_input(format!("memex_write: not JSON: {e}")))?;
     let edits = request
@@ -382,7 +337,7 @@ fn write(ticket: u64, edits_json: &str) -> Result<String, SkillError> {
         .ok_or_else(|| SkillError::invalid_input("memex_write: expected {\"edits\": [...]}"))?;
     let mut answers = Vec::with_capacity(edits.len());
     for edit in edits {
-        let result = match one_edit(&target, edit) {
+        let result = match one_edit(target, edit) {
             Ok(id) => WriteResult {
                 edit: edit.to_string(),
                 id: Some(id),
@@ -592,10 +547,11 @@ fn one_edit(target: &Target, edit: &Value) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::host_api::memex_write;
 
     const ORG: &str = "* Knowledge\n:PROPERTIES:\n:ID: k\n:END:\n* Diary :@personal:\n:PROPERTIES:\n:ID: diary\n:END:\nMy secret plan for the garden party next week.\n";
 
-    fn open_ticket(dir: &std::path::Path) -> (Ticket, Arc<Target>) {
+    fn open_ticket(dir: &std::path::Path) -> (WriteTicket, Arc<Target>) {
         std::fs::write(dir.join("a.org"), ORG).unwrap();
         let memex = Arc::new(Memex::open(&[dir.to_path_buf()]).unwrap());
         let privacy = PrivacyTags::new(["@personal"]);
@@ -606,11 +562,7 @@ mod tests {
             gate,
             results: Mutex::new(Vec::new()),
         });
-        let ticket = Ticket(NEXT_TICKET.fetch_add(1, Ordering::Relaxed));
-        tickets()
-            .lock()
-            .unwrap()
-            .insert(ticket.0, Arc::clone(&target));
+        let ticket = WriteTicket::open(Arc::clone(&target) as Arc<dyn MemexWriter>);
         (ticket, target)
     }
 
@@ -632,7 +584,7 @@ mod tests {
             {"op": "delete", "id": "k"},
             {"op": "add_child", "parent": "k", "title": "A fine node", "tags": ["auth"], "properties": [["KIND", "pattern"]]}
         ]});
-        let answer = write(ticket.0, &edits.to_string()).unwrap();
+        let answer = memex_write(ticket.number(), &edits.to_string()).unwrap();
         let r = results(&answer);
         let errors: Vec<&str> = r
             .iter()
@@ -669,7 +621,7 @@ mod tests {
     fn a_write_with_private_text_writes_nothing_and_the_same_write_in_public_text_is_made() {
         let dir = tempfile::tempdir().unwrap();
         let (open, _) = open_ticket(dir.path());
-        let ticket = open.0;
+        let ticket = open.0.number();
         let file = dir.path().join("a.org");
         let edits = |text: &str| {
             json!({"edits": [
@@ -698,7 +650,7 @@ mod tests {
             "a refused write changed the file"
         );
         // The same edits in public text are made.
-        let answer = write(ticket, &edits("Buy more chairs for the hall")).unwrap();
+        let answer = memex_write(ticket, &edits("Buy more chairs for the hall")).unwrap();
         assert!(
             results(&answer)
                 .iter()
@@ -721,7 +673,7 @@ mod tests {
     fn tags_every_property_and_texts_side_by_side_are_checked_as_written() {
         let dir = tempfile::tempdir().unwrap();
         let (open, _) = open_ticket(dir.path());
-        let ticket = open.0;
+        let ticket = open.0.number();
         let file = dir.path().join("a.org");
         let private = "My secret plan for the garden party next week";
         // A run cut between the title and its tags; a private value in
@@ -736,7 +688,7 @@ mod tests {
             {"op": "set_property", "id": "k", "key": "the", "value": "garden party next"}
         ]});
         let before = std::fs::read_to_string(&file).unwrap();
-        let answer = write(ticket, &edits.to_string()).unwrap();
+        let answer = memex_write(ticket, &edits.to_string()).unwrap();
         let r = results(&answer);
         assert_eq!(r.len(), 6, "{answer}");
         for i in [0, 1, 2, 3, 5] {
@@ -756,7 +708,7 @@ mod tests {
             {"op": "add_child", "parent": "k", "title": "Rake the", "tags": ["garden", "paths"], "properties": [["KIND", "pattern"], ["SEVERITY", "high"], ["SOURCE", "k"]]},
             {"op": "set_property", "id": "k", "key": "ORDER", "value": "garden paths first"}
         ]});
-        let answer = write(ticket, &edits.to_string()).unwrap();
+        let answer = memex_write(ticket, &edits.to_string()).unwrap();
         assert!(results(&answer).iter().all(|r| r["ok"] == true), "{answer}");
         let text = std::fs::read_to_string(&file).unwrap();
         assert!(text.contains("** Rake the :garden:paths:\n"), "{text}");
@@ -769,13 +721,22 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (ticket, _) = open_ticket(dir.path());
         assert!(
-            write(ticket.0, "not json")
+            memex_write(ticket.number(), "not json")
                 .unwrap_err()
                 .message
                 .contains("not JSON")
         );
-        assert!(write(ticket.0, "{}").unwrap_err().message.contains("edits"));
-        let answer = write(ticket.0, r#"{"edits": [{"op": "add_child", "parent": 3}]}"#).unwrap();
+        assert!(
+            memex_write(ticket.number(), "{}")
+                .unwrap_err()
+                .message
+                .contains("edits")
+        );
+        let answer = memex_write(
+            ticket.number(),
+            r#"{"edits": [{"op": "add_child", "parent": 3}]}"#,
+        )
+        .unwrap();
         assert!(
             results(&answer)[0]["error"]
                 .as_str()

@@ -1,7 +1,8 @@
 //! The host API handed to every skill's `init`: the services a skill may
 //! call back into the host for: logging, counting tokens with the
 //! model's encoding ([`crate::tokens`]), and writing to the memex during a
-//! post-execution call ([`crate::computed`]).
+//! call the host opened a write ticket for ([`WriteTicket`]; the
+//! computed-context write-back opens one, and makes the edits).
 //!
 //! Each skill library has its own copy of `std` and of `tracing`, so it
 //! cannot share the host's subscriber. The `log` callback is the bridge: a
@@ -10,8 +11,12 @@
 
 use abi_stable::prefix_type::WithMetadata;
 use abi_stable::staticref;
-use abi_stable::std_types::RStr;
-use foveal_sdk::{HostApi, HostApiRef, LogLevel};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use abi_stable::std_types::{RErr, ROk, RResult, RStr, RString};
+use foveal_sdk::{HostApi, HostApiRef, LogLevel, SkillError};
 
 struct Statics;
 
@@ -21,7 +26,7 @@ impl Statics {
             sdk_version: RStr::from_str(foveal_sdk::SDK_VERSION),
             log: host_log,
             count_tokens: host_count_tokens,
-            memex_write: crate::computed::host_memex_write,
+            memex_write: host_memex_write,
             call_session: foveal_sdk::call::serve_session,
             call_now: host_call_now,
         })
@@ -94,5 +99,84 @@ pub fn facts(session: Option<&str>) -> foveal_sdk::call::CallFacts {
     foveal_sdk::call::CallFacts {
         session: session.map(str::to_owned),
         now: Some(local_now()),
+    }
+}
+
+/// Makes the memex edits a skill sends with `memex_write` while a ticket
+/// is open. Whoever opens the ticket gives the writer (the computed-context
+/// write-back, [`crate::computed`]), so the host API knows nothing of what
+/// the edits are for.
+pub trait MemexWriter: Send + Sync {
+    /// Makes the edits of `edits_json` (see
+    /// [`foveal_sdk::HostApi::memex_write`]) and answers with JSON.
+    fn write(&self, edits_json: &str) -> Result<String, SkillError>;
+}
+
+static NEXT_TICKET: AtomicU64 = AtomicU64::new(1);
+
+fn tickets() -> &'static Mutex<HashMap<u64, Arc<dyn MemexWriter>>> {
+    static TICKETS: OnceLock<Mutex<HashMap<u64, Arc<dyn MemexWriter>>>> = OnceLock::new();
+    TICKETS.get_or_init(Default::default)
+}
+
+/// An open write ticket: while it lives, a skill's `memex_write` with its
+/// number reaches its writer; dropped, it is closed, whatever the call
+/// did.
+#[derive(Debug)]
+pub struct WriteTicket(u64);
+
+impl WriteTicket {
+    /// Opens a ticket whose writes go to `writer`.
+    pub fn open(writer: Arc<dyn MemexWriter>) -> Self {
+        let number = NEXT_TICKET.fetch_add(1, Ordering::Relaxed);
+        tickets()
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(number, writer);
+        Self(number)
+    }
+
+    /// The number the skill is given (in its call's configuration).
+    pub fn number(&self) -> u64 {
+        self.0
+    }
+}
+
+impl Drop for WriteTicket {
+    fn drop(&mut self) {
+        tickets()
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&self.0);
+    }
+}
+
+/// `memex_write` with ticket `ticket`: the writer's answer, or an error
+/// when no such ticket is open.
+pub fn memex_write(ticket: u64, edits_json: &str) -> Result<String, SkillError> {
+    let writer = tickets()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(&ticket)
+        .cloned()
+        .ok_or_else(|| {
+            SkillError::invalid_input(
+                "no open write ticket: the host accepts writes only during the post-execution call it opened",
+            )
+        })?;
+    writer.write(edits_json)
+}
+
+/// The host API's `memex_write` (see [`foveal_sdk::HostApi::memex_write`]).
+extern "C" fn host_memex_write(ticket: u64, edits_json: RStr<'_>) -> RResult<RString, SkillError> {
+    // Never unwind into the skill's frames.
+    let edits_json = edits_json.as_str();
+    match std::panic::catch_unwind(|| memex_write(ticket, edits_json)) {
+        Ok(Ok(answer)) => ROk(RString::from(answer)),
+        Ok(Err(error)) => RErr(error),
+        Err(_) => RErr(SkillError::new(
+            SkillError::UNAVAILABLE,
+            "the host failed while writing; nothing more was written",
+        )),
     }
 }
