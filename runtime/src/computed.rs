@@ -607,7 +607,7 @@ mod tests {
             "{text}"
         );
         assert_eq!(target.results.lock().unwrap().len(), 7);
-        let closed = ticket.0;
+        let closed = ticket.number();
         drop(ticket);
         let err = write(closed, &edits.to_string()).unwrap_err();
         assert!(err.message.contains("no open write ticket"), "{err}");
@@ -621,7 +621,7 @@ mod tests {
     fn a_write_with_private_text_writes_nothing_and_the_same_write_in_public_text_is_made() {
         let dir = tempfile::tempdir().unwrap();
         let (open, _) = open_ticket(dir.path());
-        let ticket = open.0.number();
+        let ticket = open.number();
         let file = dir.path().join("a.org");
         let edits = |text: &str| {
             json!({"edits": [
@@ -673,7 +673,7 @@ mod tests {
     fn tags_every_property_and_texts_side_by_side_are_checked_as_written() {
         let dir = tempfile::tempdir().unwrap();
         let (open, _) = open_ticket(dir.path());
-        let ticket = open.0.number();
+        let ticket = open.number();
         let file = dir.path().join("a.org");
         let private = "My secret plan for the garden party next week";
         // A run cut between the title and its tags; a private value in
