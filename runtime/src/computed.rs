@@ -609,9 +609,9 @@ mod tests {
         assert_eq!(target.results.lock().unwrap().len(), 7);
         let closed = ticket.number();
         drop(ticket);
-        let err = write(closed, &edits.to_string()).unwrap_err();
+        let err = memex_write(closed, &edits.to_string()).unwrap_err();
         assert!(err.message.contains("no open write ticket"), "{err}");
-        assert!(write(closed + 1_000_000, "{").is_err());
+        assert!(memex_write(closed + 1_000_000, "{").is_err());
     }
 
     /// F4 of the privacy review: a property's value was checked only
@@ -633,7 +633,7 @@ mod tests {
             .to_string()
         };
         let before = std::fs::read(&file).unwrap();
-        let answer = write(
+        let answer = memex_write(
             ticket,
             &edits("My SECRET plan for the garden party next week"),
         )
