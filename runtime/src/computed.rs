@@ -456,9 +456,11 @@ fn drawer_with<'a>(
 fn one_edit(target: &Target, edit: &Value) -> Result<String, String> {
     let memex = &target.memex;
     let visible = |snapshot: &MemexSnapshot, id: &str| -> Result<(), String> {
-        crate::agent::tools::visible_object(snapshot, &target.privacy, id)
-            .map(|_| ())
-            .map_err(|_| "no visible object has that id".to_owned())
+        // The same answer for a private object as for a missing one.
+        match snapshot.get(id) {
+            Some(object) if !target.privacy.is_private(object) => Ok(()),
+            _ => Err("no visible object has that id".to_owned()),
+        }
     };
     let set_property = |id: &str, key: &str, value: &str| -> Result<(), String> {
         if key.eq_ignore_ascii_case("ID") {

@@ -47,6 +47,7 @@ mod cycle;
 pub mod focus;
 pub mod host;
 pub mod session;
+pub mod session_name;
 pub mod settings;
 pub mod tools;
 

@@ -18,8 +18,7 @@ use std::path::{Path, PathBuf};
 use foveal_sdk::Role;
 use serde::{Deserialize, Serialize};
 
-/// The session used when none is named.
-pub const DEFAULT_SESSION: &str = "default";
+pub use super::session_name::{DEFAULT_SESSION, valid_name};
 
 /// Who wrote an entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -217,16 +216,6 @@ pub struct Session {
     /// cycle, so token counts and the privacy gate's verdicts are reused.
     messages: Vec<Option<crate::prompt::Message>>,
     skipped: usize,
-}
-
-/// Whether `name` can name a session file.
-pub fn valid_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 64
-        && !name.starts_with('.')
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
 }
 
 impl Session {

@@ -38,8 +38,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use super::ToolCategory;
 use crate::egress::Gate;
+use crate::execution::ToolCategory;
 use crate::memex::privacy::PrivacyTags;
 use crate::memex::snapshot::{ObjectRef, Query};
 use crate::memex::{Memex, MemexSnapshot};

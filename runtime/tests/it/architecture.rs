@@ -287,3 +287,23 @@ fn a_broken_invariant_is_found() {
         );
     }
 }
+
+/// No crate's files import each other in a circle of more than three
+/// (`scripts/module-circles.py`, which says where each arrow comes from
+/// with `--edges`).
+#[test]
+fn no_import_circle_of_more_than_three_files() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let output = std::process::Command::new("python3")
+        .arg(root.join("scripts/module-circles.py"))
+        .args(["--max", "3"])
+        .current_dir(root)
+        .output()
+        .expect("run python3 scripts/module-circles.py");
+    assert!(
+        output.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
