@@ -56,24 +56,17 @@ pub use foveal_memex::debounce;
 /// The model providers, their own crate ([`foveal_provider`]); named here
 /// as before.
 pub use foveal_provider as provider;
+pub use foveal_registry::{
+    egress, host_api, isolation, loader, registry, skill_errors, tokens, trust, watcher,
+};
 pub mod cli;
-mod companion;
 pub mod computed;
 pub mod config;
 pub mod context;
-pub mod egress;
 pub mod embed;
 pub mod execution;
-pub mod host_api;
-pub mod isolation;
-pub mod loader;
 pub mod prompt;
-pub mod registry;
-pub mod skill_errors;
-pub mod tokens;
-pub mod trust;
 pub mod tui;
-pub mod watcher;
 pub mod window;
 
 /// Privacy, attacked: what an adversary tried (a model, a server, a tool, a

@@ -139,29 +139,9 @@ pub fn static_by_key(key: &str) -> Option<&'static StaticComponent> {
     STATIC_COMPONENTS.iter().find(|c| c.key == key)
 }
 
-/// Checks the ids a skill declares in its manifest; the error is the
-/// reason the manifest is refused.
-pub fn check_declared(declared: &[u32]) -> Result<(), String> {
-    for (i, &id) in declared.iter().enumerate() {
-        if id > ids::MAX {
-            return Err(format!(
-                "component id {id} is out of range; prompt component ids go from 1 to {}",
-                ids::MAX
-            ));
-        }
-        if ids::HOST_FILLED.contains(&id) {
-            let key = static_component(id).map_or("?", |c| c.key);
-            return Err(format!(
-                "component id {id} ({key}) is filled by the host; declare a free id between the static ones (e.g. {})",
-                id + 1
-            ));
-        }
-        if declared[..i].contains(&id) {
-            return Err(format!("component id {id} is declared twice"));
-        }
-    }
-    Ok(())
-}
+/// The component-id rules (seed 004), kept with the loader that applies
+/// them: from the ids the SDK publishes.
+pub use crate::loader::{check_declared, reserved_for};
 
 /// Calls the `components` hook of every serving skill that has one, once,
 /// on `view`, and notes on each skill the component ids it returned
@@ -215,25 +195,10 @@ pub fn merge_config(base: &str, extra: &str) -> String {
     }
 }
 
-/// The skill the host reserves `id` for, if any: the context section
-/// (2000) is asked of the `awareness` skill by name.
-pub fn reserved_for(id: u32) -> Option<&'static str> {
-    (id == ids::SEMANTIC_MEMORIES).then_some(crate::context::SKILL)
-}
-
 /// The rules above as the loader and the registry apply them to every
 /// library: the host builds its registries with this policy, and it is
 /// also [`ComponentPolicy`]'s `Default`.
-pub const POLICY: ComponentPolicy = ComponentPolicy {
-    check_declared,
-    reserved_for,
-};
-
-impl Default for ComponentPolicy {
-    fn default() -> Self {
-        POLICY
-    }
-}
+pub const POLICY: ComponentPolicy = crate::loader::SEED_POLICY;
 
 /// A tool the model may call, as the system prompt lists it.
 #[derive(Debug, Clone, PartialEq, Eq)]

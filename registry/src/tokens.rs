@@ -22,7 +22,7 @@
 //! # Example
 //!
 //! ```
-//! use foveal::tokens::{Encoding, TokenCounter};
+//! use foveal_registry::tokens::{Encoding, TokenCounter};
 //!
 //! let counter = TokenCounter::new(Encoding::O200kBase);
 //! assert_eq!(counter.count(""), 0);

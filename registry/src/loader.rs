@@ -496,9 +496,9 @@ pub struct Loader {
 ///
 /// What the rules are is the prompt's business, not the loader's: the host
 /// hands them in ([`Loader::with_component_policy`],
-/// `Registry::with_policy`). The `Default` is the prompt's own rules,
-/// implemented beside them (`prompt::components::POLICY`), so that a loader
-/// or registry built without one holds skills to what the host does.
+/// `Registry::with_policy`). The `Default` is seed 004's rules
+/// ([`SEED_POLICY`], from the ids the SDK publishes), so that a loader or
+/// registry built without one holds skills to what the host does.
 #[derive(Debug, Clone, Copy)]
 pub struct ComponentPolicy {
     /// Checks the ids one manifest declares; the error is the reason the
@@ -507,6 +507,62 @@ pub struct ComponentPolicy {
     /// The skill an id is kept for, if any: another skill declaring it is
     /// refused.
     pub reserved_for: fn(u32) -> Option<&'static str>,
+}
+
+/// Seed 004's component-id rules, from the ids the SDK publishes
+/// ([`foveal_sdk::prompt::ids`]): an id from 1 to the last slot, none of
+/// the ones the host fills, each once; 2000 kept for the skill the host
+/// asks for the context section. The host builds its registries with
+/// this policy (`prompt::components::POLICY` is it), and it is the
+/// `Default`.
+pub const SEED_POLICY: ComponentPolicy = ComponentPolicy {
+    check_declared,
+    reserved_for,
+};
+
+impl Default for ComponentPolicy {
+    fn default() -> Self {
+        SEED_POLICY
+    }
+}
+
+/// Checks the ids a skill declares in its manifest; the error is the
+/// reason the manifest is refused.
+pub fn check_declared(declared: &[u32]) -> Result<(), String> {
+    use foveal_sdk::prompt::ids;
+    for (i, &id) in declared.iter().enumerate() {
+        if id > ids::MAX {
+            return Err(format!(
+                "component id {id} is out of range; prompt component ids go from 1 to {}",
+                ids::MAX
+            ));
+        }
+        if ids::HOST_FILLED.contains(&id) {
+            let key = match id {
+                ids::SYSTEM_PROMPT => "system_prompt",
+                ids::LOGS => "logs",
+                ids::CONVERSATION_HISTORY => "conversation_history",
+                ids::PENDING_EVENT => "pending_event",
+                ids::TOOL_RESULT => "tool_result",
+                _ => "?",
+            };
+            return Err(format!(
+                "component id {id} ({key}) is filled by the host; declare a free id between the static ones (e.g. {})",
+                id + 1
+            ));
+        }
+        if declared[..i].contains(&id) {
+            return Err(format!("component id {id} is declared twice"));
+        }
+    }
+    Ok(())
+}
+
+/// The skill the host reserves `id` for, if any: the context section
+/// (2000) is asked of the `awareness` skill by name.
+pub fn reserved_for(id: u32) -> Option<&'static str> {
+    use foveal_sdk::prompt::ids;
+    (id == ids::SEMANTIC_MEMORIES).then_some(ids::CONTEXT_SKILL)
 }
 
 /// The default cap on the bytes of libraries one process maps (1 GiB):
@@ -764,7 +820,7 @@ impl Loader {
             });
         }
         if before < max_bytes / 5 * 4 && before + copied >= max_bytes / 5 * 4 {
-            tracing::warn!(
+            tracing::warn!(target: "foveal::loader",
                 loaded_bytes = before + copied,
                 max_bytes,
                 "loaded skill libraries take 80% of plugins.max_load_mib (loaded code is never unloaded); restart the host before the cap refuses new builds"
@@ -1410,7 +1466,7 @@ fn shadow_pid(name: &str) -> Option<u32> {
     rest.rsplit_once('-')?.1.parse().ok()
 }
 
-pub(crate) use crate::memex::write::process_alive;
+pub use crate::memex::write::process_alive;
 
 #[cfg(test)]
 mod tests {

@@ -14,7 +14,7 @@
 //! # Example
 //!
 //! ```no_run
-//! use foveal::registry::{hooks, Registry, RegistryOptions};
+//! use foveal_registry::registry::{hooks, Registry, RegistryOptions};
 //!
 //! let registry = Registry::new(RegistryOptions::default()).unwrap();
 //! registry.scan();
@@ -341,7 +341,7 @@ impl Skill {
             return;
         }
         seen.insert(id, key.to_owned());
-        tracing::warn!(
+        tracing::warn!(target: "foveal::registry",
             skill = %self.loaded.info.name,
             path = %self.loaded.path.display(),
             id,
@@ -1215,7 +1215,7 @@ impl Registry {
     pub fn scan(&self) {
         for dir in &self.dirs {
             let Ok(entries) = std::fs::read_dir(&dir.path) else {
-                tracing::debug!(dir = %dir.path.display(), "plugins folder not found; skipped");
+                tracing::debug!(target: "foveal::registry", dir = %dir.path.display(), "plugins folder not found; skipped");
                 continue;
             };
             let mut paths: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
@@ -1320,7 +1320,7 @@ impl Registry {
 
         match self.loader.init(opened) {
             Ok(loaded) => {
-                tracing::info!(
+                tracing::info!(target: "foveal::registry",
                     skill = %loaded.info.name,
                     version = %loaded.info.version,
                     path = %path.display(),
@@ -1413,7 +1413,7 @@ impl Registry {
         let pinned = crate::trust::AllowList::Only(self.isolation.pinned.clone());
         match self.loader.open_allowing(path, &pinned) {
             Ok(opened) if opened.info.name == name => {
-                tracing::info!(skill = %name, path = %path.display(), "skill runs in the host's process ([skills.{name}] isolation = \"in-process\", pinned in plugins.trusted)");
+                tracing::info!(target: "foveal::registry", skill = %name, path = %path.display(), "skill runs in the host's process ([skills.{name}] isolation = \"in-process\", pinned in plugins.trusted)");
                 Ok(opened)
             }
             Ok(opened) => Err(LoadError::InvalidManifest {
@@ -1483,7 +1483,7 @@ impl Registry {
         next.idle.remove(path);
         for name in serving {
             next.skills.remove(&name);
-            tracing::info!(skill = %name, path = %path.display(), "skill removed");
+            tracing::info!(target: "foveal::registry", skill = %name, path = %path.display(), "skill removed");
             self.promote(&mut next, &name);
         }
         self.publish(next)
@@ -1559,7 +1559,7 @@ impl Registry {
                 *by = path.clone();
             }
         }
-        tracing::info!(skill = %name, path = %path.display(), "shadowed build takes over");
+        tracing::info!(target: "foveal::registry", skill = %name, path = %path.display(), "shadowed build takes over");
         next.skills.insert(
             name.to_owned(),
             Slot {
@@ -1591,9 +1591,9 @@ impl Registry {
             .values()
             .any(|slot| slot.skill.loaded.path == path);
         if serving {
-            tracing::error!(path = %path.display(), "new build refused, the previous build keeps serving: {}", error.reason());
+            tracing::error!(target: "foveal::registry", path = %path.display(), "new build refused, the previous build keeps serving: {}", error.reason());
         } else {
-            tracing::error!(path = %path.display(), "skill library refused: {}", error.reason());
+            tracing::error!(target: "foveal::registry", path = %path.display(), "skill library refused: {}", error.reason());
         }
         next.idle.insert(
             path,
@@ -1612,7 +1612,7 @@ impl Registry {
         *self.published.lock().unwrap_or_else(|e| e.into_inner()) = generation;
         self.changed.notify_all();
         self.pushed.send_replace(generation);
-        tracing::debug!(generation, "registry generation published");
+        tracing::debug!(target: "foveal::registry", generation, "registry generation published");
         Change::Published(generation)
     }
 

@@ -29,7 +29,7 @@
 //! # Example
 //!
 //! ```
-//! use foveal::trust::{judge, Owner, Why};
+//! use foveal_registry::trust::{judge, Owner, Why};
 //!
 //! let me = 1000;
 //! let mine = Owner { uid: me, gid: 1000, mode: 0o755 };

@@ -77,7 +77,9 @@ impl PluginWatcher {
         let mut watcher =
             notify::recommended_watcher(move |event: notify::Result<Event>| match event {
                 Ok(event) => handle(&callback_registry, &event, &later),
-                Err(error) => tracing::warn!("plugin watch error: {error}"),
+                Err(error) => {
+                    tracing::warn!(target: "foveal::watcher", "plugin watch error: {error}")
+                }
             })
             .map_err(|source| WatchError {
                 path: PathBuf::new(),
