@@ -93,7 +93,7 @@ struct Never {
 }
 
 /// The host's crates and what the layers below must not know of.
-const HOST: &[&str] = &["foveal", "foveal-cell", "foveal-gate"];
+const HOST: &[&str] = &["foveal", "foveal-cell", "foveal-gate", "foveal-registry"];
 const NETWORK: &[&str] = &["reqwest", "hyper", "ureq", "curl"];
 const UI: &[&str] = &["clap", "ratatui", "crossterm", "indicatif"];
 
@@ -139,6 +139,24 @@ const RULES: &[Never] = &[
         never: NETWORK,
         transitive: false,
         why: "a cell holds no network client",
+    },
+    Never {
+        crate_: "foveal-registry",
+        never: &["foveal"],
+        transitive: true,
+        why: "the skill host knows nothing of prompts, models or the agent: it loads, checks and calls skills",
+    },
+    Never {
+        crate_: "foveal-registry",
+        never: &["foveal-provider", "reqwest", "hyper", "ureq", "curl"],
+        transitive: false,
+        why: "the skill host talks to no model and no network",
+    },
+    Never {
+        crate_: "foveal-registry",
+        never: UI,
+        transitive: false,
+        why: "arguments and terminal drawing belong to the binary",
     },
     Never {
         crate_: "foveal-gate",
