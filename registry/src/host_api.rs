@@ -45,7 +45,8 @@ extern "C" fn host_log(level: LogLevel, skill: RStr<'_>, message: RStr<'_>) {
     let message = message.as_str();
     // A panic's line (the SDK's panic hook writes `panicked at …`) is kept
     // apart: the host says on its own that the hook failed, once.
-    let panic = level >= LogLevel::ERROR && message.starts_with("panicked");
+    let panic = level >= LogLevel::ERROR
+        && (message.starts_with("panicked at ") || message.starts_with("panicked: "));
     let _ = std::panic::catch_unwind(|| match level {
         _ if panic => tracing::error!(target: "foveal::skill::panic", skill, "{message}"),
         l if l >= LogLevel::ERROR => tracing::error!(target: "foveal::skill", skill, "{message}"),
@@ -103,9 +104,9 @@ pub fn facts(session: Option<&str>) -> foveal_sdk::call::CallFacts {
 }
 
 /// Makes the memex edits a skill sends with `memex_write` while a ticket
-/// is open. Whoever opens the ticket gives the writer (the computed-context
-/// write-back, [`crate::computed`]), so the host API knows nothing of what
-/// the edits are for.
+/// is open. Whoever opens the ticket gives the writer (the host's
+/// computed-context write-back), so the host API knows nothing of what the
+/// edits are for.
 pub trait MemexWriter: Send + Sync {
     /// Makes the edits of `edits_json` (see
     /// [`foveal_sdk::HostApi::memex_write`]) and answers with JSON.

@@ -595,7 +595,12 @@ impl Agent {
             pid: std::process::id(),
             session: session.name().to_owned(),
             memex_roots: memex.roots().map(std::path::Path::to_path_buf).collect(),
-            plugins_dir: Some(absolute_dir(&config.plugins.dir)),
+            // The folder the host's watcher loads new builds from; none
+            // when it does not watch.
+            plugins_dir: config
+                .plugins
+                .watch
+                .then(|| absolute_dir(&config.plugins.dir)),
             provider: provider.describe(),
             ..Status::default()
         };

@@ -722,7 +722,9 @@ pub fn install(config: &Config, file: &Path, replace: bool) -> anyhow::Result<Ex
     if let Some(watched) = status
         .as_ref()
         .and_then(|s| s.get("plugins_dir")?.as_str().map(PathBuf::from))
-        && watched != crate::agent::absolute_dir(dir)
+        // Both resolved here: the host may have recorded its folder before
+        // it existed (`..` and links not yet resolved).
+        && crate::agent::absolute_dir(&watched) != crate::agent::absolute_dir(dir)
     {
         let pid = status
             .as_ref()
