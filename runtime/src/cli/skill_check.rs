@@ -719,12 +719,13 @@ pub fn install(config: &Config, file: &Path, replace: bool) -> anyhow::Result<Ex
     // A running host that watches another folder would never load it: say
     // so now, and install nothing.
     let status = host_status(config);
+    // Both folders resolved here: the host may have recorded its own before
+    // it existed (`..` and links not yet resolved).
     if let Some(watched) = status
         .as_ref()
-        .and_then(|s| s.get("plugins_dir")?.as_str().map(PathBuf::from))
-        // Both resolved here: the host may have recorded its folder before
-        // it existed (`..` and links not yet resolved).
-        && crate::agent::absolute_dir(&watched) != crate::agent::absolute_dir(dir)
+        .and_then(|s| s.get("plugins_dir")?.as_str())
+        .map(|w| crate::agent::absolute_dir(Path::new(w)))
+        && watched != crate::agent::absolute_dir(dir)
     {
         let pid = status
             .as_ref()

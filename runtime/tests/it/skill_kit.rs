@@ -608,7 +608,14 @@ async fn install_into_a_folder_the_running_host_does_not_watch_is_refused_at_onc
     use crate::live::{command, run_to_end, start_host, stderr, wait_exit, workspace};
     let dir = workspace();
     let server = crate::server::Server::start(vec![]).await;
-    let mut host = start_host(dir.path(), &server, &["--no-repl"]);
+    // The host's folder through `..`, made by the host at its start: it
+    // records the path before the folder exists.
+    std::fs::create_dir(dir.path().join("x")).unwrap();
+    let mut host = start_host(
+        dir.path(),
+        &server,
+        &["--no-repl", "--plugins", "x/../watched"],
+    );
     let status = run_to_end(command(dir.path(), &server, &["status", "--json"])).await;
     let status: Value = serde_json::from_slice(&status.stdout).unwrap();
     let watched = status["plugins_dir"]
@@ -629,21 +636,29 @@ async fn install_into_a_folder_the_running_host_does_not_watch_is_refused_at_onc
     let refused = run_to_end(command(dir.path(), &server, &args)).await;
     let err = stderr(&refused);
     assert_eq!(refused.status.code(), Some(1), "{err}");
+    // Named resolved, as the host made it.
+    let resolved = Path::new(watched).canonicalize().unwrap();
     assert!(
-        err.contains(&format!("watches {watched}, not {}", elsewhere.display())),
+        err.contains(&format!(
+            "watches {}, not {}",
+            resolved.display(),
+            elsewhere.display()
+        )),
         "{err}"
     );
     assert!(!elsewhere.exists(), "the refused install wrote its folder");
     // It did not wait for the host (the wait for a new build is 10 s).
     assert!(started.elapsed() < std::time::Duration::from_secs(8));
 
-    // Into the folder the host watches, it installs and the host loads it.
+    // Into the folder the host watches, named another way, it installs and
+    // the host loads it.
+    let plain = dir.path().join("watched");
     let args = [
         "skill",
         "install",
         fixture.to_str().unwrap(),
         "--plugins",
-        watched,
+        plain.to_str().unwrap(),
     ];
     let installed = run_to_end(command(dir.path(), &server, &args)).await;
     let out = String::from_utf8_lossy(&installed.stdout);
