@@ -79,4 +79,8 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except BrokenPipeError:
+        # The reader went away (`| head`): it read what it wanted.
+        sys.stderr.close()

@@ -873,4 +873,8 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except BrokenPipeError:
+        # The reader went away (`| head`): it read what it wanted.
+        sys.stderr.close()
