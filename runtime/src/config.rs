@@ -1143,9 +1143,9 @@ fn unknown_field(message: &str) -> Option<(String, Vec<String>)> {
 
 /// The prompt's settings are read from the whole configuration here, so
 /// that the prompt module imports no aggregate.
-impl crate::prompt::PromptSettings {
+impl From<&Config> for crate::prompt::PromptSettings {
     /// The settings of `config`.
-    pub fn from_config(config: &Config) -> Self {
+    fn from(config: &Config) -> Self {
         Self {
             prompt: config.prompt.clone(),
             max_tokens: config.context.max_tokens,
@@ -1562,3 +1562,9 @@ mod provider_tests;
 #[cfg(test)]
 #[path = "config/embed_tests.rs"]
 mod embed_tests;
+
+/// The prompt's tables (resolved in `foveal-prompt`) read through the
+/// whole configuration.
+#[cfg(test)]
+#[path = "config/prompt_tests.rs"]
+mod prompt_tests;

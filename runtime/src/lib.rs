@@ -53,6 +53,7 @@ pub use foveal_gate::logs;
 pub use foveal_memex as memex;
 /// The quiet-time queue both watchers share, from [`foveal_memex`].
 pub use foveal_memex::debounce;
+pub use foveal_prompt::{computed, context, execution, prompt, window};
 /// The model providers, their own crate ([`foveal_provider`]); named here
 /// as before.
 pub use foveal_provider as provider;
@@ -60,14 +61,9 @@ pub use foveal_registry::{
     egress, host_api, isolation, loader, registry, skill_errors, tokens, trust, watcher,
 };
 pub mod cli;
-pub mod computed;
 pub mod config;
-pub mod context;
 pub mod embed;
-pub mod execution;
-pub mod prompt;
 pub mod tui;
-pub mod window;
 
 /// Privacy, attacked: what an adversary tried (a model, a server, a tool, a
 /// careless file) and that each attempt finds nothing private.

@@ -47,7 +47,7 @@ mod cycle;
 pub mod focus;
 pub mod host;
 pub mod session;
-pub mod session_name;
+pub use foveal_prompt::session_name;
 pub mod settings;
 pub mod tools;
 
@@ -612,10 +612,7 @@ impl Agent {
             Arc::clone(&registry),
         )?);
         let agent = Self {
-            assembler: Assembler::with_gate(
-                PromptSettings::from_config(&config),
-                Arc::clone(&gate),
-            ),
+            assembler: Assembler::with_gate(PromptSettings::from(&config), Arc::clone(&gate)),
             config,
             registry,
             memex,

@@ -119,7 +119,7 @@ pub fn run(config: &Config, options: &PromptOptions) -> anyhow::Result<Exit> {
         eprintln!("error: --focus needs an object id (see `foveal memex query`)");
         return Ok(Exit::Usage);
     }
-    let settings = PromptSettings::from_config(config);
+    let settings = PromptSettings::from(config);
     if let Some(name) = &options.context_type
         && let Err(error) = settings.prompt.context_types.get(name)
     {

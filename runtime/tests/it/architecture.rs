@@ -93,7 +93,13 @@ struct Never {
 }
 
 /// The host's crates and what the layers below must not know of.
-const HOST: &[&str] = &["foveal", "foveal-cell", "foveal-gate", "foveal-registry"];
+const HOST: &[&str] = &[
+    "foveal",
+    "foveal-cell",
+    "foveal-gate",
+    "foveal-registry",
+    "foveal-prompt",
+];
 const NETWORK: &[&str] = &["reqwest", "hyper", "ureq", "curl"];
 const UI: &[&str] = &["clap", "ratatui", "crossterm", "indicatif"];
 
@@ -139,6 +145,18 @@ const RULES: &[Never] = &[
         never: NETWORK,
         transitive: false,
         why: "a cell holds no network client",
+    },
+    Never {
+        crate_: "foveal-prompt",
+        never: &["foveal"],
+        transitive: true,
+        why: "the prompt knows nothing of the agent, the commands or the configuration's assembly",
+    },
+    Never {
+        crate_: "foveal-prompt",
+        never: &["reqwest", "hyper", "ureq", "curl", "clap", "ratatui", "crossterm", "indicatif"],
+        transitive: false,
+        why: "the prompt talks to no network (it builds messages; the provider sends them) and draws nothing",
     },
     Never {
         crate_: "foveal-registry",

@@ -1341,7 +1341,7 @@ fn the_budget_is_the_smallest_of_config_context_type_and_model() {
         &|_| None,
     )
     .unwrap();
-    let assembler = Assembler::new(PromptSettings::from_config(&config));
+    let assembler = Assembler::new(PromptSettings::from(&config));
     let prompt = world.assemble(&assembler, &PromptInput::default()).unwrap();
     assert_eq!(
         (prompt.budget, prompt.budget_from.as_str()),

@@ -251,7 +251,7 @@ impl ContextTypes {
     }
 
     /// The type called `name`, to change.
-    pub(crate) fn get_mut(&mut self, name: &str) -> Option<&mut ContextType> {
+    pub fn get_mut(&mut self, name: &str) -> Option<&mut ContextType> {
         self.types.iter_mut().find(|t| t.name == name)
     }
 

@@ -192,7 +192,7 @@ impl Window {
         limits: WindowSettings,
         registry: Arc<Registry>,
     ) -> Result<Self, WindowError> {
-        if !crate::agent::session_name::valid_name(session) {
+        if !crate::session_name::valid_name(session) {
             return Err(WindowError::InvalidSession(session.to_owned()));
         }
         let path = path_of(data_dir, session);
