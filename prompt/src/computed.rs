@@ -33,9 +33,9 @@
 //! # Example
 //!
 //! ```
-//! use foveal::computed::{ComputedSettings, Mode};
-//! use foveal::memex::{Memex, privacy::PrivacyTags};
-//! use foveal::registry::{Registry, RegistryOptions};
+//! use foveal_prompt::computed::{ComputedSettings, Mode};
+//! use foveal_memex::{Memex, privacy::PrivacyTags};
+//! use foveal_registry::registry::{Registry, RegistryOptions};
 //!
 //! let dir = tempfile::tempdir().unwrap();
 //! std::fs::write(dir.path().join("a.org"), "* TODO Add login\n:PROPERTIES:\n:ID: t\n:END:\n").unwrap();
@@ -47,7 +47,7 @@
 //! })
 //! .unwrap();
 //! // No skill: no section.
-//! let out = foveal::computed::compute(
+//! let out = foveal_prompt::computed::compute(
 //!     &registry.snapshot(),
 //!     &memex.snapshot(),
 //!     &PrivacyTags::default(),

@@ -22,9 +22,9 @@
 //! # Example
 //!
 //! ```
-//! use foveal::context::{ContextCache, ContextRequest};
-//! use foveal::memex::{Memex, privacy::PrivacyTags};
-//! use foveal::registry::{Registry, RegistryOptions};
+//! use foveal_prompt::context::{ContextCache, ContextRequest};
+//! use foveal_memex::{Memex, privacy::PrivacyTags};
+//! use foveal_registry::registry::{Registry, RegistryOptions};
 //!
 //! let dir = tempfile::tempdir().unwrap();
 //! std::fs::write(dir.path().join("a.org"), "* Work :project:\n").unwrap();

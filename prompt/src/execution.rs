@@ -69,8 +69,8 @@
 //! # Example
 //!
 //! ```
-//! use foveal::execution::{self, AssessmentSignals, ExecutionConfig, ExecutionMode, Layer};
-//! use foveal::prompt::context_types::ContextTypes;
+//! use foveal_prompt::execution::{self, AssessmentSignals, ExecutionConfig, ExecutionMode, Layer};
+//! use foveal_prompt::prompt::context_types::ContextTypes;
 //!
 //! let types = ContextTypes::default();
 //! let reflection = types.get("reflection").unwrap();

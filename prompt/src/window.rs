@@ -34,8 +34,8 @@
 //!
 //! ```no_run
 //! use std::sync::Arc;
-//! use foveal::registry::{Registry, RegistryOptions};
-//! use foveal::window::{AddRequest, Window};
+//! use foveal_registry::registry::{Registry, RegistryOptions};
+//! use foveal_prompt::window::{AddRequest, Window};
 //!
 //! let registry = Arc::new(Registry::new(RegistryOptions::default()).unwrap());
 //! registry.scan();

@@ -15,8 +15,8 @@
 //!
 //! ```
 //! use std::collections::BTreeMap;
-//! use foveal::prompt::cost::{CostTracker, CycleUsage};
-//! use foveal::prompt::settings::Prices;
+//! use foveal_prompt::prompt::cost::{CostTracker, CycleUsage};
+//! use foveal_prompt::prompt::settings::Prices;
 //!
 //! let dir = tempfile::tempdir().unwrap();
 //! let prices = BTreeMap::from([("m".to_owned(), Prices { input: 2.0, cached_input: 1.0, output: 8.0 })]);

@@ -103,9 +103,9 @@
 //! # Example
 //!
 //! ```
-//! use foveal::memex::Memex;
-//! use foveal::prompt::{Assembler, PromptInput, PromptSettings};
-//! use foveal::registry::Snapshot;
+//! use foveal_memex::Memex;
+//! use foveal_prompt::prompt::{Assembler, PromptInput, PromptSettings};
+//! use foveal_registry::registry::Snapshot;
 //!
 //! let dir = tempfile::tempdir().unwrap();
 //! std::fs::write(dir.path().join("a.org"), "* Work :project:\n").unwrap();

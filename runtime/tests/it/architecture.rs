@@ -154,7 +154,16 @@ const RULES: &[Never] = &[
     },
     Never {
         crate_: "foveal-prompt",
-        never: &["reqwest", "hyper", "ureq", "curl", "clap", "ratatui", "crossterm", "indicatif"],
+        never: &[
+            "reqwest",
+            "hyper",
+            "ureq",
+            "curl",
+            "clap",
+            "ratatui",
+            "crossterm",
+            "indicatif",
+        ],
         transitive: false,
         why: "the prompt talks to no network (it builds messages; the provider sends them) and draws nothing",
     },
