@@ -13,6 +13,25 @@ fn section_line<'a>(out: &'a str, header: &str) -> &'a str {
     out[at..].lines().nth(1).unwrap_or("")
 }
 
+/// `foveal prompt` in `dir`, with its `foveal.toml`, `plugins/` and
+/// `memex/`.
+fn prompt_in(dir: &std::path::Path) -> std::process::Output {
+    run_foveal(
+        dir,
+        &[
+            "--config",
+            "foveal.toml",
+            "prompt",
+            "--plugins",
+            "plugins",
+            "--memex",
+            "memex",
+            "--message",
+            "hi",
+        ],
+    )
+}
+
 fn local_date() -> String {
     let (y, m, d) = foveal::host_api::local_now().date();
     format!("{y:04}-{m:02}-{d:02}")
@@ -49,20 +68,7 @@ fn host_facts_reach_a_skill_apart_from_its_configuration_in_a_cell_and_in_proces
         )
         .unwrap();
         let before = local_date();
-        let output = run_foveal(
-            dir.path(),
-            &[
-                "--config",
-                "foveal.toml",
-                "prompt",
-                "--plugins",
-                "plugins",
-                "--memex",
-                "memex",
-                "--message",
-                "hi",
-            ],
-        );
+        let output = prompt_in(dir.path());
         let out = String::from_utf8_lossy(&output.stdout);
         let err = String::from_utf8_lossy(&output.stderr);
         assert!(output.status.success(), "{err}");
@@ -165,18 +171,7 @@ fn a_skills_warn_and_error_lines_reach_stderr_at_the_default_level() {
             "[skills.host-facts]\nlog = true\n".to_owned()
         };
         std::fs::write(dir.path().join("foveal.toml"), config).unwrap();
-        let args = [
-            "--config",
-            "foveal.toml",
-            "prompt",
-            "--plugins",
-            "plugins",
-            "--memex",
-            "memex",
-            "--message",
-            "hi",
-        ];
-        let output = run_foveal(dir.path(), &args);
+        let output = prompt_in(dir.path());
         let err = String::from_utf8_lossy(&output.stderr);
         let place = if in_process {
             "in process"
