@@ -46,7 +46,16 @@
 //!   tools, sessions, the control socket.
 //! - [`cli`] is the `foveal` command; [`tui`] its terminal client.
 
-pub mod agent;
+/// The live agent and the configuration of a run, their own crate
+/// ([`foveal_agent`]); named here as before.
+pub use foveal_agent as agent;
+pub use foveal_agent::config;
+/// The command line and the terminal client, their own crate
+/// ([`foveal_cli`]); named here as before.
+pub use foveal_cli as cli;
+pub use foveal_cli::tui;
+/// The embedding service, its own crate ([`foveal_embed`]).
+pub use foveal_embed as embed;
 /// The recent log lines and the log redactor, from [`foveal_gate`].
 pub use foveal_gate::logs;
 /// The memex, its own crate ([`foveal_memex`]); named here as before.
@@ -60,10 +69,6 @@ pub use foveal_provider as provider;
 pub use foveal_registry::{
     egress, host_api, isolation, loader, registry, skill_errors, tokens, trust, watcher,
 };
-pub mod cli;
-pub mod config;
-pub mod embed;
-pub mod tui;
 
 /// Privacy, attacked: what an adversary tried (a model, a server, a tool, a
 /// careless file) and that each attempt finds nothing private.
