@@ -23,7 +23,7 @@
 //! # Example
 //!
 //! ```
-//! use foveal::config::{Config, Overrides};
+//! use foveal_agent::config::{Config, Overrides};
 //!
 //! let env = |name: &str| (name == "CONTEXT_MAX_TOKENS").then(|| "8000".to_owned());
 //! let config = Config::from_toml("[context]\nmax_tokens = 9000\n", None, &Overrides::default(), &env).unwrap();

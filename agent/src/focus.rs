@@ -14,11 +14,11 @@
 //!
 //! ```no_run
 //! # use std::path::Path;
-//! # use foveal::memex::{Memex, privacy::PrivacyTags};
+//! # use foveal_memex::{Memex, privacy::PrivacyTags};
 //! let memex = Memex::open(&["/home/ada/memex".into()]).unwrap();
 //! let privacy = PrivacyTags::new(["@personal"]);
 //! let snapshot = memex.snapshot();
-//! let object = foveal::agent::focus::object_at(
+//! let object = foveal_agent::focus::object_at(
 //!     &snapshot,
 //!     &privacy,
 //!     Path::new("/home/ada/memex/work.org"),

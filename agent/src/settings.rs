@@ -37,7 +37,7 @@ impl Default for AgentSettings {
             heartbeat_secs: 0,
             history_messages: 40,
             journal: None,
-            session: crate::session_name::DEFAULT_SESSION.to_owned(),
+            session: foveal_prompt::session_name::DEFAULT_SESSION.to_owned(),
             socket: None,
             max_reply_tokens: 512,
             react_to_memex_changes: false,
@@ -104,7 +104,7 @@ pub(crate) fn resolve(
         };
     }
     if let Some(name) = &file.session {
-        if !crate::session_name::valid_name(name.get_ref()) {
+        if !foveal_prompt::session_name::valid_name(name.get_ref()) {
             return Err(invalid(
                 name.span(),
                 "session",

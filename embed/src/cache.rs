@@ -21,7 +21,7 @@
 //! # Example
 //!
 //! ```
-//! use foveal::embed::cache::{key, VectorCache};
+//! use foveal_embed::cache::{key, VectorCache};
 //!
 //! let data = tempfile::tempdir().unwrap();
 //! let cache = VectorCache::open(data.path(), "demo-model").unwrap();

@@ -95,6 +95,9 @@ struct Never {
 /// The host's crates and what the layers below must not know of.
 const HOST: &[&str] = &[
     "foveal",
+    "foveal-cli",
+    "foveal-agent",
+    "foveal-embed",
     "foveal-cell",
     "foveal-gate",
     "foveal-registry",
@@ -105,8 +108,58 @@ const UI: &[&str] = &["clap", "ratatui", "crossterm", "indicatif"];
 
 const RULES: &[Never] = &[
     Never {
+        crate_: "foveal-embed",
+        never: &["foveal-prompt", "foveal-agent", "foveal-cli", "foveal"],
+        transitive: true,
+        why: "the embedding service decides what is embedded and keeps the vectors; it knows nothing of prompts, the agent or the commands",
+    },
+    Never {
+        crate_: "foveal-embed",
+        never: &[
+            "reqwest",
+            "hyper",
+            "ureq",
+            "curl",
+            "clap",
+            "ratatui",
+            "crossterm",
+            "indicatif",
+        ],
+        transitive: false,
+        why: "the embedders that talk to a model are the provider's; the service draws nothing",
+    },
+    Never {
+        crate_: "foveal-agent",
+        never: &["foveal-cli", "foveal"],
+        transitive: true,
+        why: "the agent runs cycles and serves the control socket; it knows nothing of the command line or the terminal client",
+    },
+    Never {
+        crate_: "foveal-agent",
+        never: &[
+            "reqwest",
+            "hyper",
+            "ureq",
+            "curl",
+            "clap",
+            "ratatui",
+            "crossterm",
+            "indicatif",
+        ],
+        transitive: false,
+        why: "the agent reaches a model only through the provider, after the gate, and draws nothing",
+    },
+    Never {
         crate_: "foveal-memex",
-        never: &["foveal-provider", "foveal-gate", "foveal-cell", "foveal"],
+        never: &[
+            "foveal-provider",
+            "foveal-gate",
+            "foveal-cell",
+            "foveal-embed",
+            "foveal-agent",
+            "foveal-cli",
+            "foveal",
+        ],
         transitive: true,
         why: "the memex knows nothing of models, the gate, cells or the host",
     },
@@ -123,6 +176,9 @@ const RULES: &[Never] = &[
             "foveal-sdk",
             "foveal-gate",
             "foveal-cell",
+            "foveal-embed",
+            "foveal-agent",
+            "foveal-cli",
             "foveal",
         ],
         transitive: true,
@@ -130,13 +186,19 @@ const RULES: &[Never] = &[
     },
     Never {
         crate_: "foveal-gate",
-        never: &["foveal-cell", "foveal"],
+        never: &["foveal-cell", "foveal-agent", "foveal-cli", "foveal"],
         transitive: true,
         why: "the gate reaches the privacy skill only through its own traits, never the registry or a cell",
     },
     Never {
         crate_: "foveal-cell",
-        never: &["foveal-provider", "foveal-gate", "foveal"],
+        never: &[
+            "foveal-provider",
+            "foveal-gate",
+            "foveal-agent",
+            "foveal-cli",
+            "foveal",
+        ],
         transitive: true,
         why: "a cell knows the SDK and the memex's view, nothing of models, the gate or the host's registry",
     },
@@ -148,7 +210,7 @@ const RULES: &[Never] = &[
     },
     Never {
         crate_: "foveal-prompt",
-        never: &["foveal"],
+        never: &["foveal-embed", "foveal-agent", "foveal-cli", "foveal"],
         transitive: true,
         why: "the prompt knows nothing of the agent, the commands or the configuration's assembly",
     },
@@ -169,7 +231,13 @@ const RULES: &[Never] = &[
     },
     Never {
         crate_: "foveal-registry",
-        never: &["foveal"],
+        never: &[
+            "foveal-prompt",
+            "foveal-embed",
+            "foveal-agent",
+            "foveal-cli",
+            "foveal",
+        ],
         transitive: true,
         why: "the skill host knows nothing of prompts, models or the agent: it loads, checks and calls skills",
     },
@@ -285,15 +353,15 @@ fn broken(workspace: &Workspace) -> Vec<String> {
             }
         }
     }
-    // Only the host (the binary) and the provider talk to the network.
+    // Only the command line and the provider talk to the network.
     for (name, (_, deps)) in &workspace.packages {
-        if ["foveal", "foveal-provider"].contains(&name.as_str()) {
+        if ["foveal-cli", "foveal-provider"].contains(&name.as_str()) {
             continue;
         }
         for dep in deps {
             if NETWORK.contains(&dep.as_str()) {
                 broken.push(format!(
-                    "{name} depends on {dep}: only foveal-provider and the host talk to the network"
+                    "{name} depends on {dep}: only foveal-provider and foveal-cli talk to the network"
                 ));
             }
         }
@@ -319,12 +387,18 @@ fn a_broken_invariant_is_found() {
     add("foveal-skill-awareness", "foveal-memex");
     // The provider reaching the memex through the settings crate.
     add("foveal-settings", "foveal-memex");
+    // The agent drawing on the terminal; the embedding service depending
+    // on the agent.
+    add("foveal-agent", "ratatui");
+    add("foveal-embed", "foveal-agent");
     let broken = broken(&workspace);
     for expected in [
         "foveal-cell depends on reqwest: a cell holds no network client",
         "foveal-org depends on foveal-sdk: it is a leaf",
         "foveal-skill-awareness (skills/awareness) depends on foveal-memex",
         "foveal-provider depends on foveal-memex (directly or through another crate)",
+        "foveal-agent depends on ratatui: the agent reaches a model only through the provider",
+        "foveal-embed depends on foveal-agent (directly or through another crate)",
     ] {
         assert!(
             broken.iter().any(|b| b.starts_with(expected)),
