@@ -53,6 +53,9 @@
 //! assert_eq!(h.tags(text).collect::<Vec<_>>(), ["work"]);
 //! ```
 
+pub mod agenda;
+pub mod time;
+
 use std::ops::Range;
 
 /// A byte range into a file's text, as `u32` (files are capped at 4 GiB).
@@ -332,6 +335,13 @@ pub struct Headline {
 }
 
 impl Headline {
+    /// Its planning line (`SCHEDULED:`, `DEADLINE:`, `CLOSED:`), its newline
+    /// included; read it with [`time::planning`].
+    pub fn planning(&self) -> Option<Span> {
+        let next = self.drawer.as_ref().map_or(self.body.start, |d| d.start);
+        (next > self.after_headline).then_some(self.after_headline..next)
+    }
+
     /// Its own tags, in order; `text` is its file's text.
     pub fn tags<'a>(&self, text: &'a str) -> impl Iterator<Item = &'a str> + use<'a> {
         text[self.tags_token.start as usize..self.tags_token.end as usize]
