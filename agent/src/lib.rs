@@ -42,6 +42,7 @@
 //! the agent lives and the next turn works.
 
 pub mod activity;
+pub mod agenda;
 pub mod config;
 pub mod control;
 mod cycle;

@@ -3,6 +3,7 @@
 //! Each subcommand lives in its own file and returns an [`Exit`]: what to
 //! print has been printed, and the code says how it went.
 
+pub mod agenda;
 pub mod agent;
 pub mod bench;
 mod bench_cells;
@@ -207,6 +208,35 @@ pub enum Command {
     Check {
         #[command(flatten)]
         agent: AgentArgs,
+    },
+    /// What is due: the agenda of the memex by Org's rules, as
+    /// `org-agenda-list` shows it with Org's default settings — scheduled
+    /// items, deadlines (within their warning period, 14 days unless the
+    /// deadline says `-Nd`), overdue deadlines and past scheduled items
+    /// still open (on today), date ranges, active timestamps, repeaters
+    /// expanded inside the span. One heading per day, one line per entry:
+    /// category (the file's name), time, kind (`Scheduled:`, `Sched. 2x:`,
+    /// `Deadline:`, `In   3 d.:`, `5 d. ago:`, `(1/3):`), TODO keyword,
+    /// title and id.
+    ///
+    /// Private objects are never read. Settings: `[skills.agenda]`
+    /// `skip_done` (leave out done items) and `deadline_warning_days`.
+    Agenda {
+        #[command(flatten)]
+        memex: MemexArgs,
+        #[command(flatten)]
+        privacy: PrivacyArgs,
+        /// The day taken as today, YYYY-MM-DD (default: the clock's local
+        /// date). The agenda starts on it.
+        #[arg(long, value_name = "YYYY-MM-DD")]
+        today: Option<String>,
+        /// How many days, from today (1 to 366).
+        #[arg(long, default_value_t = 7, value_parser = clap::value_parser!(u32).range(1..=366))]
+        days: u32,
+        /// Print a JSON array: date, kind, days, leader, id, title, todo,
+        /// time, file and line per entry.
+        #[arg(long)]
+        json: bool,
     },
     /// Inspect the memex: the Org files the agent remembers with.
     Memex {
@@ -1045,6 +1075,19 @@ pub fn run(cli: Cli) -> anyhow::Result<Exit> {
         }
         Command::Window { command } => run_window(config_file, command),
         Command::Memex { command } => run_memex(config_file, command),
+        Command::Agenda {
+            memex,
+            privacy,
+            today,
+            days,
+            json,
+        } => with_config(
+            &Overrides {
+                privacy_tags: privacy.tags,
+                ..memex.overrides(config_file)
+            },
+            |config| agenda::run(config, today.as_deref(), days, json),
+        ),
     }
 }
 

@@ -135,6 +135,10 @@ pub struct MemexFile {
     pub vectors: Vec<f32>,
     /// Things worth knowing that did not stop the load.
     pub warnings: Vec<Warning>,
+    /// The objects whose section may hold a date the agenda reads (a
+    /// `<` and a digit in it, the planning line included), in order: the
+    /// agenda reads only these.
+    pub dated: Vec<u32>,
     /// A hash of the text: write-back checks it against the disk to detect
     /// an edit made behind the memex's back.
     pub content_hash: u64,
@@ -278,6 +282,7 @@ impl MemexFile {
                 vector,
             });
         }
+        let dated = dated_objects(&text, &objects, &mut warnings);
         let content_hash = content_hash(text.as_bytes());
         Ok(Self {
             path: path.to_owned(),
@@ -292,6 +297,7 @@ impl MemexFile {
             dim,
             vectors,
             warnings,
+            dated,
             content_hash,
             parse_time: started.elapsed(),
             by_tag,
@@ -378,6 +384,7 @@ impl MemexFile {
             dim: self.dim,
             vectors: self.vectors.clone(),
             warnings: self.warnings.clone(),
+            dated: self.dated.clone(),
             content_hash: self.content_hash,
             parse_time: self.parse_time,
             by_tag: self.by_tag.clone(),
@@ -455,6 +462,42 @@ fn parse_f32(token: &str) -> Option<f32> {
     let scale = fraction.unwrap_or(0);
     let value = mantissa as f32 / POW10[scale];
     Some(if negative { -value } else { value })
+}
+
+/// The objects whose section holds a `<` followed by a digit (where
+/// every active timestamp starts), one pass of `memchr` over the text; and
+/// a warning for each planning line Org would not read (a keyword without
+/// a valid timestamp after it), by line. The warning does not quote the
+/// line: its headline may be private.
+fn dated_objects(text: &str, objects: &[Object], warnings: &mut Vec<Warning>) -> Vec<u32> {
+    let bytes = text.as_bytes();
+    let mut dated = Vec::new();
+    let mut k = 0usize;
+    for at in memchr::memchr_iter(b'<', bytes) {
+        if !bytes.get(at + 1).is_some_and(u8::is_ascii_digit) {
+            continue;
+        }
+        while k < objects.len() && objects[k].headline.own.end as usize <= at {
+            k += 1;
+        }
+        let Some(o) = objects.get(k) else { break };
+        if o.headline.own.start as usize <= at && dated.last() != Some(&(k as u32)) {
+            dated.push(k as u32);
+        }
+    }
+    for o in objects {
+        let h = &o.headline;
+        if let Some(p) = h.planning() {
+            let line = &text[p.start as usize..p.end as usize];
+            if let (_, Some(problem)) = parse::time::planning(line) {
+                warnings.push(Warning {
+                    line: h.line + 1,
+                    message: format!("planning line: {problem}"),
+                });
+            }
+        }
+    }
+    dated
 }
 
 /// Each headline's id: its `:ID:` property, or one derived from the file

@@ -42,6 +42,7 @@
 //! assert_eq!(todo[0].parent().unwrap().title(), "Launch");
 //! ```
 
+pub mod agenda;
 pub mod debounce;
 pub mod file;
 /// The Org scanner, in its own crate (`foveal-org`) so that the SDK's

@@ -51,6 +51,11 @@ pub struct ObjectRef<'a> {
 }
 
 impl<'a> ObjectRef<'a> {
+    /// Object `index` of `file`.
+    pub(crate) fn new(file: &'a MemexFile, index: u32) -> Self {
+        ObjectRef { file, index }
+    }
+
     fn object(&self) -> &'a Object {
         &self.file.objects[self.index as usize]
     }

@@ -79,13 +79,17 @@ impl Item {
         let mut block: Option<Verbatim> = None;
         let mut pos = own_start;
         while pos < own_end {
-            let line_end = memchr::memchr(b'\n', &text.as_bytes()[pos..own_end])
-                .map_or(own_end, |i| pos + i);
+            let line_end =
+                memchr::memchr(b'\n', &text.as_bytes()[pos..own_end]).map_or(own_end, |i| pos + i);
             let line = &text[pos..line_end];
             let place = if pos == own_start {
                 Place::Text
             } else {
-                classify(line, &mut block, planning_span.as_ref().is_some_and(|p| p.start == pos))
+                classify(
+                    line,
+                    &mut block,
+                    planning_span.as_ref().is_some_and(|p| p.start == pos),
+                )
             };
             if place != Place::Nothing && memchr::memchr(b'<', line.as_bytes()).is_some() {
                 for (range, ts) in timestamps(line) {
@@ -234,9 +238,7 @@ fn plain_time(b: &[u8]) -> Option<(Clock, usize)> {
     if !(1..=2).contains(&digits) || (digits == 2 && b[0] > b'2') {
         return None;
     }
-    let hour = b[..digits]
-        .iter()
-        .fold(0u8, |n, d| n * 10 + (d - b'0'));
+    let hour = b[..digits].iter().fold(0u8, |n, d| n * 10 + (d - b'0'));
     let mut n = digits;
     let mut minute = 0u8;
     if b.get(n) == Some(&b':') {

@@ -38,7 +38,8 @@ pub struct Date {
 impl Date {
     /// The date, if it exists.
     pub fn new(year: i32, month: u8, day: u8) -> Option<Date> {
-        (1..=12).contains(&month)
+        (1..=12)
+            .contains(&month)
             .then_some(())
             .filter(|()| day >= 1 && day <= days_in_month(year, month))
             .map(|()| Date { year, month, day })
@@ -46,7 +47,11 @@ impl Date {
 
     /// Days since 1970-01-01 (negative before).
     pub fn days(self) -> i64 {
-        days_from_civil(i64::from(self.year), i64::from(self.month), i64::from(self.day))
+        days_from_civil(
+            i64::from(self.year),
+            i64::from(self.month),
+            i64::from(self.day),
+        )
     }
 
     /// The date `days` days after 1970-01-01.
@@ -106,7 +111,10 @@ impl fmt::Display for Date {
 /// day past the month's end runs on into the next month (February 31st
 /// is March 2nd or 3rd), which is what Org's monthly repeaters do.
 fn lenient_days(year: i64, month: i64, day: i64) -> i64 {
-    let (y, m) = (year + (month - 1).div_euclid(12), (month - 1).rem_euclid(12) + 1);
+    let (y, m) = (
+        year + (month - 1).div_euclid(12),
+        (month - 1).rem_euclid(12) + 1,
+    );
     days_from_civil(y, m, 1) + day - 1
 }
 
@@ -336,7 +344,11 @@ pub fn next_occurrence(base: i64, r: Repeater, day: i64) -> i64 {
             Unit::Week => base + n * 7 * v,
             Unit::Month | Unit::Year => {
                 let d = Date::from_days(base);
-                let months = if r.unit == Unit::Month { n * v } else { n * v * 12 };
+                let months = if r.unit == Unit::Month {
+                    n * v
+                } else {
+                    n * v * 12
+                };
                 lenient_days(
                     i64::from(d.year),
                     i64::from(d.month) + months,
@@ -453,7 +465,10 @@ fn parse_clock(s: &str) -> Option<(Clock, usize)> {
 
 fn parse_amount(s: &str) -> Option<(u32, Unit)> {
     let (num, unit) = s.split_at(s.len().checked_sub(1)?);
-    Some((digits(num.as_bytes())?, Unit::from_byte(*unit.as_bytes().first()?)?))
+    Some((
+        digits(num.as_bytes())?,
+        Unit::from_byte(*unit.as_bytes().first()?)?,
+    ))
 }
 
 fn parse_repeater(word: &str) -> Option<Repeater> {
@@ -500,19 +515,17 @@ impl Planning {
 }
 
 /// Reads a planning line. The second value names what Org would not read
-/// (a keyword without a valid timestamp after it), for a warning.
+/// (a keyword without a valid timestamp after it), for a warning; it
+/// quotes nothing of the line, which may be private.
 pub fn planning(line: &str) -> (Planning, Option<String>) {
     let mut planning = Planning::default();
     let mut problem = None;
     let mut rest = line.trim_start_matches([' ', '\t']);
     while !rest.is_empty() {
-        let Some((keyword, slot)) = [
-            ("SCHEDULED:", 0u8),
-            ("DEADLINE:", 1),
-            ("CLOSED:", 2),
-        ]
-        .into_iter()
-        .find(|(k, _)| rest.starts_with(k)) else {
+        let Some((keyword, slot)) = [("SCHEDULED:", 0u8), ("DEADLINE:", 1), ("CLOSED:", 2)]
+            .into_iter()
+            .find(|(k, _)| rest.starts_with(k))
+        else {
             // Text Org ignores: skip a word.
             let next = rest.find([' ', '\t']).unwrap_or(rest.len());
             rest = rest[next..].trim_start_matches([' ', '\t']);
@@ -529,9 +542,11 @@ pub fn planning(line: &str) -> (Planning, Option<String>) {
                 rest = after[len..].trim_start_matches([' ', '\t']);
             }
             None => {
-                let shown: String = after.chars().take(40).collect();
                 problem.get_or_insert_with(|| {
-                    format!("{keyword} is not followed by a timestamp Org reads: {shown:?}")
+                    format!(
+                        "{keyword} is not followed by a timestamp Org reads \
+                         (<YYYY-MM-DD Day HH:MM +1w -2d>); ignored"
+                    )
                 });
                 let next = after.find([' ', '\t']).unwrap_or(after.len());
                 rest = after[next..].trim_start_matches([' ', '\t']);
@@ -592,8 +607,20 @@ mod tests {
         let ts = Timestamp::parse("<2024-01-15 Mon 10:00-11:30 +1w -2d>").unwrap();
         assert!(ts.active);
         assert_eq!(ts.date, d("2024-01-15"));
-        assert_eq!(ts.time, Some(Clock { hour: 10, minute: 0 }));
-        assert_eq!(ts.end_time, Some(Clock { hour: 11, minute: 30 }));
+        assert_eq!(
+            ts.time,
+            Some(Clock {
+                hour: 10,
+                minute: 0
+            })
+        );
+        assert_eq!(
+            ts.end_time,
+            Some(Clock {
+                hour: 11,
+                minute: 30
+            })
+        );
         assert_eq!(
             ts.repeater,
             Some(Repeater {
@@ -671,13 +698,22 @@ mod tests {
         // Emacs's calendar runs a day past the month's end into the next.
         assert_eq!(
             days(r("<2024-01-31 +1m>"), "2024-01-01", "2024-05-31"),
-            ["2024-01-31", "2024-03-02", "2024-03-31", "2024-05-01", "2024-05-31"]
+            [
+                "2024-01-31",
+                "2024-03-02",
+                "2024-03-31",
+                "2024-05-01",
+                "2024-05-31"
+            ]
         );
         assert_eq!(
             days(r("<2020-02-29 +1y>"), "2021-01-01", "2024-12-31"),
             ["2021-03-01", "2022-03-01", "2023-03-01", "2024-02-29"]
         );
-        assert_eq!(days(r("<2024-01-15>"), "2024-01-16", "2024-01-20"), [] as [&str; 0]);
+        assert_eq!(
+            days(r("<2024-01-15>"), "2024-01-16", "2024-01-20"),
+            [] as [&str; 0]
+        );
         let base = d("2024-01-01").days();
         let rep = r("<2024-01-01 +3d>").repeater.unwrap();
         assert_eq!(next_occurrence(base, rep, base - 5), base);
@@ -689,7 +725,9 @@ mod tests {
     fn timestamps_in_text_are_found_in_order() {
         let text = "Call <2024-01-15 Mon 10:00>, not [2024-01-16] nor <2024-1-5> or <a>; \
                     trip <2024-02-01 Thu>--<2024-02-03 Sat>.";
-        let found: Vec<_> = timestamps(text).map(|(r, ts)| (&text[r], ts.active)).collect();
+        let found: Vec<_> = timestamps(text)
+            .map(|(r, ts)| (&text[r], ts.active))
+            .collect();
         assert_eq!(
             found,
             [

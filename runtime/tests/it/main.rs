@@ -11,6 +11,7 @@ mod support;
 #[allow(dead_code)]
 mod server;
 
+mod agenda;
 mod architecture;
 mod awareness;
 mod awareness_projects;
