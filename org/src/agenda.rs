@@ -61,21 +61,37 @@ impl Item {
     /// body) where Org's agenda reads them. `None` when it has no date the
     /// agenda shows.
     pub fn of(text: &str, h: &Headline, file: u32) -> Option<Item> {
+        Item::from_section(
+            text,
+            &Section {
+                range: h.own.start as usize..h.own.end as usize,
+                planning: h.planning().map(|p| p.start as usize..p.end as usize),
+                title: h.title.start as usize..h.title.end as usize,
+                priority: h.priority,
+                done: h.done,
+            },
+            file,
+        )
+    }
+
+    /// The agenda's view of one headline's section of `text`, given by
+    /// its parts (for a reader that keeps ranges but not [`Headline`]s,
+    /// as a skill's memex view does).
+    pub fn from_section(text: &str, section: &Section, file: u32) -> Option<Item> {
         let mut item = Item {
             file,
-            priority: h.priority,
-            done: h.done,
+            priority: section.priority,
+            done: section.done,
             ..Item::default()
         };
-        let title = &text[h.title.start as usize..h.title.end as usize];
-        item.title_time = title_time(title);
-        let planning_span = h.planning().map(|p| p.start as usize..p.end as usize);
+        item.title_time = title_time(&text[section.title.clone()]);
+        let planning_span = section.planning.clone();
         if let Some(p) = &planning_span {
             let (plan, _) = planning(&text[p.clone()]);
             item.scheduled = plan.scheduled.filter(|t| t.active);
             item.deadline = plan.deadline.filter(|t| t.active);
         }
-        let (own_start, own_end) = (h.own.start as usize, h.own.end as usize);
+        let (own_start, own_end) = (section.range.start, section.range.end);
         let mut block: Option<Verbatim> = None;
         let mut pos = own_start;
         while pos < own_end {
@@ -115,6 +131,21 @@ impl Item {
             || !item.ranges.is_empty())
         .then_some(item)
     }
+}
+
+/// One headline's section, as byte ranges of its file's text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Section {
+    /// The headline line to the next headline of any level.
+    pub range: std::ops::Range<usize>,
+    /// Its planning line, if any.
+    pub planning: Option<std::ops::Range<usize>>,
+    /// Its title.
+    pub title: std::ops::Range<usize>,
+    /// Its priority cookie.
+    pub priority: Option<char>,
+    /// Whether its TODO keyword is a done state.
+    pub done: bool,
 }
 
 /// What Org's agenda reads on a line of a section.

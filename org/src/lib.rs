@@ -526,7 +526,10 @@ fn parse_property(text: &str, line: &str) -> Option<Property> {
 /// The UTF-8 byte-order mark.
 const BOM: &[u8] = b"\xEF\xBB\xBF";
 
-fn is_planning(line: &str) -> bool {
+/// Whether `line` is a planning line: it starts (after blanks) with
+/// `SCHEDULED:`, `DEADLINE:` or `CLOSED:`. Org reads one only directly
+/// after a headline.
+pub fn is_planning(line: &str) -> bool {
     let l = line.trim_start_matches([' ', '\t']);
     ["SCHEDULED:", "DEADLINE:", "CLOSED:"]
         .iter()

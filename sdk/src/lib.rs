@@ -88,6 +88,7 @@
 pub mod abi;
 pub mod call;
 pub mod compat;
+pub mod dates;
 pub mod export;
 pub mod handle;
 pub mod host;

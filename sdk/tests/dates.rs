@@ -1,0 +1,119 @@
+//! A skill's view of Org's dates: the agenda a skill computes from the
+//! memex view it is lent (`foveal_sdk::dates`) is Org's own
+//! (`tests/agenda/expected`, from batch Emacs) with the private subtree
+//! gone — the private objects are not in the view, so neither are their
+//! dates.
+
+use std::path::{Path, PathBuf};
+
+use foveal_sdk::dates::{self, agenda, time::Date};
+use foveal_sdk::testing::TestMemex;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/agenda")
+}
+
+const PRIVATE: [&str; 4] = [
+    "Therapy session",
+    "Doctor follow-up",
+    "Anniversary dinner <2024-02-14 Wed 19:30>",
+    "Refill prescription",
+];
+
+#[test]
+fn a_skill_computes_orgs_agenda_from_its_view_without_private_items() {
+    let mut names: Vec<_> = std::fs::read_dir(root().join("corpus"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    let mut memex = TestMemex::new().with_privacy_tags(["private"]);
+    for name in &names {
+        let text = std::fs::read_to_string(root().join("corpus").join(name)).unwrap();
+        memex = memex.with_file(name, &text);
+    }
+    let view = memex.view();
+    let view = view.as_view();
+    let files: Vec<_> = view.files().collect();
+    let (items, at) = dates::items(&view);
+
+    for entry in std::fs::read_dir(root().join("expected")).unwrap() {
+        let path = entry.unwrap().path();
+        let stem = path.file_stem().unwrap().to_str().unwrap().to_owned();
+        let (today, days) = stem.split_once('_').unwrap();
+        let want: Vec<String> = std::fs::read_to_string(&path)
+            .unwrap()
+            .lines()
+            .map(|l| l.split('\t').collect::<Vec<_>>())
+            .filter(|r| !PRIVATE.contains(&r[5]))
+            .map(|r| [r[0], r[2], r[3], r[4], r[5]].join("\t"))
+            .collect();
+        let got: Vec<String> = agenda::agenda(
+            &items,
+            Date::parse(today).unwrap(),
+            days.parse().unwrap(),
+            &agenda::Options::default(),
+        )
+        .iter()
+        .map(|e| {
+            let (f, i) = at[e.item];
+            let file = files[f as usize];
+            let time = match (e.time, e.end_time) {
+                (Some(a), Some(b)) => {
+                    format!("{}:{:02}-{}:{:02}", a.hour, a.minute, b.hour, b.minute)
+                }
+                (Some(a), None) => format!("{}:{:02}", a.hour, a.minute),
+                _ => String::new(),
+            };
+            [
+                e.date.to_string(),
+                e.kind.leader(),
+                time,
+                file.todo(i).unwrap_or("").to_owned(),
+                file.title(i).to_owned(),
+            ]
+            .join("\t")
+        })
+        .collect();
+        assert_eq!(got, want, "today {today}, {days} days");
+    }
+}
+
+#[test]
+fn planning_timestamps_and_properties_are_typed_values() {
+    let memex = TestMemex::from_org(
+        "* TODO [#A] Review :work:\n\
+         SCHEDULED: <2024-01-15 Mon 10:00-11:00 +1w> DEADLINE: <2024-01-19 Fri -3d> CLOSED: [2024-01-12 Fri 09:00]\n\
+         :PROPERTIES:\n:ID: review\n:Effort: 1:00\n:END:\n\
+         Call <2024-01-16 Tue 14:00>; trip <2024-01-20 Sat>--<2024-01-22 Mon>.\n\
+         #+begin_src sh\necho <2024-01-17 Wed>\n#+end_src\n\
+         ** Child\n<2024-01-18 Thu>\n\
+         * Secret :@personal:\nDEADLINE: <2024-01-16 Tue>\n",
+    );
+    let view = memex.view();
+    let view = view.as_view();
+    let file = view.files().next().unwrap();
+    assert_eq!(file.len(), 2, "the private headline is not lent");
+    let s = file.scheduled(0).unwrap();
+    assert_eq!(s.date.to_string(), "2024-01-15");
+    assert_eq!((s.time.unwrap().hour, s.end_time.unwrap().hour), (10, 11));
+    assert_eq!(s.repeater.unwrap().value, 1);
+    assert_eq!(file.deadline(0).unwrap().warning.unwrap().days(), 3);
+    assert!(!file.closed(0).unwrap().active);
+    assert_eq!(file.priority(0), Some('A'));
+    let props: Vec<_> = file.properties(0).collect();
+    assert_eq!(props, [("ID", "review"), ("Effort", "1:00")]);
+    assert_eq!(file.property(0, "effort"), Some("1:00"));
+    let stamps: Vec<String> = file
+        .timestamps(0)
+        .iter()
+        .map(|t| format!("{} {:?}", t.date, t.end_date.map(|d| d.to_string())))
+        .collect();
+    assert_eq!(
+        stamps,
+        ["2024-01-16 None", "2024-01-20 Some(\"2024-01-22\")"],
+        "not the planning line's, not the source block's, not the child's"
+    );
+    assert!(file.scheduled(1).is_none());
+    assert_eq!(file.timestamps(1).len(), 1);
+}
