@@ -6,8 +6,8 @@
 //! read is the memex's ([`foveal_memex::agenda`]): private ones never.
 
 use foveal_memex::ObjectRef;
-use foveal_memex::parse::agenda::{Entry, Kind, Options};
-use foveal_memex::parse::time::{Clock, Date};
+use foveal_memex::parse::agenda::{Described, Entry, Kind, Options};
+use foveal_memex::parse::time::Date;
 
 /// Days an agenda may span at most (a year and a day: a yearly repeater
 /// shows once).
@@ -55,16 +55,6 @@ pub fn parse_date(text: &str) -> Result<Date, String> {
     Date::parse(text.trim()).ok_or_else(|| format!("{text:?} is not a date (YYYY-MM-DD)"))
 }
 
-/// A time as Org's agenda writes it: `9:00`, `10:00-11:30`.
-pub fn time_text(entry: &Entry) -> String {
-    let one = |c: Clock| format!("{}:{:02}", c.hour, c.minute);
-    match (entry.time, entry.end_time) {
-        (Some(a), Some(b)) => format!("{}-{}", one(a), one(b)),
-        (Some(a), None) => one(a),
-        _ => String::new(),
-    }
-}
-
 /// One entry for JSON.
 #[derive(Debug, serde::Serialize)]
 pub struct Row {
@@ -103,7 +93,7 @@ impl Row {
             Kind::Range { day, .. } => Some(i64::from(day)),
             _ => None,
         };
-        let time = time_text(entry);
+        let time = entry.time_text();
         Row {
             date: entry.date.to_string(),
             kind: entry.kind.name(),
@@ -119,74 +109,29 @@ impl Row {
     }
 }
 
-/// The day heading Org's agenda writes: `Monday     15 January 2024`.
-fn day_heading(date: Date) -> String {
-    const DAYS: [&str; 7] = [
-        "Sunday",
-        "Monday",
-        "Tuesday",
-        "Wednesday",
-        "Thursday",
-        "Friday",
-        "Saturday",
-    ];
-    const MONTHS: [&str; 12] = [
-        "January",
-        "February",
-        "March",
-        "April",
-        "May",
-        "June",
-        "July",
-        "August",
-        "September",
-        "October",
-        "November",
-        "December",
-    ];
-    format!(
-        "{:<10} {} {} {}",
-        DAYS[date.weekday() as usize],
-        date.day,
-        MONTHS[usize::from(date.month - 1)],
-        date.year
-    )
-}
-
 /// The category Org shows: the file's name without `.org`.
-fn category(object: ObjectRef<'_>) -> String {
+fn category<'a>(object: ObjectRef<'a>) -> &'a str {
     object
         .file()
         .path
         .file_stem()
-        .map_or_else(String::new, |s| s.to_string_lossy().into_owned())
+        .and_then(|s| s.to_str())
+        .unwrap_or("")
 }
 
-/// The agenda as text, as Org's agenda lays it out: a heading per day (every
-/// day of the span, empty ones too), then one line per entry — category,
-/// time, kind, TODO keyword, title and id.
+/// The agenda as text, as Org's agenda lays it out
+/// ([`foveal_memex::parse::agenda::text`]).
 pub fn text(entries: &[(Entry, ObjectRef<'_>)], from: Date, days: u32) -> String {
-    use std::fmt::Write;
-    let mut out = String::new();
-    let mut next = entries.iter().peekable();
-    for offset in 0..i64::from(days) {
-        let date = from.add_days(offset);
-        let _ = writeln!(out, "{}", day_heading(date));
-        while let Some((entry, object)) = next.next_if(|(e, _)| e.date == date) {
-            let todo = object.todo().map(|t| format!("{t} ")).unwrap_or_default();
-            let _ = writeln!(
-                out,
-                "  {:<12} {:<11} {:<11} {}{}  [{}]",
-                format!("{}:", category(*object)),
-                time_text(entry),
-                entry.kind.leader(),
-                todo,
-                object.title(),
-                object.id()
-            );
+    let plain: Vec<Entry> = entries.iter().map(|(e, _)| *e).collect();
+    foveal_memex::parse::agenda::text(&plain, from, days, |i| {
+        let object = entries[i].1;
+        Described {
+            category: category(object),
+            todo: object.todo(),
+            title: object.title(),
+            id: object.id(),
         }
-    }
-    out
+    })
 }
 
 #[cfg(test)]
@@ -204,11 +149,8 @@ mod tests {
     }
 
     #[test]
-    fn headings_are_orgs() {
-        assert_eq!(
-            day_heading(Date::parse("2024-01-15").unwrap()),
-            "Monday     15 January 2024"
-        );
+    fn a_date_must_be_orgs() {
+        assert!(parse_date("2024-01-15").is_ok());
         assert!(parse_date("2024-1-15").is_err());
     }
 }

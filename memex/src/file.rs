@@ -473,10 +473,7 @@ fn dated_objects(text: &str, objects: &[Object], warnings: &mut Vec<Warning>) ->
     let bytes = text.as_bytes();
     let mut dated = Vec::new();
     let mut k = 0usize;
-    for at in memchr::memchr_iter(b'<', bytes) {
-        if !bytes.get(at + 1).is_some_and(u8::is_ascii_digit) {
-            continue;
-        }
+    for at in parse::time::active_starts(bytes) {
         while k < objects.len() && objects[k].headline.own.end as usize <= at {
             k += 1;
         }

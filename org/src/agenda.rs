@@ -403,7 +403,15 @@ pub struct Entry {
 /// The agenda of `days` days from `today`, in Org's order. `items` are in
 /// file order, files in the order given.
 pub fn agenda(items: &[Item], today: Date, days: u32, options: &Options) -> Vec<Entry> {
+    span(items, today, today, days, options)
+}
+
+/// The agenda of `days` days from `from`, seen on `today`: the reminders
+/// of today (upcoming and overdue deadlines, past scheduled items) appear
+/// only when today is in the span, as in Org's agenda of another week.
+pub fn span(items: &[Item], today: Date, from: Date, days: u32, options: &Options) -> Vec<Entry> {
     let today_n = today.days();
+    let from_n = from.days();
     let mut out = Vec::new();
     let mut day_entries: Vec<(Entry, i64)> = Vec::new();
     // Items grouped by file, in order: Org collects deadlines, then
@@ -416,7 +424,7 @@ pub fn agenda(items: &[Item], today: Date, days: u32, options: &Options) -> Vec<
         }
     }
     for offset in 0..i64::from(days) {
-        let current = today_n + offset;
+        let current = from_n + offset;
         let date = Date::from_days(current);
         day_entries.clear();
         for range in &files {
@@ -621,4 +629,103 @@ fn timestamp_entries(
             ));
         }
     }
+}
+
+impl Entry {
+    /// The time as Org's agenda writes it (`9:00`, `10:00-11:30`), or
+    /// nothing.
+    pub fn time_text(&self) -> String {
+        let one = |c: Clock| format!("{}:{:02}", c.hour, c.minute);
+        match (self.time, self.end_time) {
+            (Some(a), Some(b)) => format!("{}-{}", one(a), one(b)),
+            (Some(a), None) => one(a),
+            _ => String::new(),
+        }
+    }
+}
+
+/// The heading Org's agenda writes for a day: `Monday     15 January 2024`.
+pub fn day_heading(date: Date) -> String {
+    const DAYS: [&str; 7] = [
+        "Sunday",
+        "Monday",
+        "Tuesday",
+        "Wednesday",
+        "Thursday",
+        "Friday",
+        "Saturday",
+    ];
+    const MONTHS: [&str; 12] = [
+        "January",
+        "February",
+        "March",
+        "April",
+        "May",
+        "June",
+        "July",
+        "August",
+        "September",
+        "October",
+        "November",
+        "December",
+    ];
+    format!(
+        "{:<10} {} {} {}",
+        DAYS[date.weekday() as usize],
+        date.day,
+        MONTHS[usize::from(date.month - 1)],
+        date.year
+    )
+}
+
+/// What an agenda line says of its item.
+#[derive(Debug, Clone, Copy)]
+pub struct Described<'a> {
+    /// The category (Org's: the file's name without `.org`).
+    pub category: &'a str,
+    /// The TODO keyword.
+    pub todo: Option<&'a str>,
+    /// The title.
+    pub title: &'a str,
+    /// The id, to read the item by.
+    pub id: &'a str,
+}
+
+/// One line of the agenda as text: category, time, kind, TODO keyword,
+/// title and id.
+pub fn line(entry: &Entry, d: &Described<'_>) -> String {
+    let todo = d.todo.map(|t| format!("{t} ")).unwrap_or_default();
+    format!(
+        "  {:<12} {:<11} {:<11} {}{}  [{}]",
+        format!("{}:", d.category),
+        entry.time_text(),
+        entry.kind.leader(),
+        todo,
+        d.title,
+        d.id
+    )
+}
+
+/// The agenda as text, as Org's agenda lays it out: a heading for every
+/// day of the span (empty ones too), then one [`line`] per entry;
+/// `describe(i)` tells what entry `i` of `entries` is about.
+pub fn text<'a>(
+    entries: &[Entry],
+    from: Date,
+    days: u32,
+    describe: impl Fn(usize) -> Described<'a>,
+) -> String {
+    let mut out = String::new();
+    let mut i = 0;
+    for offset in 0..i64::from(days) {
+        let date = from.add_days(offset);
+        out.push_str(&day_heading(date));
+        out.push('\n');
+        while let Some(entry) = entries.get(i).filter(|e| e.date == date) {
+            out.push_str(&line(entry, &describe(i)));
+            out.push('\n');
+            i += 1;
+        }
+    }
+    out
 }

@@ -556,6 +556,13 @@ pub fn planning(line: &str) -> (Planning, Option<String>) {
     (planning, problem)
 }
 
+/// Where an active timestamp may start in `text`: each `<` followed by a
+/// digit, in order (one `memchr` pass). A reader that wants to know which
+/// sections hold a date reads only those.
+pub fn active_starts(text: &[u8]) -> impl Iterator<Item = usize> + '_ {
+    memchr::memchr_iter(b'<', text).filter(|&at| text.get(at + 1).is_some_and(u8::is_ascii_digit))
+}
+
 /// The timestamps in `text`, active and inactive, in order, with their
 /// byte ranges. Text that only looks like one (`<2024-1-5>`) is skipped.
 pub fn timestamps(text: &str) -> impl Iterator<Item = (std::ops::Range<usize>, Timestamp)> + '_ {

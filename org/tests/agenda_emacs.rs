@@ -39,16 +39,6 @@ fn cases() -> Vec<(String, u32)> {
     cases
 }
 
-/// Org's way of writing a time: no leading zero on the hour.
-fn org_time(e: &agenda::Entry) -> String {
-    let one = |c: foveal_org::time::Clock| format!("{}:{:02}", c.hour, c.minute);
-    match (e.time, e.end_time) {
-        (Some(a), Some(b)) => format!("{}-{}", one(a), one(b)),
-        (Some(a), None) => one(a),
-        _ => String::new(),
-    }
-}
-
 /// Our agenda, as the expected files write it (without Org's `type`).
 fn ours(today: &str, days: u32) -> Vec<String> {
     let texts: Vec<String> = corpus()
@@ -81,7 +71,7 @@ fn ours(today: &str, days: u32) -> Vec<String> {
                 "{}\t{}\t{}\t{}\t{}",
                 e.date,
                 e.kind.leader(),
-                org_time(e),
+                e.time_text(),
                 todo,
                 title
             )

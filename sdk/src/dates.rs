@@ -178,26 +178,51 @@ pub fn items(view: &MemexView<'_>) -> (Vec<agenda::Item>, Vec<(u32, u32)>) {
     let mut items = Vec::new();
     let mut at = Vec::new();
     for (f, file) in view.files().enumerate() {
-        let text = file.text.as_str();
-        // Cheap test first: a section without `<` and a digit has no date.
-        for index in 0..file.len() as u32 {
-            let o = file.object(index);
-            let line = file.headline_line(index);
-            let section = &text.as_bytes()[line.start..o.body.range().end.max(line.end)];
-            if !section
-                .windows(2)
-                .any(|w| w[0] == b'<' && w[1].is_ascii_digit())
-                || skipped(file, index)
-            {
-                continue;
-            }
-            if let Some(item) = file.agenda_item(index, f as u32) {
-                items.push(item);
-                at.push((f as u32, index));
-            }
+        for (mut item, index) in file_items(file) {
+            item.file = f as u32;
+            items.push(item);
+            at.push((f as u32, index));
         }
     }
     (items, at)
+}
+
+/// The agenda's input for one file (numbered 0), each item with its
+/// object. One `memchr` pass finds the sections with a `<` and a digit
+/// (where every active timestamp starts); only those are read.
+pub fn file_items(file: &FileView<'_>) -> Vec<(agenda::Item, u32)> {
+    let text = file.text.as_str().as_bytes();
+    let mut out = Vec::new();
+    let mut next = 0u32;
+    let n = file.len() as u32;
+    let mut last = None;
+    for at in time::active_starts(text) {
+        // The object whose section holds `at`: sections are in text order.
+        while next < n
+            && file
+                .object(next)
+                .body
+                .range()
+                .end
+                .max(file.headline_line(next).end)
+                <= at
+        {
+            next += 1;
+        }
+        if next == n {
+            break;
+        }
+        if file.headline_line(next).start > at || last == Some(next) {
+            continue;
+        }
+        last = Some(next);
+        if !skipped(file, next)
+            && let Some(item) = file.agenda_item(next, 0)
+        {
+            out.push((item, next));
+        }
+    }
+    out
 }
 
 /// Whether Org's agenda skips the object: it or an ancestor is `COMMENT`ed

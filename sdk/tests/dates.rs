@@ -58,17 +58,10 @@ fn a_skill_computes_orgs_agenda_from_its_view_without_private_items() {
         .map(|e| {
             let (f, i) = at[e.item];
             let file = files[f as usize];
-            let time = match (e.time, e.end_time) {
-                (Some(a), Some(b)) => {
-                    format!("{}:{:02}-{}:{:02}", a.hour, a.minute, b.hour, b.minute)
-                }
-                (Some(a), None) => format!("{}:{:02}", a.hour, a.minute),
-                _ => String::new(),
-            };
             [
                 e.date.to_string(),
                 e.kind.leader(),
-                time,
+                e.time_text(),
                 file.todo(i).unwrap_or("").to_owned(),
                 file.title(i).to_owned(),
             ]

@@ -326,7 +326,7 @@ fn broken(workspace: &Workspace) -> Vec<String> {
         }
     }
     // The SDK is what every skill's build compiles: the ABI crate and the
-    // Org scanner of its test harness, nothing else.
+    // Org scanner (its dates and its test harness), nothing else.
     for dep in workspace.direct("foveal-sdk") {
         if !["abi_stable", "foveal-org"].contains(&dep.as_str()) {
             broken.push(format!(

@@ -1,4 +1,4 @@
-//! Issue 29, row 1: the section of every first-party skill that makes one
+//! The section of every first-party skill that makes one
 //! reaches the prompts a user gets — `foveal prompt --json`, the request
 //! body of a real `foveal ask`, and a cycle of `foveal run` — on the
 //! example memex (`config/memex`) with a task in focus and a note in the
@@ -24,7 +24,7 @@ const NOTE: &str = "WINDOW-NOTE-4711 check the rate limit before the login";
 /// Each first-party skill that makes a section: its id, and a line of it
 /// that only the skill, on the example memex with `example-login` in
 /// focus, writes.
-const SECTIONS: [(&str, u32, &str); 3] = [
+const SECTIONS: [(&str, u32, &str); 4] = [
     // The outline of the active projects: `foveal launch` is one.
     ("awareness", 2000, "* foveal launch :project: ^"),
     // The handoff of the login task's finished dependency.
@@ -34,6 +34,8 @@ const SECTIONS: [(&str, u32, &str); 3] = [
         "Hash passwords with argon2id, never store them",
     ),
     ("context-window", 3000, NOTE),
+    // What is due: a deadline the test dates today (`agenda.org`).
+    ("agenda", 4100, "Deadline:   TODO Renew the passport"),
 ];
 
 /// A folder with a copy of the example memex in `memex/`.
@@ -48,6 +50,17 @@ fn example() -> tempfile::TempDir {
             std::fs::copy(&path, memex.join(path.file_name().unwrap())).unwrap();
         }
     }
+    // A deadline today, by the local clock the host reads.
+    let today = std::process::Command::new("date")
+        .arg("+%F")
+        .output()
+        .unwrap();
+    let today = String::from_utf8(today.stdout).unwrap();
+    std::fs::write(
+        memex.join("agenda.org"),
+        format!("* TODO Renew the passport\nDEADLINE: <{}>\n", today.trim()),
+    )
+    .unwrap();
     dir
 }
 
@@ -137,7 +150,14 @@ async fn every_first_party_section_is_in_prompt_json_in_an_ask_body_and_in_a_run
     let requests = server.requests();
     assert_eq!(requests.len(), 2, "one request for ask, one for run");
     for (request, by) in requests.iter().zip(["ask", "run"]) {
-        let sent = contents(&request.json());
+        let body = request.json();
+        assert!(
+            body["tools"]
+                .as_array()
+                .is_some_and(|t| t.iter().any(|t| t["function"]["name"] == "agenda")),
+            "{by}: the agenda tool is not offered"
+        );
+        let sent = contents(&body);
         for (skill, _, line) in SECTIONS {
             assert!(
                 sent.contains(line),

@@ -1,0 +1,3 @@
+fn main() {
+    foveal_sdk_build::embed_source();
+}
