@@ -31,7 +31,15 @@ pub fn run(config: &Config, today: Option<&str>, days: u32, json: bool) -> anyho
     };
     let snapshot = memex.snapshot();
     let privacy = PrivacyTags::new(&config.privacy_tags);
+    let started = std::time::Instant::now();
     let entries = foveal_memex::agenda::agenda(&snapshot, &privacy, today, days, &options);
+    tracing::debug!(
+        target: "foveal::cli::agenda",
+        "{} entries of {days} days over {} objects in {:.3} ms",
+        entries.len(),
+        snapshot.len(),
+        started.elapsed().as_secs_f64() * 1000.0
+    );
     let mut out = std::io::stdout().lock();
     if json {
         let rows: Vec<agenda::Row> = entries

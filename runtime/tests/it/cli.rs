@@ -64,6 +64,7 @@ fn skill_list_finds_the_first_party_skills_beside_the_binary() {
             "token-economics",
             "awareness",
             "computed-context",
+            "agenda",
             "context-window"
         ],
         "{text}"
@@ -226,7 +227,7 @@ fn skill_source_of_an_unknown_skill_fails_and_lists_the_known_ones() {
     let output = foveal(&sandbox, &["skill-source", "nonesuch"]);
     assert_eq!(output.status.code(), Some(1));
     assert!(stdout(&output).is_empty());
-    insta::assert_snapshot!(stderr(&output), @"error: unknown skill `nonesuch`; known skills: awareness, computed-context, context-window, privacy, token-economics");
+    insta::assert_snapshot!(stderr(&output), @"error: unknown skill `nonesuch`; known skills: agenda, awareness, computed-context, context-window, privacy, token-economics");
 }
 
 #[test]

@@ -35,7 +35,7 @@ const SECTIONS: [(&str, u32, &str); 4] = [
     ),
     ("context-window", 3000, NOTE),
     // What is due: a deadline the test dates today (`agenda.org`).
-    ("agenda", 4100, "Deadline:   TODO Renew the passport"),
+    ("agenda", 4050, "Deadline:   TODO Renew the passport"),
 ];
 
 /// A folder with a copy of the example memex in `memex/`.

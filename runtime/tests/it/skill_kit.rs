@@ -466,7 +466,8 @@ fn tool_call_runs_a_skill_tool_as_the_agent_does() {
     let output = call(&["no_such_tool"]);
     assert_eq!(output.status.code(), Some(1));
     assert!(
-        stderr(&output).contains("the skills offer: word_count, shred_notes, explode, echo_error"),
+        stderr(&output)
+            .contains("the skills offer: agenda, word_count, shred_notes, explode, echo_error"),
         "{}",
         stderr(&output)
     );

@@ -1,7 +1,7 @@
 //! The `agenda` skill: what is due, by Org's rules, in the prompt and as a
 //! tool.
 //!
-//! - Its component (id 4100, after the goals) lists the agenda of the next
+//! - Its component (id 4050, after the goals) lists the agenda of the next
 //!   `days` days (default 7) from the call's local date
 //!   ([`foveal_sdk::call::now`]), when anything is due; the host shows it
 //!   when the context type enables the goals (`tick_event`,
@@ -24,7 +24,7 @@ use foveal_sdk::{
 };
 
 /// The component id: after the goals (4000).
-const COMPONENT_ID: u32 = 4100;
+const COMPONENT_ID: u32 = 4050;
 
 /// Days the tool may ask for at most.
 const MAX_DAYS: u32 = 366;
@@ -190,7 +190,7 @@ foveal_sdk::export_skill! {
     priority: 50,
     dependencies: [],
     description: "What is due, by Org's agenda rules: a prompt section of the coming days and an `agenda` tool for any span.",
-    component_ids: [4100],
+    component_ids: [4050],
     init: init,
     hooks: { components: components, tools: tools, run_tool: run_tool },
 }

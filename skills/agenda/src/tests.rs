@@ -31,7 +31,7 @@ fn the_section_lists_the_coming_week_from_the_calls_local_date_without_private_i
     let components = skill().components(&call).unwrap();
     assert_eq!(components.len(), 1);
     let text = components[0].content.as_str();
-    assert_eq!(components[0].id, 4100);
+    assert_eq!(components[0].id, 4050);
     assert!(
         text.starts_with("AGENDA (7 days from today, Mon 2024-01-15;"),
         "{text}"
