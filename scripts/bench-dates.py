@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 """Dates a benchmark memex for the agenda's benchmark.
 
-Usage: scripts/bench-dates.py IN.org OUT.org
+Usage: scripts/bench-dates.py IN.org OUT.org [FRACTION]
 
-The shared generator writes no planning lines. This gives every headline
-with a TODO keyword a planning line (SCHEDULED, DEADLINE or both, some
-with a repeater or a warning period) and every seventh headline without
-one an active timestamp in its body, dates spread over 2024-01-01 ..
+The shared generator writes no planning lines. This gives a FRACTION
+(default 1) of the headlines with a TODO keyword a planning line (SCHEDULED, DEADLINE or both, some
+with a repeater or a warning period) and every seventh such share of
+the headlines without one an active timestamp in its body, dates spread over 2024-01-01 ..
 2024-03-31, deterministically. Everything else is left as it is.
 """
 
@@ -27,6 +27,7 @@ def stamp(rng):
 
 def main():
     src, dst = sys.argv[1], sys.argv[2]
+    fraction = float(sys.argv[3]) if len(sys.argv) > 3 else 1.0
     rng = random.Random(7)
     out = []
     n = 0
@@ -36,6 +37,8 @@ def main():
             if not line.startswith("*"):
                 continue
             n += 1
+            if rng.random() >= fraction:
+                continue
             if TODO.match(line):
                 kind = rng.choice(["SCHEDULED", "DEADLINE", "both"])
                 if kind == "both":

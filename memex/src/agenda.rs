@@ -1,8 +1,9 @@
 //! The agenda of a memex: Org's dates of its visible objects, by
 //! `org-agenda-list`'s rules ([`foveal_org::agenda`]).
 //!
-//! Only the objects each file marked as dated at load ([`MemexFile::dated`])
-//! are read, so the cost follows the dated objects, not the memex. A
+//! Each file read its dated objects' planning lines and timestamps at load
+//! ([`MemexFile::agenda`]), so the cost follows the dated objects, not the
+//! memex. A
 //! private object (its own, an ancestor's or its file's privacy tag) is
 //! never read at all; a `COMMENT`ed or `ARCHIVE`-tagged subtree, and a file
 //! tagged `ARCHIVE`, are left out as Org's agenda leaves them out.
@@ -27,19 +28,22 @@ pub fn agenda<'s>(
     let mut items = Vec::new();
     let mut objects = Vec::new();
     for (n, file) in snapshot.files().enumerate() {
-        if file.file_tags.iter().any(|t| t == "ARCHIVE") {
+        if file.agenda.is_empty()
+            || file.file_tags.iter().any(|t| t == "ARCHIVE")
+            || privacy.file_is_private(file)
+        {
             continue;
         }
-        for &index in &file.dated {
-            let object = ObjectRef::new(file, index);
-            if privacy.is_private(object) || skipped(file, object) {
+        let mut hidden = Hidden::new(file, privacy);
+        for (index, item) in &file.agenda {
+            if hidden.get(file, *index) {
                 continue;
             }
-            let headline = &file.objects[index as usize].headline;
-            if let Some(item) = Item::of(&file.text, headline, n as u32) {
-                items.push(item);
-                objects.push(object);
-            }
+            items.push(Item {
+                file: n as u32,
+                ..item.clone()
+            });
+            objects.push(ObjectRef::new(file, *index));
         }
     }
     agenda::agenda(&items, today, days, options)
@@ -48,10 +52,88 @@ pub fn agenda<'s>(
         .collect()
 }
 
-/// Whether Org's agenda leaves the object out: it or an ancestor is
-/// `COMMENT`ed or tagged `ARCHIVE`.
-fn skipped(file: &MemexFile, object: ObjectRef<'_>) -> bool {
-    std::iter::once(object).chain(object.ancestors()).any(|o| {
-        file.objects[o.index() as usize].headline.commented || o.tags().any(|t| t == "ARCHIVE")
-    })
+/// Which objects of a file the agenda must not read, beyond the
+/// `COMMENT`ed subtrees the file's dated index already leaves out: those
+/// under a privacy tag (their own or an ancestor's; the file's is checked
+/// before) or an `ARCHIVE` tag. Found from the file's tag index — the
+/// subtrees of the few objects carrying those tags — so the cost follows
+/// them and the dated objects, not the file.
+struct Hidden {
+    /// Subtree byte ranges, sorted by start.
+    subtrees: Vec<(u32, u32)>,
+    /// The next subtree not yet entered.
+    next: usize,
+    /// The furthest end of the subtrees entered.
+    open_end: u32,
+}
+
+impl Hidden {
+    fn new(file: &MemexFile, privacy: &PrivacyTags) -> Self {
+        let mut subtrees: Vec<(u32, u32)> = Vec::new();
+        let mut add = |index: u32| {
+            let span = &file.objects[index as usize].headline.subtree;
+            subtrees.push((span.start, span.end));
+        };
+        for tag in privacy.names() {
+            file.with_tag(tag).iter().copied().for_each(&mut add);
+        }
+        // Org's ARCHIVE tag is case-sensitive; the index is lowercased.
+        for &index in file.with_tag("archive") {
+            let headline = &file.objects[index as usize].headline;
+            if headline.tags(&file.text).any(|t| t == "ARCHIVE") {
+                add(index);
+            }
+        }
+        subtrees.sort_unstable();
+        Hidden {
+            subtrees,
+            next: 0,
+            open_end: 0,
+        }
+    }
+
+    /// Whether object `index` is hidden; asked in increasing order.
+    fn get(&mut self, file: &MemexFile, index: u32) -> bool {
+        let at = file.objects[index as usize].headline.own.start;
+        while let Some(&(start, end)) = self.subtrees.get(self.next)
+            && start <= at
+        {
+            self.open_end = self.open_end.max(end);
+            self.next += 1;
+        }
+        at < self.open_end
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hidden_or_commented_is_private_or_skipped_exactly() {
+        let text = "* A :@personal:\n** B\n*** C :x:\n* COMMENT D\n** E\n* F :ARCHIVE:\n** G\n\
+                    * H\n** I :@Personal:\n*** J\n** K :archive:\n*** L\n* M :x:ARCHIVE:\n";
+        let file = MemexFile::parse(std::path::Path::new("t.org"), "t.org", text.into()).unwrap();
+        let snapshot = MemexSnapshot::default().with_file(std::sync::Arc::new(file));
+        let file = snapshot.files().next().unwrap();
+        let privacy = PrivacyTags::new(["@personal"]);
+        let mut hidden = Hidden::new(file, &privacy);
+        for index in 0..file.objects.len() as u32 {
+            let object = ObjectRef::new(file, index);
+            let skipped = std::iter::once(object).chain(object.ancestors()).any(|o| {
+                file.objects[o.index() as usize].headline.commented
+                    || o.tags().any(|t| t == "ARCHIVE")
+            });
+            let commented = std::iter::once(object)
+                .chain(object.ancestors())
+                .any(|o| file.objects[o.index() as usize].headline.commented);
+            // COMMENT subtrees are out of the dated index already.
+            assert_eq!(
+                hidden.get(file, index) || commented,
+                privacy.is_private(object) || skipped,
+                "{}",
+                object.title()
+            );
+        }
+    }
 }

@@ -135,10 +135,11 @@ pub struct MemexFile {
     pub vectors: Vec<f32>,
     /// Things worth knowing that did not stop the load.
     pub warnings: Vec<Warning>,
-    /// The objects whose section may hold a date the agenda reads (a
-    /// `<` and a digit in it, the planning line included), in order: the
-    /// agenda reads only these.
-    pub dated: Vec<u32>,
+    /// The agenda's view of each object with a date the agenda reads
+    /// (outside `COMMENT`ed subtrees), in order, read at load while the
+    /// text is at hand: an agenda reads only these
+    /// ([`crate::agenda`]). Each item's `file` is 0.
+    pub agenda: Vec<(u32, parse::agenda::Item)>,
     /// A hash of the text: write-back checks it against the disk to detect
     /// an edit made behind the memex's back.
     pub content_hash: u64,
@@ -282,7 +283,7 @@ impl MemexFile {
                 vector,
             });
         }
-        let dated = dated_objects(&text, &objects, &mut warnings);
+        let agenda = agenda_items(&text, &objects, &mut warnings);
         let content_hash = content_hash(text.as_bytes());
         Ok(Self {
             path: path.to_owned(),
@@ -297,7 +298,7 @@ impl MemexFile {
             dim,
             vectors,
             warnings,
-            dated,
+            agenda,
             content_hash,
             parse_time: started.elapsed(),
             by_tag,
@@ -384,7 +385,7 @@ impl MemexFile {
             dim: self.dim,
             vectors: self.vectors.clone(),
             warnings: self.warnings.clone(),
-            dated: self.dated.clone(),
+            agenda: self.agenda.clone(),
             content_hash: self.content_hash,
             parse_time: self.parse_time,
             by_tag: self.by_tag.clone(),
@@ -464,22 +465,55 @@ fn parse_f32(token: &str) -> Option<f32> {
     Some(if negative { -value } else { value })
 }
 
-/// The objects whose section holds a `<` followed by a digit (where
-/// every active timestamp starts), one pass of `memchr` over the text; and
-/// a warning for each planning line Org would not read (a keyword without
-/// a valid timestamp after it), by line. The warning does not quote the
+/// The agenda's items: the objects whose section holds a `<` followed by
+/// a digit (where every active timestamp starts), outside `COMMENT`ed
+/// subtrees (which Org's agenda never reads), found in one pass of
+/// `memchr` over the text, each read once; and a warning for each planning line Org would not read (a keyword without a
+/// valid timestamp after it), by line. The warning does not quote the
 /// line: its headline may be private.
-fn dated_objects(text: &str, objects: &[Object], warnings: &mut Vec<Warning>) -> Vec<u32> {
+fn agenda_items(
+    text: &str,
+    objects: &[Object],
+    warnings: &mut Vec<Warning>,
+) -> Vec<(u32, parse::agenda::Item)> {
+    /// An object with a `<` and a digit, and whether one is outside its
+    /// planning line.
+    struct Dated {
+        index: u32,
+        beyond_planning: bool,
+    }
     let bytes = text.as_bytes();
-    let mut dated = Vec::new();
+    let mut dated: Vec<Dated> = Vec::new();
     let mut k = 0usize;
+    // The end of the outermost `COMMENT` subtree open at object `k`.
+    let mut comment_end = 0u32;
+    let enter = |k: usize, comment_end: &mut u32| {
+        if let Some(o) = objects.get(k)
+            && o.headline.commented
+        {
+            *comment_end = (*comment_end).max(o.headline.subtree.end);
+        }
+    };
+    enter(0, &mut comment_end);
     for at in parse::time::active_starts(bytes) {
         while k < objects.len() && objects[k].headline.own.end as usize <= at {
             k += 1;
+            enter(k, &mut comment_end);
         }
         let Some(o) = objects.get(k) else { break };
-        if o.headline.own.start as usize <= at && dated.last() != Some(&(k as u32)) {
-            dated.push(k as u32);
+        let h = &o.headline;
+        if (h.own.start as usize) > at || h.own.start < comment_end {
+            continue;
+        }
+        let beyond = !h
+            .planning()
+            .is_some_and(|p| (p.start as usize..p.end as usize).contains(&at));
+        match dated.last_mut() {
+            Some(d) if d.index == k as u32 => d.beyond_planning |= beyond,
+            _ => dated.push(Dated {
+                index: k as u32,
+                beyond_planning: beyond,
+            }),
         }
     }
     for o in objects {
@@ -495,6 +529,20 @@ fn dated_objects(text: &str, objects: &[Object], warnings: &mut Vec<Warning>) ->
         }
     }
     dated
+        .into_iter()
+        .filter_map(|d| {
+            let h = &objects[d.index as usize].headline;
+            let section = parse::agenda::Section {
+                range: h.own.start as usize..h.own.end as usize,
+                planning: h.planning().map(|p| p.start as usize..p.end as usize),
+                title: h.title.start as usize..h.title.end as usize,
+                priority: h.priority,
+                done: h.done,
+                beyond_planning: d.beyond_planning,
+            };
+            parse::agenda::Item::from_section(text, &section, 0).map(|item| (d.index, item))
+        })
+        .collect()
 }
 
 /// Each headline's id: its `:ID:` property, or one derived from the file

@@ -49,9 +49,13 @@ impl PrivacyTags {
     /// Whether `tag` is a privacy tag.
     pub fn matches(&self, tag: &str) -> bool {
         let tag = tag.trim_matches(':');
-        self.tags
-            .iter()
-            .any(|t| t.eq_ignore_ascii_case(tag) || *t == tag.to_lowercase())
+        // The tags are lowercased: an ASCII tag compares without an
+        // allocation; only a non-ASCII one is lowercased (once) to compare.
+        if tag.is_ascii() {
+            return self.tags.iter().any(|t| t.eq_ignore_ascii_case(tag));
+        }
+        let lower = tag.to_lowercase();
+        self.tags.contains(&lower)
     }
 
     /// The tags, normalised (lower case, no colons).
@@ -118,6 +122,27 @@ impl PrivacyTags {
 mod tests {
     use super::*;
     use std::path::Path;
+
+    #[test]
+    fn a_tag_matches_in_any_case_with_or_without_colons_ascii_or_not() {
+        let tags = PrivacyTags::new(["@Personal", ":Tagebuch:", "Ärztlich"]);
+        for yes in [
+            "@personal",
+            "@PERSONAL",
+            ":@personal:",
+            "tagebuch",
+            "TAGEBUCH",
+            "ärztlich",
+            "ÄRZTLICH",
+            ":Ärztlich:",
+        ] {
+            assert!(tags.matches(yes), "{yes}");
+        }
+        for no in ["personal", "@personal2", "arztlich", "tage", ""] {
+            assert!(!tags.matches(no), "{no}");
+        }
+        assert!(!PrivacyTags::new(Vec::<String>::new()).matches("@personal"));
+    }
 
     #[test]
     fn privacy_is_inherited_at_every_depth() {

@@ -25,7 +25,7 @@
 //! `org-agenda-skip-*-if-done` set to `t`.
 
 use crate::Headline;
-use crate::time::{Clock, Date, Timestamp, next_occurrence, planning, timestamps};
+use crate::time::{self, Clock, Date, Timestamp, next_occurrence, planning, timestamps};
 
 /// One headline with its dates, as the agenda reads it.
 #[derive(Debug, Clone, Default)]
@@ -69,6 +69,7 @@ impl Item {
                 title: h.title.start as usize..h.title.end as usize,
                 priority: h.priority,
                 done: h.done,
+                beyond_planning: true,
             },
             file,
         )
@@ -92,8 +93,22 @@ impl Item {
             item.deadline = plan.deadline.filter(|t| t.active);
         }
         let (own_start, own_end) = (section.range.start, section.range.end);
+        // Most dated sections hold their dates in the planning line only:
+        // then there is nothing more to read (unless that line holds a
+        // range, which the agenda also lists as one).
+        let in_planning = |at: usize| planning_span.as_ref().is_some_and(|p| p.contains(&at));
+        let elsewhere = section.beyond_planning
+            && time::active_starts(&text.as_bytes()[own_start..own_end])
+                .any(|at| !in_planning(own_start + at));
+        let planning_range = planning_span
+            .as_ref()
+            .is_some_and(|p| text[p.clone()].contains(">-"));
         let mut block: Option<Verbatim> = None;
-        let mut pos = own_start;
+        let mut pos = if elsewhere || planning_range {
+            own_start
+        } else {
+            own_end
+        };
         while pos < own_end {
             let line_end =
                 memchr::memchr(b'\n', &text.as_bytes()[pos..own_end]).map_or(own_end, |i| pos + i);
@@ -146,6 +161,10 @@ pub struct Section {
     pub priority: Option<char>,
     /// Whether its TODO keyword is a done state.
     pub done: bool,
+    /// Whether a `<` and a digit may be outside its planning line: a
+    /// reader that indexed where they are says `false` for a section whose
+    /// only dates are on the planning line, and the rest is not read.
+    pub beyond_planning: bool,
 }
 
 /// What Org's agenda reads on a line of a section.
@@ -169,7 +188,11 @@ enum Verbatim {
 
 fn classify(line: &str, block: &mut Option<Verbatim>, is_planning: bool) -> Place {
     let l = line.trim_start_matches([' ', '\t']).trim_end_matches('\r');
-    let lower_starts = |p: &str| l.len() >= p.len() && l[..p.len()].eq_ignore_ascii_case(p);
+    let lower_starts = |p: &str| {
+        l.as_bytes()
+            .get(..p.len())
+            .is_some_and(|b| b.eq_ignore_ascii_case(p.as_bytes()))
+    };
     if let Some(kind) = *block {
         if lower_starts("#+end_") {
             *block = None;
@@ -411,46 +434,96 @@ pub fn agenda(items: &[Item], today: Date, days: u32, options: &Options) -> Vec<
 /// only when today is in the span, as in Org's agenda of another week.
 pub fn span(items: &[Item], today: Date, from: Date, days: u32, options: &Options) -> Vec<Entry> {
     let today_n = today.days();
-    let from_n = from.days();
-    let mut out = Vec::new();
-    let mut day_entries: Vec<(Entry, i64)> = Vec::new();
-    // Items grouped by file, in order: Org collects deadlines, then
-    // scheduled items, then ranges, then timestamps, file by file.
-    let mut files: Vec<std::ops::Range<usize>> = Vec::new();
-    for (i, item) in items.iter().enumerate() {
-        match files.last_mut() {
-            Some(r) if items[r.start].file == item.file => r.end = i + 1,
-            _ => files.push(i..i + 1),
-        }
-    }
-    for offset in 0..i64::from(days) {
-        let current = from_n + offset;
-        let date = Date::from_days(current);
-        day_entries.clear();
-        for range in &files {
-            for i in range.clone() {
-                deadline_entry(&items[i], i, current, today_n, options, &mut day_entries);
-            }
-            for i in range.clone() {
-                scheduled_entry(&items[i], i, current, today_n, options, &mut day_entries);
-            }
-            for i in range.clone() {
-                range_entries(&items[i], i, current, options, &mut day_entries);
-            }
-            for i in range.clone() {
-                timestamp_entries(&items[i], i, current, options, &mut day_entries);
-            }
-        }
-        // time-up (no time is late), then priority-down; stable.
-        day_entries.sort_by_key(|(e, priority)| {
+    let (start, end) = (from.days(), from.days() + i64::from(days) - 1);
+    // Org collects, day by day, each file's deadlines, then its scheduled
+    // items, then its ranges, then its timestamps, each in file order, and
+    // sorts the day stably by time (none is late), then priority. The same
+    // order, computed item by item over only the days an item can show on:
+    // (day, time, -priority, file, pass, item, k).
+    type Key = (i64, i64, i64, u32, u8, usize, usize);
+    let mut all: Vec<(Key, Entry)> = Vec::new();
+    let mut batch: Vec<(Entry, i64)> = Vec::new();
+    let mut days_of: Vec<i64> = Vec::new();
+    let push = |all: &mut Vec<(Key, Entry)>,
+                batch: &mut Vec<(Entry, i64)>,
+                day: i64,
+                pass: u8,
+                item: &Item,
+                i: usize| {
+        let date = Date::from_days(day);
+        for (k, (e, priority)) in batch.drain(..).enumerate() {
             let t = e
                 .time
                 .map_or(9901, |t| i64::from(t.hour) * 100 + i64::from(t.minute));
-            (t, -priority)
-        });
-        out.extend(day_entries.iter().map(|(e, _)| Entry { date, ..*e }));
+            all.push((
+                (day, t, -priority, item.file, pass, i, k),
+                Entry { date, ..e },
+            ));
+        }
+    };
+    for (i, item) in items.iter().enumerate() {
+        for (pass, ts) in [(0u8, &item.deadline), (1, &item.scheduled)] {
+            let Some(ts) = ts else { continue };
+            planning_days(ts, today_n, start, end, &mut days_of);
+            for &day in &days_of {
+                if pass == 0 {
+                    deadline_entry(item, i, day, today_n, options, &mut batch);
+                } else {
+                    scheduled_entry(item, i, day, today_n, options, &mut batch);
+                }
+                push(&mut all, &mut batch, day, pass, item, i);
+            }
+        }
+        if !item.ranges.is_empty() {
+            days_of.clear();
+            for ts in &item.ranges {
+                let last = ts.end_date.map_or(ts.date.days(), Date::days);
+                days_of.extend(ts.date.days().max(start)..=last.min(end));
+            }
+            days_of.sort_unstable();
+            days_of.dedup();
+            for &day in &days_of {
+                range_entries(item, i, day, options, &mut batch);
+                push(&mut all, &mut batch, day, 2, item, i);
+            }
+        }
+        if !item.timestamps.is_empty() {
+            days_of.clear();
+            for ts in &item.timestamps {
+                ts.occurrences_in(start, end, |day| days_of.push(day));
+            }
+            days_of.sort_unstable();
+            days_of.dedup();
+            for &day in &days_of {
+                timestamp_entries(item, i, day, options, &mut batch);
+                push(&mut all, &mut batch, day, 3, item, i);
+            }
+        }
     }
-    out
+    all.sort_unstable_by_key(|(key, _)| *key);
+    all.into_iter().map(|(_, e)| e).collect()
+}
+
+/// The days of `start..=end` a planning date can show on: its own, today
+/// (a reminder), and its repetitions after today. The entry functions
+/// decide; these are only the candidates.
+fn planning_days(ts: &Timestamp, today: i64, start: i64, end: i64, out: &mut Vec<i64>) {
+    out.clear();
+    let base = ts.date.days();
+    for day in [base, today] {
+        if (start..=end).contains(&day) {
+            out.push(day);
+        }
+    }
+    if let Some(r) = ts.repeater.filter(|r| r.value > 0) {
+        let mut day = next_occurrence(base, r, start.max(today + 1));
+        while day <= end {
+            out.push(day);
+            day = next_occurrence(base, r, day + 1);
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
 }
 
 /// Org's `org-get-priority` of a headline: `[#A]` 2000, `[#B]` or none

@@ -165,6 +165,7 @@ impl<'a> FileView<'a> {
                 title: o.title.range(),
                 priority: self.priority(index),
                 done: o.done,
+                beyond_planning: true,
             },
             file,
         )

@@ -110,3 +110,40 @@ fn planning_timestamps_and_properties_are_typed_values() {
     assert!(file.scheduled(1).is_none());
     assert_eq!(file.timestamps(1).len(), 1);
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(200))]
+
+    /// Whatever the text, reading its dates and its agenda never panics,
+    /// and every entry is inside the span asked for.
+    #[test]
+    fn any_text_reads_and_makes_an_agenda_without_panicking(
+        parts in proptest::collection::vec(
+            proptest::prop_oneof![
+                proptest::string::string_regex("\\* [A-Z]{0,4} ?[a-zé ]{0,8}(:[a-z]+:)?\\n").unwrap(),
+                proptest::string::string_regex("(SCHEDULED|DEADLINE|CLOSED): [<\\[]20[0-9]{2}-[01][0-9]-[0-3][0-9]( [A-Za-zä]{0,3})?( [0-2]?[0-9]:[0-5][0-9](-[0-9:]{1,5})?)?( [.+]{0,2}[0-9]{1,3}[hdwmyx])?( -{1,2}[0-9][dw])?[>\\]]\\n").unwrap(),
+                proptest::string::string_regex("[<\\[]20[0-9]{2}-[01][0-9]-[0-3][0-9][^>\\n]{0,12}[>\\]](-{1,3}<20[0-9]{2}-[01][0-9]-[0-3][0-9]>)?\\n").unwrap(),
+                proptest::string::string_regex("#\\+(begin|end)_(src|example|quote)\\n").unwrap(),
+                proptest::string::string_regex("(# |: |:PROPERTIES:|:END:|:[A-Z]+: )?[^\\n]{0,20}\\n").unwrap(),
+            ],
+            0..24,
+        ),
+        today in 0i64..40_000,
+        days in 1u32..40,
+    ) {
+        let text: String = parts.concat();
+        let memex = TestMemex::from_org(&text);
+        let view = memex.view();
+        let view = view.as_view();
+        for file in view.files() {
+            for i in 0..file.len() as u32 {
+                let _ = (file.planning(i), file.timestamps(i), file.properties(i).count(), file.priority(i));
+            }
+        }
+        let (items, _) = dates::items(&view);
+        let today = Date::from_days(today);
+        for e in agenda::agenda(&items, today, days, &agenda::Options::default()) {
+            proptest::prop_assert!(e.date >= today && e.date.days() < today.days() + i64::from(days));
+        }
+    }
+}
