@@ -802,3 +802,54 @@ pub fn text<'a>(
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn items(text: &str) -> Vec<Item> {
+        let parsed = crate::parse(text).unwrap();
+        parsed
+            .headlines
+            .iter()
+            .filter_map(|h| Item::of(text, h, 0))
+            .collect()
+    }
+
+    #[test]
+    fn a_line_of_multibyte_text_is_classified_without_slicing_a_character() {
+        // `#+é…` is shorter than `#+begin_` in characters, not in bytes.
+        let text =
+            "* Note\n#+é\n:ID: x)\u{FFFD}Title\n<2024-01-15 Mon>\n#+begin_ßrc\n<2024-01-16>\n";
+        let found = items(text);
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].timestamps.len(), 2);
+    }
+
+    #[test]
+    fn the_reminders_of_today_show_only_when_today_is_in_the_span() {
+        let text =
+            "* TODO Rent\nDEADLINE: <2024-01-10 Wed>\n* TODO Report\nSCHEDULED: <2024-01-12 Fri>\n";
+        let items = items(text);
+        let today = Date::parse("2024-01-15").unwrap();
+        let kinds = |from: &str, days| -> Vec<&'static str> {
+            span(
+                &items,
+                today,
+                Date::parse(from).unwrap(),
+                days,
+                &Options::default(),
+            )
+            .iter()
+            .map(|e| e.kind.name())
+            .collect()
+        };
+        assert_eq!(
+            kinds("2024-01-15", 1),
+            ["past-scheduled", "overdue-deadline"]
+        );
+        assert_eq!(kinds("2024-01-16", 7), [] as [&str; 0]);
+        // Their own days, when the span holds them.
+        assert_eq!(kinds("2024-01-08", 5), ["deadline", "scheduled"]);
+    }
+}
