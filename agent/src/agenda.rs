@@ -2,8 +2,8 @@
 //! `[skills.agenda]`, the day taken as today, and the agenda written out
 //! (text as Org's agenda groups it, or rows for JSON).
 //!
-//! The rules are Org's ([`foveal_memex::parse::agenda`]); which objects are
-//! read is the memex's ([`foveal_memex::agenda`]): private ones never.
+//! The rules are Org's ([`foveal_memex::parse::agenda`]); the memex decides
+//! which objects it lists ([`foveal_memex::agenda`]): never a private one.
 
 use foveal_memex::ObjectRef;
 use foveal_memex::parse::agenda::{Described, Entry, Kind, Options};

@@ -219,7 +219,7 @@ pub enum Command {
     /// `Deadline:`, `In   3 d.:`, `5 d. ago:`, `(1/3):`), TODO keyword,
     /// title and id.
     ///
-    /// Private objects are never read. Settings: `[skills.agenda]`
+    /// Private objects are never on it. Settings: `[skills.agenda]`
     /// `skip_done` (leave out done items) and `deadline_warning_days`.
     Agenda {
         #[command(flatten)]

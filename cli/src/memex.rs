@@ -210,13 +210,13 @@ pub fn stats(config: &Config, include_private: bool, json: bool) -> anyhow::Resu
     Ok(Exit::Ok)
 }
 
-/// Whether `line` of `file` is the headline of a private object (`mask`:
-/// [`PrivacyTags::private_mask`]): a warning there (a duplicate `:ID:`)
-/// quotes what the object holds.
+/// Whether `line` of `file` is in the section of a private object
+/// (`mask`: [`PrivacyTags::private_mask`]) — its headline (a duplicate
+/// `:ID:`) or a line below it (a planning line Org would not read): a
+/// warning there tells where a private object is and what it holds.
 fn private_line(file: &MemexFile, mask: &[bool], line: u32) -> bool {
-    mask.iter()
-        .zip(&file.objects)
-        .any(|(private, object)| *private && object.headline.line == line)
+    let at = file.objects.partition_point(|o| o.headline.line <= line);
+    at > 0 && mask.get(at - 1).copied().unwrap_or(true)
 }
 
 /// ` (N WHAT, not shown: --include-private shows them)`, or nothing.

@@ -3,9 +3,8 @@
 //!
 //! Each file read its dated objects' planning lines and timestamps at load
 //! ([`MemexFile::agenda`]), so the cost follows the dated objects, not the
-//! memex. A
-//! private object (its own, an ancestor's or its file's privacy tag) is
-//! never read at all; a `COMMENT`ed or `ARCHIVE`-tagged subtree, and a file
+//! memex. A private object (its own, an ancestor's or its file's privacy
+//! tag) never reaches an agenda; a `COMMENT`ed or `ARCHIVE`-tagged subtree, and a file
 //! tagged `ARCHIVE`, are left out as Org's agenda leaves them out.
 
 use foveal_org::agenda::{self, Entry, Item, Options};
@@ -112,11 +111,13 @@ mod tests {
     #[test]
     fn hidden_or_commented_is_private_or_skipped_exactly() {
         let text = "* A :@personal:\n** B\n*** C :x:\n* COMMENT D\n** E\n* F :ARCHIVE:\n** G\n\
-                    * H\n** I :@Personal:\n*** J\n** K :archive:\n*** L\n* M :x:ARCHIVE:\n";
+                    * H\n** I :@Personal:\n*** J\n** K :archive:\n*** L\n* M :x:ARCHIVE:\n\
+                    * N :ÄRGER:\n** O\n* P :ärger2:\n* Q :KELVIN:\n";
         let file = MemexFile::parse(std::path::Path::new("t.org"), "t.org", text.into()).unwrap();
         let snapshot = MemexSnapshot::default().with_file(std::sync::Arc::new(file));
         let file = snapshot.files().next().unwrap();
-        let privacy = PrivacyTags::new(["@personal"]);
+        // A non-ASCII tag, and one whose `K` is the Kelvin sign.
+        let privacy = PrivacyTags::new(["@personal", ":Ärger:", "\u{212A}elvin"]);
         let mut hidden = Hidden::new(file, &privacy);
         for index in 0..file.objects.len() as u32 {
             let object = ObjectRef::new(file, index);

@@ -137,9 +137,11 @@ pub struct MemexFile {
     pub warnings: Vec<Warning>,
     /// The agenda's view of each object with a date the agenda reads
     /// (outside `COMMENT`ed subtrees), in order, read at load while the
-    /// text is at hand: an agenda reads only these
-    /// ([`crate::agenda`]). Each item's `file` is 0.
-    pub agenda: Vec<(u32, parse::agenda::Item)>,
+    /// text is at hand; private objects' too (privacy is decided when an
+    /// agenda is asked for, with the tags of that moment), so only
+    /// [`crate::agenda`] reads it, and it leaves them out. Each item's
+    /// `file` is 0.
+    pub(crate) agenda: Vec<(u32, parse::agenda::Item)>,
     /// A hash of the text: write-back checks it against the disk to detect
     /// an edit made behind the memex's back.
     pub content_hash: u64,

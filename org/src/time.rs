@@ -145,7 +145,9 @@ fn digits(b: &[u8]) -> Option<u32> {
     if b.is_empty() || !b.iter().all(u8::is_ascii_digit) {
         return None;
     }
-    Some(b.iter().fold(0, |n, d| n * 10 + u32::from(d - b'0')))
+    b.iter().try_fold(0u32, |n, d| {
+        n.checked_mul(10)?.checked_add(u32::from(d - b'0'))
+    })
 }
 
 /// A time of day.
@@ -250,12 +252,11 @@ pub struct Warning {
 
 impl Warning {
     /// The period in days, as Org counts it (a week is 7, a month 30.4, a
-    /// year 365.25 days, rounded down; an hour is a fraction of a day,
-    /// counted as none).
+    /// year 365.25 days, an hour 0.041667, rounded down).
     pub fn days(self) -> i64 {
         let v = i64::from(self.value);
         match self.unit {
-            Unit::Hour => 0,
+            Unit::Hour => (v as f64 * 0.041667) as i64,
             Unit::Day => v,
             Unit::Week => 7 * v,
             Unit::Month => (v as f64 * 30.4) as i64,
@@ -334,38 +335,36 @@ impl Timestamp {
 /// The first repetition of `base` (by `r`) on or after `day`; `base` when
 /// `day` is before it. Org's `org-closest-date` with `future`.
 pub fn next_occurrence(base: i64, r: Repeater, day: i64) -> i64 {
-    if day <= base {
+    if day <= base || r.value == 0 {
         return base;
     }
-    let step = |n: i64| -> i64 {
-        let v = i64::from(r.value);
-        match r.unit {
-            Unit::Hour | Unit::Day => base + n * v,
-            Unit::Week => base + n * 7 * v,
-            Unit::Month | Unit::Year => {
-                let d = Date::from_days(base);
-                let months = if r.unit == Unit::Month {
-                    n * v
-                } else {
-                    n * v * 12
-                };
-                lenient_days(
-                    i64::from(d.year),
-                    i64::from(d.month) + months,
-                    i64::from(d.day),
-                )
-            }
-        }
+    let v = i64::from(r.value);
+    let days_per = match r.unit {
+        // Org steps an hour repeater by hours from the stamp's time: on
+        // the agenda, a repeat of a day or less shows every day.
+        Unit::Hour => Some((v / 24).max(1)),
+        Unit::Day => Some(v),
+        Unit::Week => Some(7 * v),
+        Unit::Month | Unit::Year => None,
     };
-    // Estimate the count from the average length of the unit, then walk.
-    let per = match r.unit {
-        Unit::Hour | Unit::Day => i64::from(r.value),
-        Unit::Week => 7 * i64::from(r.value),
-        Unit::Month => 28 * i64::from(r.value),
-        Unit::Year => 365 * i64::from(r.value),
+    if let Some(per) = days_per {
+        let n = (day - base + per - 1) / per;
+        return base + n * per;
     }
-    .max(1);
-    let mut n = ((day - base) / per - 1).max(0);
+    let months_per = if r.unit == Unit::Month { v } else { 12 * v };
+    let b = Date::from_days(base);
+    let step = |n: i64| {
+        lenient_days(
+            i64::from(b.year),
+            i64::from(b.month) + n * months_per,
+            i64::from(b.day),
+        )
+    };
+    // The month count from the calendar, then a step or two: a day past
+    // a month's end runs into the next month.
+    let t = Date::from_days(day);
+    let months = i64::from(t.year - b.year) * 12 + i64::from(t.month) - i64::from(b.month);
+    let mut n = (months / months_per - 1).max(0);
     while step(n) < day {
         n += 1;
     }
@@ -464,11 +463,8 @@ fn parse_clock(s: &str) -> Option<(Clock, usize)> {
 }
 
 fn parse_amount(s: &str) -> Option<(u32, Unit)> {
-    let (num, unit) = s.split_at(s.len().checked_sub(1)?);
-    Some((
-        digits(num.as_bytes())?,
-        Unit::from_byte(*unit.as_bytes().first()?)?,
-    ))
+    let (&unit, num) = s.as_bytes().split_last()?;
+    Some((digits(num)?, Unit::from_byte(unit)?))
 }
 
 fn parse_repeater(word: &str) -> Option<Repeater> {
@@ -667,6 +663,36 @@ mod tests {
         ] {
             assert_eq!(Timestamp::parse(bad), None, "{bad}");
         }
+    }
+
+    #[test]
+    fn hostile_amounts_and_characters_are_not_timestamps_and_do_not_panic() {
+        for text in [
+            "<2024-01-15 -é>",
+            "<2024-01-15 Mon +1€>",
+            "[2024-01-15 -é]",
+            "<2024-01-15 +9999999999d>",
+            "<2024-01-15 -99999999999999999999w>",
+        ] {
+            assert_eq!(Timestamp::parse(text), None, "{text}");
+            let _ = planning(&format!("SCHEDULED: {text}"));
+        }
+        let ts = Timestamp::parse("<2024-01-15 +4294967295d>").unwrap();
+        assert_eq!(ts.repeater.unwrap().value, u32::MAX);
+        let far = Timestamp::parse("<0001-01-31 +1m>").unwrap();
+        let today = d("2026-12-07").days();
+        let next = next_occurrence(far.date.days(), far.repeater.unwrap(), today);
+        assert!(
+            next >= today && next - today < 32,
+            "{}",
+            Date::from_days(next)
+        );
+        let zero = Repeater {
+            kind: RepeatKind::Cumulate,
+            value: 0,
+            unit: Unit::Day,
+        };
+        assert_eq!(next_occurrence(0, zero, 100), 0);
     }
 
     #[test]

@@ -190,10 +190,14 @@ pub fn items(view: &MemexView<'_>) -> (Vec<agenda::Item>, Vec<(u32, u32)>) {
 
 /// The agenda's input for one file (numbered 0), each item with its
 /// object. One `memchr` pass finds the sections with a `<` and a digit
-/// (where every active timestamp starts); only those are read.
+/// (where every active timestamp starts); only those are read. A file
+/// tagged `ARCHIVE` (`#+FILETAGS:`) has none, as in Org's agenda.
 pub fn file_items(file: &FileView<'_>) -> Vec<(agenda::Item, u32)> {
     let text = file.text.as_str().as_bytes();
     let mut out = Vec::new();
+    if crate::projects::preamble_file_tags(file).any(|t| t == "ARCHIVE") {
+        return out;
+    }
     let mut next = 0u32;
     let n = file.len() as u32;
     let mut last = None;

@@ -331,8 +331,9 @@ pub fn preamble_keyword<'a>(file: &FileView<'a>, key: &'a str) -> impl Iterator<
     })
 }
 
-/// The file tags of `file`'s preamble (when the host did not say them).
-fn preamble_file_tags<'a>(file: &FileView<'a>) -> impl Iterator<Item = &'a str> {
+/// The file tags of `file`'s preamble (`#+FILETAGS:`; a setup file's are
+/// not read here).
+pub(crate) fn preamble_file_tags<'a>(file: &FileView<'a>) -> impl Iterator<Item = &'a str> {
     preamble_keyword(file, "FILETAGS").flat_map(|value| {
         value
             .split(|c: char| c == ':' || c.is_whitespace())

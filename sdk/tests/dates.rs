@@ -147,3 +147,31 @@ proptest::proptest! {
         }
     }
 }
+
+proptest::proptest! {
+    /// Any string after a bracket or a planning keyword: parsing never
+    /// panics (multi-byte characters where a unit or a digit is expected,
+    /// amounts too large for any integer).
+    #[test]
+    fn any_unicode_after_a_date_parses_without_panicking(
+        tail in "\\PC{0,16}",
+        digits in "[0-9]{0,30}",
+        open in proptest::sample::select(vec!['<', '[']),
+    ) {
+        use foveal_sdk::dates::time::{Timestamp, planning, timestamps};
+        for text in [
+            format!("{open}2024-01-15 {tail}>"),
+            format!("{open}2024-01-15 +{digits}{tail}>"),
+            format!("{open}2024-01-15 -{digits}{tail} +1d>"),
+            format!("{open}2024-01-15 {digits}:{tail}>--<2024-01-16 {tail}>"),
+        ] {
+            let _ = Timestamp::parse(&text);
+            let _ = planning(&format!("SCHEDULED: {text} DEADLINE: {tail}"));
+            let _ = timestamps(&text).count();
+            let memex = TestMemex::from_org(&format!("* TODO {tail}\nDEADLINE: {text}\n{text}\n"));
+            let view = memex.view();
+            let (items, _) = dates::items(&view.as_view());
+            let _ = agenda::agenda(&items, Date::parse("2024-01-10").unwrap(), 30, &agenda::Options::default());
+        }
+    }
+}

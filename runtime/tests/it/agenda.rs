@@ -129,19 +129,32 @@ fn a_planning_line_org_would_not_read_is_a_warning_with_its_line() {
     std::fs::create_dir(&memex).unwrap();
     std::fs::write(
         memex.join("plan.org"),
-        "* TODO Good\nSCHEDULED: <2024-01-15 Mon>\n* TODO Bad\nSCHEDULED: <2024-1-15>\n",
+        "* TODO Good\nSCHEDULED: <2024-01-15 Mon>\n* TODO Bad\nSCHEDULED: <2024-1-15>\n\
+         * Therapy :@personal:\nDEADLINE: <2024-1-16>\n",
     )
     .unwrap();
-    let out = crate::support::run_foveal(dir.path(), &["memex", "stats", "--memex", "memex"]);
-    let all = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stats = |extra: &[&str]| {
+        let mut args = vec!["memex", "stats", "--memex", "memex"];
+        args.extend_from_slice(extra);
+        let out = crate::support::run_foveal(dir.path(), &args);
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    };
+    let all = stats(&[]);
     assert!(
         all.contains("plan.org:4") && all.contains("SCHEDULED: is not followed by a timestamp"),
         "{all}"
     );
+    // The private headline's planning line is counted, not named.
+    assert!(
+        !all.contains("plan.org:6") && !all.contains("DEADLINE:"),
+        "{all}"
+    );
+    assert!(all.contains("1 about private objects"), "{all}");
+    assert!(stats(&["--include-private"]).contains("plan.org:6"));
     let out = crate::support::run_foveal(
         dir.path(),
         &[

@@ -2,8 +2,9 @@
 //! only the file that changed.
 //!
 //! A file's version is known by its path, its object count and the fold of
-//! its objects' hashes (each a hash of everything the object shows): equal
-//! means the same dated items, up to a 64-bit collision.
+//! its objects' hashes (each a hash of everything the object shows) and
+//! done states (which follow the file's TODO keywords): equal means the
+//! same dated items, up to a 64-bit collision.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -17,8 +18,11 @@ type Cached = HashMap<String, (u64, Arc<Vec<(Item, u32)>>)>;
 static CACHE: Mutex<Option<Cached>> = Mutex::new(None);
 
 fn version(file: &FileView<'_>) -> u64 {
+    // `done` too: it follows the file's TODO keywords (its `#+TODO:`, a
+    // setup file's), which are in no object's hash.
     (0..file.len() as u32).fold(file.len() as u64, |h, i| {
-        (h ^ file.object(i).hash).wrapping_mul(0x0100_0000_01b3)
+        let o = file.object(i);
+        (h ^ o.hash ^ u64::from(o.done)).wrapping_mul(0x0100_0000_01b3)
     })
 }
 
