@@ -831,16 +831,8 @@ pub fn local_time(at: std::time::SystemTime) -> (String, String) {
         }
         tm
     };
-    const DAYS: [&str; 7] = [
-        "Sunday",
-        "Monday",
-        "Tuesday",
-        "Wednesday",
-        "Thursday",
-        "Friday",
-        "Saturday",
-    ];
-    let day = DAYS[usize::try_from(tm.tm_wday).unwrap_or(0) % 7];
+    let day =
+        foveal_memex::parse::time::WEEKDAY_NAMES[usize::try_from(tm.tm_wday).unwrap_or(0) % 7];
     (
         format!(
             "{:04}-{:02}-{:02} {day}",

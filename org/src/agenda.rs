@@ -719,34 +719,11 @@ impl Entry {
 
 /// The heading Org's agenda writes for a day: `Monday     15 January 2024`.
 pub fn day_heading(date: Date) -> String {
-    const DAYS: [&str; 7] = [
-        "Sunday",
-        "Monday",
-        "Tuesday",
-        "Wednesday",
-        "Thursday",
-        "Friday",
-        "Saturday",
-    ];
-    const MONTHS: [&str; 12] = [
-        "January",
-        "February",
-        "March",
-        "April",
-        "May",
-        "June",
-        "July",
-        "August",
-        "September",
-        "October",
-        "November",
-        "December",
-    ];
     format!(
         "{:<10} {} {} {}",
-        DAYS[date.weekday() as usize],
+        date.weekday_long_name(),
         date.day,
-        MONTHS[usize::from(date.month - 1)],
+        date.month_name(),
         date.year
     )
 }

@@ -24,6 +24,33 @@
 
 use std::fmt;
 
+/// The English day names, Sunday first (as [`Date::weekday`] counts).
+pub const WEEKDAY_NAMES: [&str; 7] = [
+    "Sunday",
+    "Monday",
+    "Tuesday",
+    "Wednesday",
+    "Thursday",
+    "Friday",
+    "Saturday",
+];
+
+/// The English month names, January first.
+pub const MONTH_NAMES: [&str; 12] = [
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+];
+
 /// A calendar date.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Date {
@@ -55,7 +82,7 @@ impl Date {
     }
 
     /// The date `days` days after 1970-01-01.
-    pub fn from_days(days: i64) -> Date {
+    pub const fn from_days(days: i64) -> Date {
         // Howard Hinnant's civil_from_days.
         let z = days + 719_468;
         let era = z.div_euclid(146_097);
@@ -65,7 +92,7 @@ impl Date {
         let mp = (5 * doy + 2) / 153;
         let day = (doy - (153 * mp + 2) / 5 + 1) as u8;
         let month = if mp < 10 { mp + 3 } else { mp - 9 } as u8;
-        let year = yoe + era * 400 + i64::from(month <= 2);
+        let year = yoe + era * 400 + if month <= 2 { 1 } else { 0 };
         Date {
             year: year as i32,
             month,
@@ -85,7 +112,17 @@ impl Date {
 
     /// The English three-letter day name Org writes (`Mon`).
     pub fn weekday_name(self) -> &'static str {
-        ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"][self.weekday() as usize]
+        &WEEKDAY_NAMES[self.weekday() as usize][..3]
+    }
+
+    /// The English day name (`Monday`).
+    pub fn weekday_long_name(self) -> &'static str {
+        WEEKDAY_NAMES[self.weekday() as usize]
+    }
+
+    /// The English month name (`January`).
+    pub fn month_name(self) -> &'static str {
+        MONTH_NAMES[usize::from(self.month.clamp(1, 12) - 1)]
     }
 
     /// Parses `YYYY-MM-DD`.

@@ -138,7 +138,8 @@ impl Now {
 
     /// The local date: (year, month 1–12, day 1–31), proleptic Gregorian.
     pub const fn date(self) -> (i64, u32, u32) {
-        civil_from_days(self.local_day())
+        let d = foveal_org::time::Date::from_days(self.local_day());
+        (d.year as i64, d.month as u32, d.day as u32)
     }
 
     /// The local weekday, 0 = Monday … 6 = Sunday.
@@ -165,21 +166,6 @@ impl std::fmt::Display for Now {
             offset % 60
         )
     }
-}
-
-/// The civil date of day `z` since 1970-01-01 (Howard Hinnant's
-/// `civil_from_days`).
-const fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = yoe + era * 400 + if m <= 2 { 1 } else { 0 };
-    (y, m, d)
 }
 
 #[cfg(test)]
