@@ -136,8 +136,8 @@ pub const SKILL: &str = "privacy";
 /// What replaces a passage of private text.
 pub const PRIVATE_MARKER: &str = "[REDACTED private]";
 
-use private::{Build, Matcher, PRIVATE_SPAN, PrivateCache};
 pub use private::{FUZZY, MIN_JOINED_BYTES, MIN_PHRASE_BYTES, SHINGLE};
+use private::{Matcher, PRIVATE_SPAN, PrivateCache, Runs, Update};
 
 /// Why the gate could not be built or could not check a body. On any of
 /// these the body must not be sent.
@@ -275,6 +275,8 @@ pub struct Gate {
     secrets: Redactor,
     configure_args: String,
     private: Mutex<Option<PrivateCache>>,
+    /// See [`Gate::derive_matcher_from`].
+    delta_from: std::sync::atomic::AtomicUsize,
     skill: Mutex<SkillState>,
 }
 
@@ -308,6 +310,7 @@ impl Gate {
             secrets,
             configure_args,
             private: Mutex::new(None),
+            delta_from: std::sync::atomic::AtomicUsize::new(private::DELTA_FROM_KEYS),
             skill: Mutex::new(SkillState::default()),
         })
     }
@@ -587,30 +590,59 @@ impl Gate {
     fn private_matcher(&self, memex: &MemexSnapshot) -> Arc<Option<Matcher>> {
         let mut cache = self.private.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(cached) = cache.as_ref()
-            && cached.generation == memex.generation()
-            && cached.files.len() == memex.files().count()
-            && cached
-                .files
-                .iter()
-                .zip(memex.files())
-                .all(|(cached, file)| Weak::as_ptr(&cached.file) == Arc::as_ptr(file))
+            && cached.is_for(memex)
         {
             return Arc::clone(&cached.matcher);
         }
-        let mut build = Build::new(cache.take(), memex, &self.privacy);
-        let (matcher, counts) = build.run();
-        tracing::debug!(
-            target: "foveal::privacy",
-            generation = memex.generation(),
-            keys = counts.keys,
-            public = counts.public,
-            searched = matcher.as_ref().map_or(0, Matcher::len),
-            bytes = matcher.as_ref().map_or(0, Matcher::memory),
-            "private-text matcher built"
+        let started = std::time::Instant::now();
+        let (built, update) = private::update(
+            cache.take(),
+            memex,
+            &self.privacy,
+            self.delta_from.load(std::sync::atomic::Ordering::Relaxed),
         );
-        let matcher = Arc::new(matcher);
-        *cache = Some(build.into_cache(memex.generation(), Arc::clone(&matcher)));
+        let matcher = Arc::clone(&built.matcher);
+        let searched = (*matcher).as_ref().map_or(0, Matcher::len);
+        let bytes = (*matcher).as_ref().map_or(0, Matcher::memory);
+        let ms = started.elapsed().as_secs_f64() * 1e3;
+        match update {
+            Update::Full(counts) => tracing::debug!(
+                target: "foveal::privacy",
+                generation = memex.generation(),
+                keys = counts.keys,
+                public = counts.public,
+                searched,
+                bytes,
+                ms,
+                "private-text matcher built"
+            ),
+            Update::Derived {
+                changed,
+                added,
+                removed,
+            } => tracing::debug!(
+                target: "foveal::privacy",
+                generation = memex.generation(),
+                changed,
+                added,
+                removed,
+                searched,
+                bytes,
+                ms,
+                "private-text matcher derived from the last full build"
+            ),
+        }
+        *cache = Some(built);
         matcher
+    }
+
+    /// Derives the private-text matcher after an edit from the last full
+    /// build once that build holds at least `keys` keys (tests use 0 to
+    /// take that path on a small memex).
+    #[doc(hidden)]
+    pub fn derive_matcher_from(&self, keys: usize) {
+        self.delta_from
+            .store(keys, std::sync::atomic::Ordering::Relaxed);
     }
 }
 

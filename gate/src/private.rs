@@ -76,6 +76,9 @@ use foveal_memex::file::MemexFile;
 use foveal_memex::privacy::PrivacyTags;
 use foveal_memex::snapshot::MemexSnapshot;
 
+mod delta;
+pub(crate) use delta::{DELTA_FROM_KEYS, Matcher, PrivateCache, Update, update};
+
 /// Runs of this many words of private text are looked for wherever they
 /// appear: a quote of five consecutive words of a private line is private.
 pub const SHINGLE: usize = 5;
@@ -157,6 +160,12 @@ pub(crate) const PRIVATE_SPAN: usize = usize::MAX;
 pub(crate) struct KeySet {
     bloom: Box<[u64]>,
     table: hashbrown::HashTable<u64>,
+}
+
+impl Default for KeySet {
+    fn default() -> Self {
+        Self::new(std::iter::empty())
+    }
 }
 
 impl std::fmt::Debug for KeySet {
@@ -302,6 +311,11 @@ impl SortedKeys {
             bloom,
             keys: keys.into(),
         }
+    }
+
+    /// Whether the fingerprint `fingerprint` is in the set.
+    pub(crate) fn contains_fingerprint(&self, fingerprint: u32) -> bool {
+        self.keys.binary_search(&fingerprint).is_ok()
     }
 
     /// Whether a key with the fingerprint of `key` is in the set.
@@ -854,29 +868,117 @@ pub(crate) fn failed_file_keys(
 
 /// The keys to look for: runs of [`SHINGLE`] words, shorter lines, runs
 /// written as one word, and runs of [`FUZZY`] without one of their words.
-#[derive(Debug)]
-pub(crate) struct Matcher {
-    shingles: KeySet,
-    shorts: KeySet,
+#[derive(Debug, Default)]
+pub(crate) struct Sets {
+    pub(crate) shingles: KeySet,
+    pub(crate) shorts: KeySet,
     /// Shared by the scans' matchers of one build (they all look for
     /// every joined key).
-    joined: Arc<SortedKeys>,
-    gapped: SortedKeys,
+    pub(crate) joined: Arc<SortedKeys>,
+    pub(crate) gapped: SortedKeys,
     /// The runs of three words of the gapped runs: a run of six with one
     /// word changed, dropped or added keeps three in a row, so the gapped
     /// keys are looked up only near one of these.
-    tri: KeySet,
+    pub(crate) tri: KeySet,
 }
 
+/// Whether a key of each kind is looked for: the sets a [`Runs`] search
+/// asks.
+pub(crate) trait Lookup {
+    fn any_shingle(&self) -> bool;
+    fn any_short(&self) -> bool;
+    fn any_joined(&self) -> bool;
+    fn any_gapped(&self) -> bool;
+    fn any_tri(&self) -> bool;
+    fn shingle(&self, key: u64) -> bool;
+    fn short(&self, key: u64) -> bool;
+    fn joined(&self, key: u64) -> bool;
+    fn gapped(&self, key: u64) -> bool;
+    fn tri(&self, key: u64) -> bool;
+    /// Starts loading what [`Self::shingle`] of `key` reads first.
+    fn prefetch_shingle(&self, key: u64);
+    /// Starts loading what [`Self::tri`] of `key` reads first.
+    fn prefetch_tri(&self, key: u64);
+}
+
+impl Lookup for Sets {
+    #[inline]
+    fn any_shingle(&self) -> bool {
+        !self.shingles.is_empty()
+    }
+    #[inline]
+    fn any_short(&self) -> bool {
+        !self.shorts.is_empty()
+    }
+    #[inline]
+    fn any_joined(&self) -> bool {
+        !self.joined.is_empty()
+    }
+    #[inline]
+    fn any_gapped(&self) -> bool {
+        !self.gapped.is_empty()
+    }
+    #[inline]
+    fn any_tri(&self) -> bool {
+        !self.tri.is_empty()
+    }
+    #[inline]
+    fn shingle(&self, key: u64) -> bool {
+        self.shingles.contains(key)
+    }
+    #[inline]
+    fn short(&self, key: u64) -> bool {
+        self.shorts.contains(key)
+    }
+    #[inline]
+    fn joined(&self, key: u64) -> bool {
+        self.joined.contains(key)
+    }
+    #[inline]
+    fn gapped(&self, key: u64) -> bool {
+        self.gapped.contains(key)
+    }
+    #[inline]
+    fn tri(&self, key: u64) -> bool {
+        self.tri.contains(key)
+    }
+    #[inline]
+    fn prefetch_shingle(&self, key: u64) {
+        self.shingles.prefetch(key);
+    }
+    #[inline]
+    fn prefetch_tri(&self, key: u64) {
+        self.tri.prefetch(key);
+    }
+}
+
+impl<L: Lookup + ?Sized> Runs for L {}
+
 /// The kinds of keys, one set of the matcher each.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Kind {
     Shingle = 0,
     Short = 1,
     Tri = 2,
 }
 
 impl FileKeys {
+    /// Whether it holds any key.
+    fn any(&self) -> bool {
+        !(self.shingles.is_empty()
+            && self.shorts.is_empty()
+            && self.joined.is_empty()
+            && self.gapped.is_empty()
+            && self.tri.is_empty())
+    }
+
+    /// Whether `key` is one of its runs of words or of three.
+    fn has(&self, key: u64) -> bool {
+        [&self.shingles, &self.shorts, &self.tri]
+            .iter()
+            .any(|keys| keys.binary_search(&key).is_ok())
+    }
+
     /// Each key with its kind, but the joined and gapped keys (see
     /// [`Build::run`]).
     fn each(&self) -> impl Iterator<Item = (u64, Kind)> + '_ {
@@ -889,7 +991,8 @@ impl FileKeys {
     }
 }
 
-impl Matcher {
+/// The private runs of a text, by a [`Lookup`] of keys.
+pub(crate) trait Runs: Lookup {
     /// Calls `found(first, last, key)` for every run of words of `words`
     /// whose key is in the matcher, `first..=last` its words. In an
     /// `outline`, no run continues into an Org headline line.
@@ -902,7 +1005,7 @@ impl Matcher {
         anchors: bool,
         mut found: impl FnMut(usize, usize, u64),
     ) {
-        let gapped = !self.gapped.is_empty() && words.len() >= SHINGLE;
+        let gapped = self.any_gapped() && words.len() >= SHINGLE;
         // The runs found (for the gapped keys: a window they already cover
         // is not looked up again), and where a private run of three
         // starts. Both are rare in clean text.
@@ -914,17 +1017,17 @@ impl Matcher {
             }
             found(first, last, key);
         };
-        let shorts = !self.shorts.is_empty();
+        let shorts = self.any_short();
         if shorts {
             super::words::number_runs(text, words, false, |first, last, key| {
-                if self.shorts.contains(key) {
+                if self.short(key) {
                     report(first, last, key);
                 }
             });
         }
-        let shingles = !self.shingles.is_empty();
-        let joined = !self.joined.is_empty();
-        let tri = !self.tri.is_empty() && (anchors || gapped);
+        let shingles = self.any_shingle();
+        let joined = self.any_joined();
+        let tri = self.any_tri() && (anchors || gapped);
         for i in 0..words.len() {
             // The filter words of the runs a few words ahead, on their way
             // while these are looked up (the lookups are cache misses).
@@ -933,11 +1036,11 @@ impl Matcher {
                 for (j, word) in ahead.iter().enumerate() {
                     keys.push(word.hash);
                     if j == 2 && tri {
-                        self.tri.prefetch(tri_key(keys.key()));
+                        self.prefetch_tri(tri_key(keys.key()));
                     }
                 }
                 if shingles {
-                    self.shingles.prefetch(keys.key());
+                    self.prefetch_shingle(keys.key());
                 }
             }
             let mut keys = RunKeys::new();
@@ -949,9 +1052,9 @@ impl Matcher {
                 keys.push(word.hash);
                 let key = keys.key();
                 let hit = if j + 1 == SHINGLE {
-                    shingles && self.shingles.contains(key)
+                    shingles && self.shingle(key)
                 } else {
-                    shorts && self.shorts.contains(key)
+                    shorts && self.short(key)
                 };
                 if hit {
                     report(i, i + j, key);
@@ -959,13 +1062,13 @@ impl Matcher {
                 if j == 0
                     && joined
                     && (word.end - word.start) as usize >= MIN_JOINED_BYTES
-                    && self.joined.contains(key)
+                    && self.joined(key)
                 {
                     report(i, i, key);
                 }
                 if j == 2 && tri {
                     let anchor = tri_key(key);
-                    if self.tri.contains(anchor) {
+                    if self.tri(anchor) {
                         if anchors {
                             report(i, i + 2, anchor);
                         }
@@ -1020,7 +1123,7 @@ impl Matcher {
                     && uncovered(s, s + SHINGLE)
                 {
                     let key = super::words::mix(super::words::run_key(five), GAP_KEY);
-                    if self.gapped.contains(key) {
+                    if self.gapped(key) {
                         found(s, s + SHINGLE - 1, key);
                     }
                 }
@@ -1030,7 +1133,7 @@ impl Matcher {
                 {
                     for gap in 1..FUZZY - 1 {
                         let key = gapped_key(six, gap);
-                        if self.gapped.contains(key) {
+                        if self.gapped(key) {
                             found(s, s + FUZZY - 1, key);
                         }
                     }
@@ -1040,7 +1143,7 @@ impl Matcher {
     }
 
     /// Every private run in `text`, as spans (overlapping ones too).
-    pub(crate) fn find(&self, text: &str, outline: bool, out: &mut Vec<Span>) {
+    fn find(&self, text: &str, outline: bool, out: &mut Vec<Span>) {
         let mut words = Vec::new();
         Splitter::default().split(text, true, &mut words);
         let mut spans = |words: &[Word]| {
@@ -1062,7 +1165,9 @@ impl Matcher {
             spans(&spelled);
         }
     }
+}
 
+impl Sets {
     /// The number of keys that are looked for.
     pub(crate) fn len(&self) -> usize {
         self.shingles.len() + self.shorts.len() + self.joined.len() + self.gapped.len()
@@ -1079,36 +1184,19 @@ impl Matcher {
     }
 }
 
-/// The matcher of one memex generation and the work it was built from.
-/// Its `Debug` form gives counts, never text.
-pub(crate) struct PrivateCache {
-    pub(crate) generation: u64,
-    /// Each file of that generation, in the snapshot's order.
-    pub(crate) files: Vec<CachedFile>,
-    /// The files that were read but not loaded, by their text.
-    failed: Vec<(Arc<str>, Arc<FileKeys>)>,
-    pub(crate) matcher: Arc<Option<Matcher>>,
-}
-
-impl std::fmt::Debug for PrivateCache {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PrivateCache")
-            .field("generation", &self.generation)
-            .field("files", &self.files)
-            .field("failed_files", &self.failed.len())
-            .field("matcher", &self.matcher)
-            .finish()
-    }
-}
-
-/// One file version in the cache of a generation.
+/// One file version and the work done on it. Its `Debug` form gives
+/// counts, never text.
 pub(crate) struct CachedFile {
     /// Its identity (a `Weak` keeps the address from being reused).
     pub(crate) file: Weak<MemexFile>,
-    keys: Arc<FileKeys>,
-    /// The private keys of that generation (of any file) that this file's
-    /// visible text holds: they are not private.
-    hits: Vec<u64>,
+    pub(crate) keys: Arc<FileKeys>,
+    /// The private keys that this file's visible text holds: they are
+    /// not private. Sorted, each once.
+    pub(crate) hits: Vec<u64>,
+    /// Whether `hits` hold every key of its generation's private text (a
+    /// full build's work), or only those known when the file was seen
+    /// after an edit (see [`delta`](super::private::delta)).
+    pub(crate) complete: bool,
 }
 
 impl std::fmt::Debug for CachedFile {
@@ -1117,6 +1205,7 @@ impl std::fmt::Debug for CachedFile {
             .field("file", &self.file.upgrade().map(|file| file.path.clone()))
             .field("keys", &self.keys)
             .field("hits", &self.hits.len())
+            .field("complete", &self.complete)
             .finish()
     }
 }
@@ -1127,6 +1216,53 @@ impl std::fmt::Debug for CachedFile {
 pub(crate) struct BuildCounts {
     pub(crate) keys: usize,
     pub(crate) public: usize,
+}
+
+/// The keys some visible text holds, each with the number of file
+/// versions whose visible text holds it: the public keys of a full
+/// build, by kind.
+#[derive(Default)]
+pub(crate) struct Public {
+    /// Runs of words and runs of three, with their kind.
+    pub(crate) exact: KeyMap<(u32, Kind)>,
+    /// Joined keys, by [`fingerprint`].
+    pub(crate) joined: KeyMap<u32>,
+}
+
+impl Public {
+    /// The sets of these keys (to look for them in visible text again).
+    pub(crate) fn sets(&self) -> Sets {
+        let mut by_kind: [Vec<u64>; 3] = Default::default();
+        for (&key, &(_, kind)) in &self.exact {
+            by_kind[kind as usize].push(key);
+        }
+        let [shingles, shorts, tri] = by_kind.map(|keys| KeySet::new(keys.into_iter()));
+        let mut joined: Vec<u32> = self.joined.keys().map(|&fp| fp as u32).collect();
+        joined.sort_unstable();
+        Sets {
+            shingles,
+            shorts,
+            joined: Arc::new(SortedKeys::from_sorted(
+                std::iter::once(&joined[..]),
+                |_| true,
+            )),
+            gapped: SortedKeys::default(),
+            tri,
+        }
+    }
+
+    /// Counts `hits` (one file version's, each once), which `all` and
+    /// `joined` tell the kind of.
+    fn count(&mut self, hits: &[u64], all: &KeyMap<(bool, Kind)>, joined: &SortedKeys) {
+        for &key in hits {
+            if let Some(&(_, kind)) = all.get(&key) {
+                self.exact.entry(key).or_insert((0, kind)).0 += 1;
+            }
+            if joined.contains(key) {
+                *self.joined.entry(u64::from(fingerprint(key))).or_default() += 1;
+            }
+        }
+    }
 }
 
 /// Gathers, checks and builds the private-text matcher of one generation,
@@ -1142,30 +1278,35 @@ pub(crate) struct BuildCounts {
 /// 4. a key some file's hits name is public; the matcher keeps the others.
 ///    Each file's hits are pruned to the keys that still exist, so they
 ///    never outgrow the private text.
+///
+/// This is the full build: linear in the memex's private text (and, when
+/// an edit brings new keys, in its visible text). After a small edit the
+/// gate derives the matcher from the last full build instead
+/// ([`delta`](super::private::delta)).
 pub(crate) struct Build<'m> {
     files: Vec<&'m Arc<MemexFile>>,
     keys: Vec<Arc<FileKeys>>,
     hits: Vec<Vec<u64>>,
     unchanged: Vec<bool>,
-    /// The previous cache's file versions that are gone.
+    /// The previous full build's file versions that are gone.
     dropped: Vec<Arc<FileKeys>>,
     /// The keys of the files read but not loaded ([`failed_file_keys`]),
     /// by their text, and whether the previous cache had them.
     failed: Vec<(Arc<str>, Arc<FileKeys>, bool)>,
+    public: Public,
 }
 
 impl<'m> Build<'m> {
     /// The files of `memex`, each with its previous work when `previous`
-    /// holds the same version.
+    /// (file versions, and the failed files' keys by their text) holds
+    /// the same version: all of it when its hits are complete, its keys
+    /// alone otherwise.
     pub(crate) fn new(
-        previous: Option<PrivateCache>,
+        previous: (Vec<CachedFile>, Vec<(Arc<str>, Arc<FileKeys>)>),
         memex: &'m MemexSnapshot,
         privacy: &PrivacyTags,
     ) -> Self {
-        let (previous, mut previous_failed) = match previous {
-            Some(cache) => (cache.files, cache.failed),
-            None => (Vec::new(), Vec::new()),
-        };
+        let (previous, mut previous_failed) = previous;
         let mut previous: HashMap<*const MemexFile, CachedFile> = previous
             .into_iter()
             .map(|cached| (Weak::as_ptr(&cached.file), cached))
@@ -1197,14 +1338,22 @@ impl<'m> Build<'m> {
             dropped: previous_failed.into_iter().map(|(_, keys)| keys).collect(),
             failed,
             files,
+            public: Public::default(),
         };
         let mut fresh: Vec<usize> = Vec::new();
         for (f, file) in build.files.iter().enumerate() {
             match previous.remove(&Arc::as_ptr(file)) {
-                Some(cached) => {
+                Some(cached) if cached.complete => {
                     build.keys.push(cached.keys);
                     build.hits.push(cached.hits);
                     build.unchanged.push(true);
+                }
+                // Seen after an edit: its keys are known, but not whether
+                // the other files' visible text holds them.
+                Some(cached) => {
+                    build.keys.push(cached.keys);
+                    build.hits.push(Vec::new());
+                    build.unchanged.push(false);
                 }
                 None => {
                     build.keys.push(Arc::default());
@@ -1219,14 +1368,19 @@ impl<'m> Build<'m> {
         for (f, keys) in fresh.into_iter().zip(gathered) {
             build.keys[f] = Arc::new(keys);
         }
-        build
-            .dropped
-            .extend(previous.into_values().map(|cached| cached.keys));
+        // Only a full build's versions: their keys were looked for in
+        // every file's visible text of that build.
+        build.dropped.extend(
+            previous
+                .into_values()
+                .filter(|cached| cached.complete)
+                .map(|cached| cached.keys),
+        );
         build
     }
 
-    /// The matcher of the private keys that no visible text holds.
-    pub(crate) fn run(&mut self) -> (Option<Matcher>, BuildCounts) {
+    /// The sets of the private keys that no visible text holds.
+    pub(crate) fn run(&mut self) -> (Option<Sets>, BuildCounts) {
         // Every key but the gapped ones: whether the previous cache knew
         // it, and its kind.
         let mut all: KeyMap<(bool, Kind)> = KeyMap::default();
@@ -1263,7 +1417,7 @@ impl<'m> Build<'m> {
             |_| true,
         ));
         // The sets of the kept keys, by kind, in one pass.
-        let matcher_of =
+        let sets_of =
             |keep: &dyn Fn(u64, bool) -> bool, joined: Arc<SortedKeys>, gapped: SortedKeys| {
                 let mut by_kind: [Vec<u64>; 3] = Default::default();
                 for (&key, &(known, kind)) in &all {
@@ -1272,7 +1426,7 @@ impl<'m> Build<'m> {
                     }
                 }
                 let [shingles, shorts, tri] = by_kind.map(|keys| KeySet::new(keys.into_iter()));
-                Matcher {
+                Sets {
                     shingles,
                     shorts,
                     joined,
@@ -1288,45 +1442,39 @@ impl<'m> Build<'m> {
             .filter(|&f| !self.unchanged[f])
             .collect();
         if !changed.is_empty() {
-            let every = matcher_of(&|_, _| true, Arc::clone(&joined), SortedKeys::default());
+            let every = sets_of(&|_, _| true, Arc::clone(&joined), SortedKeys::default());
             self.scan(&every, &changed);
         }
         let unchanged: Vec<usize> = (0..self.files.len())
             .filter(|&f| self.unchanged[f])
             .collect();
         if !unchanged.is_empty() && all.values().any(|(known, _)| !known) {
-            let fresh = matcher_of(
+            let fresh = sets_of(
                 &|_, known| !known,
                 Arc::clone(&joined),
                 SortedKeys::default(),
             );
             self.scan(&fresh, &unchanged);
         }
-        let mut public: KeyMap<()> = KeyMap::default();
+        let mut public = Public::default();
         for hits in &mut self.hits {
             hits.retain(|&key| all.contains_key(&key) || joined.contains(key));
             hits.sort_unstable();
             hits.dedup();
-            for &key in hits.iter() {
-                public.insert(key, ());
-            }
+            public.count(hits, &all, &joined);
         }
-        let public_fingerprints: std::collections::HashSet<u32> = public
-            .keys()
-            .filter(|&&key| joined.contains(key))
-            .map(|&key| fingerprint(key))
-            .collect();
         let joined = Arc::new(SortedKeys::from_sorted(
             std::iter::once(&joined.keys[..]),
-            |key| !public_fingerprints.contains(&key),
+            |key| !public.joined.contains_key(&u64::from(key)),
         ));
         let gapped = SortedKeys::from_sorted(self.sources().map(|keys| &keys.gapped[..]), |_| true);
         let counts = BuildCounts {
             keys: all.len() + joined.len() + gapped.len(),
-            public: public.len(),
+            public: public.exact.len() + public.joined.len(),
         };
-        let matcher = matcher_of(&|key, _| !public.contains_key(&key), joined, gapped);
-        ((matcher.len() > 0).then_some(matcher), counts)
+        let sets = sets_of(&|key, _| !public.exact.contains_key(&key), joined, gapped);
+        self.public = public;
+        ((sets.len() > 0).then_some(sets), counts)
     }
 
     /// The keys of every file of the generation, loaded or not.
@@ -1337,76 +1485,87 @@ impl<'m> Build<'m> {
     }
 
     /// Adds to the hits of each file `files[f]`, `f` in `which`, the keys
-    /// of `set` its visible text holds. Large texts are cut into one run of
-    /// whole ranges per core.
-    fn scan(&mut self, set: &Matcher, which: &[usize]) {
-        let pieces: Vec<(u32, u32, u32)> = which
+    /// of `set` its visible text holds.
+    fn scan(&mut self, set: &Sets, which: &[usize]) {
+        let files: Vec<(&MemexFile, &FileKeys)> = which
             .iter()
-            .flat_map(|&f| {
-                self.keys[f]
-                    .visible
-                    .iter()
-                    .map(move |&(start, end)| (f as u32, start, end))
+            .map(|&f| (&**self.files[f], &*self.keys[f]))
+            .collect();
+        for (i, key) in scan(&files, &[set]) {
+            self.hits[which[i as usize]].push(key);
+        }
+    }
+
+    /// The work of this build: each file version (complete), the failed
+    /// files' keys, the public keys.
+    pub(crate) fn into_parts(self) -> (Vec<CachedFile>, Vec<(Arc<str>, Arc<FileKeys>)>, Public) {
+        let files = self
+            .files
+            .into_iter()
+            .zip(self.keys)
+            .zip(self.hits)
+            .map(|((file, keys), hits)| CachedFile {
+                file: Arc::downgrade(file),
+                keys,
+                hits,
+                complete: true,
             })
             .collect();
-        let files = &self.files;
-        let found = on_cores_by_size(
-            &pieces,
-            |piece| (piece.2 - piece.1) as usize,
-            |pieces: &[(u32, u32, u32)]| {
-                let mut splitter = Splitter::default();
-                let mut spelling = Splitter::default().spelling();
-                let mut words = Vec::new();
-                let mut found: Vec<(u32, u64)> = Vec::new();
-                for &(f, start, end) in pieces {
-                    let Some(text) = files[f as usize].text.get(start as usize..end as usize)
-                    else {
-                        continue;
-                    };
-                    words.clear();
-                    splitter.split(text, true, &mut words);
+        let failed = self
+            .failed
+            .into_iter()
+            .map(|(text, keys, _)| (text, keys))
+            .collect();
+        (files, failed, self.public)
+    }
+}
+
+/// The keys of any of `sets` that the visible text of each of `files`
+/// holds, as (index in `files`, key) pairs. Large texts are cut into one
+/// run of whole ranges per core.
+pub(crate) fn scan(files: &[(&MemexFile, &FileKeys)], sets: &[&Sets]) -> Vec<(u32, u64)> {
+    let pieces: Vec<(u32, u32, u32)> = files
+        .iter()
+        .enumerate()
+        .flat_map(|(f, (_, keys))| {
+            keys.visible
+                .iter()
+                .map(move |&(start, end)| (f as u32, start, end))
+        })
+        .collect();
+    on_cores_by_size(
+        &pieces,
+        |piece| (piece.2 - piece.1) as usize,
+        |pieces: &[(u32, u32, u32)]| {
+            let mut splitter = Splitter::default();
+            let mut spelling = Splitter::default().spelling();
+            let mut words = Vec::new();
+            let mut found: Vec<(u32, u64)> = Vec::new();
+            for &(f, start, end) in pieces {
+                let Some(text) = files[f as usize].0.text.get(start as usize..end as usize) else {
+                    continue;
+                };
+                words.clear();
+                splitter.split(text, true, &mut words);
+                let spelled = has_spelled(&words);
+                for set in sets {
                     set.each_run(text, &words, true, true, |_, _, key| {
                         found.push((f, key));
                     });
-                    if has_spelled(&words) {
-                        words.clear();
-                        spelling.split(text, true, &mut words);
+                }
+                if spelled {
+                    words.clear();
+                    spelling.split(text, true, &mut words);
+                    for set in sets {
                         set.each_run(text, &words, true, true, |_, _, key| {
                             found.push((f, key));
                         });
                     }
                 }
-                found
-            },
-        );
-        for (f, key) in found {
-            self.hits[f as usize].push(key);
-        }
-    }
-
-    /// The cache of this build for `generation`.
-    pub(crate) fn into_cache(self, generation: u64, matcher: Arc<Option<Matcher>>) -> PrivateCache {
-        PrivateCache {
-            generation,
-            files: self
-                .files
-                .into_iter()
-                .zip(self.keys)
-                .zip(self.hits)
-                .map(|((file, keys), hits)| CachedFile {
-                    file: Arc::downgrade(file),
-                    keys,
-                    hits,
-                })
-                .collect(),
-            failed: self
-                .failed
-                .into_iter()
-                .map(|(text, keys, _)| (text, keys))
-                .collect(),
-            matcher,
-        }
-    }
+            }
+            found
+        },
+    )
 }
 
 /// `f` of each item, on every core when there are several items.

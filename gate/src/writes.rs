@@ -20,6 +20,7 @@
 use foveal_memex::snapshot::MemexSnapshot;
 
 use crate::Gate;
+use crate::private::Runs as _;
 
 /// The answer to every write refused because what it would write holds
 /// private text or a secret.
