@@ -598,8 +598,9 @@ pub enum BenchCommand {
     /// under target/bench-data/scale-N-K), then measure `memex stats` and
     /// `ask` as whole processes (wall time and peak RSS; `ask` against a
     /// scripted model server run here, so the model costs nothing) and, in
-    /// this process, the private-text matcher's first build and its
-    /// rebuild after a small file is edited.
+    /// this process, the private-text matcher's first build, its
+    /// rebuild after a small file is edited, and after one headline of the
+    /// largest file is edited (the file is put back).
     Scale {
         /// Headlines to generate.
         #[arg(long, default_value_t = 1_000_000)]
@@ -619,7 +620,7 @@ pub enum BenchCommand {
         data: Option<PathBuf>,
         /// Print JSON: nodes, files, org_bytes, stats and ask as {wall_ms,
         /// peak_rss_mib}, ask_runs, matcher_build_ms, matcher_rebuild_ms,
-        /// matcher_keys, cores.
+        /// matcher_big_edit_ms, matcher_keys, cores.
         #[arg(long)]
         json: bool,
     },

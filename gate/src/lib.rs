@@ -39,11 +39,12 @@
 //!    `[REDACTED private]`. The scan runs *before* any skill sees the body.
 //!
 //!    The gate keeps numbers (64-bit keys of runs), never the private text.
-//!    The matcher is cached by memex generation and file identity, and its
-//!    build is linear in the memex: for each file version the gate keeps
-//!    its private keys, where its visible text is, and which keys that text
-//!    holds; after an edit only the changed files are gathered and scanned
-//!    again, and the others only for the keys the edit brought. A body
+//!    The matcher is cached by memex generation and file identity. Its
+//!    full build is linear in the memex: for each file version the gate
+//!    keeps its private keys, where its visible text is, and which keys
+//!    that text holds. After an edit the matcher is derived from the last
+//!    full build in time linear in the changed files (`private::delta`):
+//!    it errs only towards redacting, never the other way. A body
 //!    costs one pass that cuts it into words and about one cache-resident
 //!    Bloom-filter probe per word and run length (measured numbers in
 //!    `docs/security.md`; `cargo bench -p foveal --bench egress`).

@@ -62,8 +62,9 @@
 //!
 //! Joined and gapped keys are kept as 32-bit fingerprints ([`SortedKeys`]).
 //!
-//! The work is cached per file version and the build after an edit is
-//! linear in the changed files (see [`Build`]).
+//! The work is cached per file version ([`Build`]); after an edit the
+//! matcher is derived from the last full build in time linear in the
+//! changed files ([`delta`]).
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -211,6 +212,14 @@ impl KeySet {
         let bits = Self::bits(key);
         self.bloom[Self::slot(key, self.bloom.len())] & bits == bits
             && self.table.find(key, |&k| k == key).is_some()
+    }
+
+    /// Takes `key` out of the set (its filter bits stay: a lookup of it
+    /// costs a table probe, and finds nothing).
+    pub(crate) fn remove(&mut self, key: u64) {
+        if let Ok(entry) = self.table.find_entry(key, |&k| k == key) {
+            entry.remove();
+        }
     }
 
     /// Starts loading the filter word of `key` into the cache.
@@ -1210,6 +1219,9 @@ impl std::fmt::Debug for CachedFile {
     }
 }
 
+/// The keys of a file read but not loaded, by its text.
+pub(crate) type FailedKeys = (Arc<str>, Arc<FileKeys>);
+
 /// How many distinct private keys a build found, and how many of them
 /// visible text also holds.
 #[derive(Debug, Clone, Copy, Default)]
@@ -1302,7 +1314,7 @@ impl<'m> Build<'m> {
     /// the same version: all of it when its hits are complete, its keys
     /// alone otherwise.
     pub(crate) fn new(
-        previous: (Vec<CachedFile>, Vec<(Arc<str>, Arc<FileKeys>)>),
+        previous: (Vec<CachedFile>, Vec<FailedKeys>),
         memex: &'m MemexSnapshot,
         privacy: &PrivacyTags,
     ) -> Self {
@@ -1441,9 +1453,11 @@ impl<'m> Build<'m> {
         let changed: Vec<usize> = (0..self.files.len())
             .filter(|&f| !self.unchanged[f])
             .collect();
+        let mut every = None;
         if !changed.is_empty() {
-            let every = sets_of(&|_, _| true, Arc::clone(&joined), SortedKeys::default());
-            self.scan(&every, &changed);
+            let sets = sets_of(&|_, _| true, Arc::clone(&joined), SortedKeys::default());
+            self.scan(&sets, &changed);
+            every = Some(sets);
         }
         let unchanged: Vec<usize> = (0..self.files.len())
             .filter(|&f| self.unchanged[f])
@@ -1472,7 +1486,23 @@ impl<'m> Build<'m> {
             keys: all.len() + joined.len() + gapped.len(),
             public: public.exact.len() + public.joined.len(),
         };
-        let sets = sets_of(&|key, _| !public.exact.contains_key(&key), joined, gapped);
+        // Few keys are public: the sets of every key, when there are, lose
+        // them rather than being built again.
+        let sets = match every {
+            Some(mut sets) if public.exact.len() < all.len() / 4 => {
+                for (&key, &(_, kind)) in &public.exact {
+                    match kind {
+                        Kind::Shingle => sets.shingles.remove(key),
+                        Kind::Short => sets.shorts.remove(key),
+                        Kind::Tri => sets.tri.remove(key),
+                    }
+                }
+                sets.joined = joined;
+                sets.gapped = gapped;
+                sets
+            }
+            _ => sets_of(&|key, _| !public.exact.contains_key(&key), joined, gapped),
+        };
         self.public = public;
         ((sets.len() > 0).then_some(sets), counts)
     }
@@ -1498,7 +1528,7 @@ impl<'m> Build<'m> {
 
     /// The work of this build: each file version (complete), the failed
     /// files' keys, the public keys.
-    pub(crate) fn into_parts(self) -> (Vec<CachedFile>, Vec<(Arc<str>, Arc<FileKeys>)>, Public) {
+    pub(crate) fn into_parts(self) -> (Vec<CachedFile>, Vec<FailedKeys>, Public) {
         let files = self
             .files
             .into_iter()
@@ -1652,5 +1682,14 @@ mod tests {
             .count();
         assert_eq!(others, 0);
         assert!(KeySet::new(std::iter::empty()).is_empty());
+
+        let mut set = set;
+        for &key in keys.iter().step_by(2) {
+            set.remove(key);
+        }
+        assert_eq!(set.len(), keys.len() / 2);
+        for (i, &key) in keys.iter().enumerate() {
+            assert_eq!(set.contains(key), i % 2 == 1);
+        }
     }
 }

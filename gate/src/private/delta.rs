@@ -42,8 +42,8 @@ use foveal_memex::privacy::PrivacyTags;
 use foveal_memex::snapshot::MemexSnapshot;
 
 use super::{
-    Build, BuildCounts, CachedFile, FileKeys, KeyMap, KeySet, Kind, Lookup, Public, Sets,
-    SortedKeys, file_keys, fingerprint, on_cores, scan,
+    Build, BuildCounts, CachedFile, FailedKeys, FileKeys, KeyMap, KeySet, Kind, Lookup, Public,
+    Sets, SortedKeys, file_keys, fingerprint, on_cores, scan,
 };
 
 /// Below this many keys a full build takes a few milliseconds: the gate
@@ -181,7 +181,7 @@ struct Base {
     /// Its file versions, with complete hits.
     files: Vec<CachedFile>,
     /// The files read but not loaded, by their text.
-    failed: Vec<(Arc<str>, Arc<FileKeys>)>,
+    failed: Vec<FailedKeys>,
     sets: Arc<Sets>,
     public: Public,
     /// `public` as sets, to look for in a changed version's visible text.
@@ -256,7 +256,7 @@ pub(crate) fn update(
     let previous = match previous {
         Some(cache) => match derive(cache, memex, privacy, delta_from) {
             Ok(done) => return done,
-            Err(cache) => Some(cache),
+            Err(cache) => Some(*cache),
         },
         None => None,
     };
@@ -294,7 +294,7 @@ fn derive(
     memex: &MemexSnapshot,
     privacy: &PrivacyTags,
     delta_from: usize,
-) -> Result<(PrivateCache, Update), PrivateCache> {
+) -> Result<(PrivateCache, Update), Box<PrivateCache>> {
     let base = &previous.base;
     if base.keys < delta_from
         || memex.failed_texts().count() != base.failed.len()
@@ -303,7 +303,7 @@ fn derive(
             .zip(&base.failed)
             .all(|((_, text), (seen, _))| Arc::ptr_eq(text, seen))
     {
-        return Err(previous);
+        return Err(Box::new(previous));
     }
     let in_base: HashMap<*const MemexFile, usize> = base
         .files
@@ -325,7 +325,7 @@ fn derive(
         }
     }
     if changed_bytes > bytes / 8 && changed_bytes > SMALL_CHANGE_BYTES {
-        return Err(previous);
+        return Err(Box::new(previous));
     }
     let PrivateCache {
         base,
