@@ -1553,7 +1553,10 @@ impl<'m> Build<'m> {
 /// The keys of any of `sets` that the visible text of each of `files`
 /// holds, as (index in `files`, key) pairs. Large texts are cut into one
 /// run of whole ranges per core.
-pub(crate) fn scan(files: &[(&MemexFile, &FileKeys)], sets: &[&Sets]) -> Vec<(u32, u64)> {
+pub(crate) fn scan<L: Lookup + Sync>(
+    files: &[(&MemexFile, &FileKeys)],
+    sets: &[&L],
+) -> Vec<(u32, u64)> {
     let pieces: Vec<(u32, u32, u32)> = files
         .iter()
         .enumerate()

@@ -362,7 +362,11 @@ fn derive(
     let to_scan: Vec<(&MemexFile, &FileKeys)> =
         fresh.iter().map(|&i| (&**changed[i], &*keys[i])).collect();
     let mut hits: Vec<Vec<u64>> = vec![Vec::new(); fresh.len()];
-    for (j, key) in scan(&to_scan, &[&base.sets, &base.public_sets, &candidates]) {
+    // No gapped key is looked for in visible text (as in a full build).
+    let found = scan(&to_scan, &[&NoGapped(&base.sets)])
+        .into_iter()
+        .chain(scan(&to_scan, &[&base.public_sets, &candidates]));
+    for (j, key) in found {
         hits[j as usize].push(key);
     }
     for (&i, mut hits) in fresh.iter().zip(hits) {
@@ -666,5 +670,47 @@ impl Gone {
             joined,
             gapped,
         }
+    }
+}
+
+/// A [`Lookup`] of `sets` without its gapped keys.
+struct NoGapped<'s>(&'s Sets);
+
+impl Lookup for NoGapped<'_> {
+    fn any_shingle(&self) -> bool {
+        self.0.any_shingle()
+    }
+    fn any_short(&self) -> bool {
+        self.0.any_short()
+    }
+    fn any_joined(&self) -> bool {
+        self.0.any_joined()
+    }
+    fn any_gapped(&self) -> bool {
+        false
+    }
+    fn any_tri(&self) -> bool {
+        self.0.any_tri()
+    }
+    fn shingle(&self, key: u64) -> bool {
+        self.0.shingle(key)
+    }
+    fn short(&self, key: u64) -> bool {
+        self.0.short(key)
+    }
+    fn joined(&self, key: u64) -> bool {
+        self.0.joined(key)
+    }
+    fn gapped(&self, _: u64) -> bool {
+        false
+    }
+    fn tri(&self, key: u64) -> bool {
+        self.0.tri(key)
+    }
+    fn prefetch_shingle(&self, key: u64) {
+        self.0.prefetch_shingle(key);
+    }
+    fn prefetch_tri(&self, key: u64) {
+        self.0.prefetch_tri(key);
     }
 }
