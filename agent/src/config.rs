@@ -161,6 +161,20 @@ pub struct Config {
 }
 
 impl Config {
+    /// What tells one resolved configuration from another, as a host
+    /// shows it (`status`'s `config_id`): a hash of every setting and of
+    /// the working folder (relative paths mean what they mean there). A
+    /// command finding a host with its own id may leave its turn to that
+    /// host: same memex, privacy tags, skills, provider, session defaults.
+    /// The same binary computes the same id; another build may not.
+    pub fn id(&self) -> String {
+        use std::hash::{Hash as _, Hasher as _};
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        format!("{self:?}").hash(&mut hasher);
+        std::env::current_dir().ok().hash(&mut hasher);
+        format!("{:016x}", hasher.finish())
+    }
+
     /// The configuration of skill `name` as its hooks receive it
     /// (`config_json`): its `[skills.<name>]` table as JSON, `{}` when it
     /// has none.

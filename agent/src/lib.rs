@@ -328,6 +328,9 @@ pub struct Status {
     /// The memex's files and folders (absolute): an editor follows the
     /// focus in these files only.
     pub memex_roots: Vec<std::path::PathBuf>,
+    /// The host's configuration, as [`config::Config::id`]: `foveal ask`
+    /// leaves its turn to a host with its own.
+    pub config_id: String,
     /// The drop-in folder the host's watcher loads new builds from
     /// (absolute): `foveal skill install` into another folder says that
     /// this host will not load it.
@@ -599,6 +602,7 @@ impl Agent {
             pid: std::process::id(),
             session: session.name().to_owned(),
             memex_roots: memex.roots().map(std::path::Path::to_path_buf).collect(),
+            config_id: config.id(),
             // The folder the host's watcher loads new builds from; none
             // when it does not watch.
             plugins_dir: config

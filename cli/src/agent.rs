@@ -268,6 +268,15 @@ pub fn ask(
         eprintln!("error: nothing to ask: give the message as an argument");
         return Ok(Exit::Usage);
     }
+    // A host serving this very configuration and session answers at once:
+    // nothing to load here. `--json` (the whole turn's report) and
+    // `--focus` (which would move the host's focus) run here.
+    if !json
+        && options.focus.is_none()
+        && let Some(exit) = through_host(config, options, text)?
+    {
+        return Ok(exit);
+    }
     let rt = runtime()?;
     rt.block_on(async {
         let mut agent = match agent(config, options, false) {
@@ -300,6 +309,48 @@ pub fn ask(
             _ => Exit::Ok,
         })
     })
+}
+
+/// `foveal ask TEXT` answered by the running host (as `send`), when one
+/// answers on the configured socket with this configuration
+/// ([`Config::id`]) and session; `None` when there is none, or it serves
+/// another.
+fn through_host(
+    config: &Config,
+    options: &AgentOptions,
+    text: &str,
+) -> anyhow::Result<Option<Exit>> {
+    let socket = socket(config);
+    if !socket.exists() {
+        return Ok(None);
+    }
+    let mut found = None;
+    let asked = runtime()?.block_on(control::request(&socket, &Request::Status, |reply| {
+        if let Reply::Status { status } = reply {
+            found = Some(status);
+        }
+        false
+    }));
+    let (Ok(()), Some(status)) = (asked, found) else {
+        return Ok(None);
+    };
+    let session = options
+        .session
+        .clone()
+        .unwrap_or_else(|| config.agent.session.clone());
+    let pid = status["pid"].as_u64().unwrap_or_default();
+    if status["config_id"].as_str() != Some(config.id().as_str())
+        || status["session"].as_str() != Some(session.as_str())
+    {
+        tracing::info!(
+            target: "foveal::agent",
+            pid,
+            "a host runs on the socket with another configuration or session: the turn runs here"
+        );
+        return Ok(None);
+    }
+    tracing::info!(target: "foveal::agent", pid, "the running host answers");
+    send(config, text, None, false).map(Some)
 }
 
 /// `foveal ask`'s output: the reply's text as it comes; tools on stderr.

@@ -43,6 +43,8 @@ pub struct ScaleBench {
     pub ask: Run,
     /// Every `ask` run.
     pub ask_runs: Vec<Run>,
+    /// `ask` while a host serves the memex.
+    pub host: HostAsks,
     /// The matcher's first build, in this process.
     pub matcher_build_ms: f64,
     /// Its rebuild after a small file is edited, median of 5.
@@ -113,6 +115,8 @@ pub fn scale(
     let mut sorted = ask_runs.clone();
     sorted.sort_by(|a, b| a.wall_ms.total_cmp(&b.wall_ms));
     let ask = sorted[sorted.len() / 2];
+    eprintln!("ask while a host serves the memex …");
+    let host = host_asks(work.path(), &server, &memex_arg, runs)?;
     eprintln!("matcher …");
     let times = matcher(&memex, work.path())?;
     let bench = ScaleBench {
@@ -122,6 +126,7 @@ pub fn scale(
         stats,
         ask,
         ask_runs,
+        host,
         matcher_build_ms: times.build,
         matcher_rebuild_ms: times.small_edit,
         matcher_big_edit_ms: times.big_edit,
@@ -152,6 +157,14 @@ fn print(b: &ScaleBench) {
         b.ask.wall_ms,
         b.ask.peak_rss_mib,
         b.ask.peak_rss_mib / mib
+    );
+    println!(
+        "host: socket open after {:>9.0} ms  {:>7.0} MiB peak of `run`",
+        b.host.ready_ms, b.host.host_peak_rss_mib
+    );
+    println!(
+        "  ask answered by it: first {:>7.0} ms, then median {:>5.0} ms",
+        b.host.first.wall_ms, b.host.median.wall_ms
     );
     println!(
         "private-text matcher: first build  {:>9.1} ms  ({} keys)",
@@ -278,26 +291,30 @@ fn find(haystack: &[u8], needle: &[u8], from: usize) -> Option<usize> {
 /// Runs this binary with `args` in `work` on the scripted server, and
 /// measures it (a non-zero exit is an error, with its stderr).
 fn child(work: &Path, server: &Scripted, args: &[&str]) -> anyhow::Result<Run> {
-    let exe = std::env::current_exe()?;
-    let mut command = Command::new(exe);
-    command.args(args).current_dir(work);
-    for (name, _) in std::env::vars() {
-        if name.starts_with("FOVEAL_")
-            || name.starts_with("CONTEXT_")
-            || name.starts_with("OPENAI_")
-        {
-            command.env_remove(name);
-        }
-    }
-    command
-        .env("FOVEAL_DATA_DIR", work.join("data"))
-        .env("XDG_CONFIG_HOME", work.join("xdg"))
-        .env("OPENAI_BASE_URL", server.base_url())
-        .env("OPENAI_MODEL", "scripted")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped());
+    let mut command = foveal(work, server, args)?;
+    command.stderr(std::process::Stdio::piped());
     let started = Instant::now();
-    let mut process = command.spawn()?;
+    let process = command.spawn()?;
+    let (status, usage, stderr) = reap(process)?;
+    let wall = started.elapsed();
+    if !(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0) {
+        bail!("foveal {} failed ({status}):\n{stderr}", args.join(" "));
+    }
+    Ok(Run {
+        wall_ms: wall.as_secs_f64() * 1e3,
+        peak_rss_mib: peak_mib(&usage),
+    })
+}
+
+/// Peak resident memory of a reaped child, in MiB.
+fn peak_mib(usage: &libc::rusage) -> f64 {
+    // ru_maxrss is in KiB on Linux.
+    usage.ru_maxrss as f64 / 1024.0
+}
+
+/// Waits for `process` to exit: its wait status, resource usage and
+/// stderr (when piped).
+fn reap(mut process: std::process::Child) -> anyhow::Result<(i32, libc::rusage, String)> {
     let mut stderr = String::new();
     if let Some(mut pipe) = process.stderr.take() {
         pipe.read_to_string(&mut stderr)?;
@@ -314,16 +331,82 @@ fn child(work: &Path, server: &Scripted, args: &[&str]) -> anyhow::Result<Run> {
         }
         usage
     };
-    let wall = started.elapsed();
     std::mem::forget(process);
-    if !(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0) {
-        bail!("foveal {} failed ({status}):\n{stderr}", args.join(" "));
+    Ok((status, usage, stderr))
+}
+
+/// `ask` while a host (`foveal run --no-repl`) serves the memex: the
+/// first (the host's first turn), then `runs` more, and the host's peak
+/// memory once it has stopped.
+fn host_asks(work: &Path, server: &Scripted, memex: &str, runs: usize) -> anyhow::Result<HostAsks> {
+    let mut host = foveal(
+        work,
+        server,
+        &["run", "--no-repl", "--provider", "openai", "--memex", memex],
+    )?;
+    let started = Instant::now();
+    let process = host.stdin(std::process::Stdio::null()).spawn()?;
+    let socket = work.join("control.sock");
+    while !socket.exists() {
+        if started.elapsed() > Duration::from_secs(600) {
+            bail!("the host did not open its socket in 10 minutes");
+        }
+        std::thread::sleep(Duration::from_millis(20));
     }
-    Ok(Run {
-        wall_ms: wall.as_secs_f64() * 1e3,
-        // ru_maxrss is in KiB on Linux.
-        peak_rss_mib: usage.ru_maxrss as f64 / 1024.0,
+    let ready_ms = started.elapsed().as_secs_f64() * 1e3;
+    let ask = ["ask", "Say hello", "--provider", "openai", "--memex", memex];
+    let first = child(work, server, &ask)?;
+    let mut asks = Vec::with_capacity(runs);
+    for _ in 0..runs {
+        asks.push(child(work, server, &ask)?);
+    }
+    child(work, server, &["stop"])?;
+    let (_, usage, _) = reap(process)?;
+    asks.sort_by(|a, b| a.wall_ms.total_cmp(&b.wall_ms));
+    Ok(HostAsks {
+        ready_ms,
+        first,
+        median: asks[asks.len() / 2],
+        host_peak_rss_mib: peak_mib(&usage),
     })
+}
+
+/// What [`host_asks`] measured.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub struct HostAsks {
+    /// From the host's start to its socket.
+    pub ready_ms: f64,
+    /// The first `ask` it answers.
+    pub first: Run,
+    /// The median of the others.
+    pub median: Run,
+    /// The host's peak resident memory.
+    pub host_peak_rss_mib: f64,
+}
+
+/// `foveal ARGS` as the bench runs it: in `work`, with a clean environment
+/// (no config file, data under `work`, the scripted server).
+fn foveal(work: &Path, server: &Scripted, args: &[&str]) -> anyhow::Result<Command> {
+    let exe = std::env::current_exe()?;
+    let mut command = Command::new(exe);
+    command.args(args).current_dir(work);
+    for (name, _) in std::env::vars() {
+        if name.starts_with("FOVEAL_")
+            || name.starts_with("CONTEXT_")
+            || name.starts_with("OPENAI_")
+        {
+            command.env_remove(name);
+        }
+    }
+    command
+        .env("FOVEAL_DATA_DIR", work.join("data"))
+        .env("XDG_CONFIG_HOME", work.join("xdg"))
+        .env("OPENAI_BASE_URL", server.base_url())
+        .env("OPENAI_MODEL", "scripted")
+        .env("FOVEAL_SOCKET", work.join("control.sock"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    Ok(command)
 }
 
 /// What [`matcher`] measured, in milliseconds.

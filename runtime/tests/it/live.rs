@@ -377,6 +377,74 @@ async fn a_running_host_answers_send_status_and_stop_over_its_socket() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ask_leaves_its_turn_to_a_host_serving_the_same_configuration_and_session() {
+    let dir = workspace();
+    let server = Server::start(vec![
+        text_reply("From the host."),
+        text_reply("From here, another tag."),
+        text_reply("From here, another session."),
+        text_reply("From here, as JSON."),
+    ])
+    .await;
+    let mut host = start_host(dir.path(), &server, &["--no-repl"]);
+    let cycles = |dir: &Path| {
+        let status = command(dir, &server, &["status", "--json"])
+            .output()
+            .unwrap();
+        let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+        status["cycles"].as_u64().unwrap()
+    };
+
+    let mut asked = command(dir.path(), &server, &["ask", "hello"]);
+    asked.env("FOVEAL_LOG", "foveal=info");
+    let asked = run_to_end(asked).await;
+    assert!(asked.status.success(), "{}", stderr(&asked));
+    assert_eq!(stdout(&asked), "From the host.\n");
+    assert!(
+        stderr(&asked).contains("the running host answers"),
+        "{}",
+        stderr(&asked)
+    );
+    // Nothing was loaded here: no skill, no memex.
+    assert!(
+        !stderr(&asked).contains("skill loaded"),
+        "{}",
+        stderr(&asked)
+    );
+    assert_eq!(cycles(dir.path()), 1);
+    assert_eq!(session_lines(dir.path(), "default").len(), 2);
+
+    // Another privacy tag is another configuration: the turn runs here.
+    let here = run_to_end(command(
+        dir.path(),
+        &server,
+        &["ask", "hello", "--privacy-tag", "@work"],
+    ))
+    .await;
+    assert!(here.status.success(), "{}", stderr(&here));
+    assert_eq!(stdout(&here), "From here, another tag.\n");
+    assert_eq!(cycles(dir.path()), 1);
+
+    // Another session, and --json, run here too.
+    let here = run_to_end(command(
+        dir.path(),
+        &server,
+        &["ask", "hello", "--session", "other"],
+    ))
+    .await;
+    assert_eq!(stdout(&here), "From here, another session.\n");
+    let json = run_to_end(command(dir.path(), &server, &["ask", "hello", "--json"])).await;
+    assert!(json.status.success(), "{}", stderr(&json));
+    let report: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(report["reply"], "From here, as JSON.");
+    assert_eq!(cycles(dir.path()), 1);
+
+    let stop = run_to_end(command(dir.path(), &server, &["stop"])).await;
+    assert!(stop.status.success(), "{}", stderr(&stop));
+    assert!(wait_exit(&mut host).success());
+}
+
 /// A reply that starts with `text` and never ends: after it, an SSE
 /// comment every `every_ms` (a server keeping the connection alive while
 /// it thinks, or stuck).
