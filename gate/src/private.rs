@@ -1266,14 +1266,8 @@ impl Public {
     /// Counts `hits` (one file version's, each once), which `all` and
     /// `joined` tell the kind of.
     fn count(&mut self, hits: &[u64], all: &KeyMap<(bool, Kind)>, joined: &SortedKeys) {
-        self.count_by(hits, |key| all.get(&key).map(|&(_, kind)| kind), joined);
-    }
-
-    /// Counts `hits` (one file version's, each once): `kind` tells a run's
-    /// kind, `joined` whether it is a joined key.
-    fn count_by(&mut self, hits: &[u64], kind: impl Fn(u64) -> Option<Kind>, joined: &SortedKeys) {
         for &key in hits {
-            if let Some(kind) = kind(key) {
+            if let Some(&(_, kind)) = all.get(&key) {
                 self.exact.entry(key).or_insert((0, kind)).0 += 1;
             }
             if joined.contains(key) {
@@ -1399,11 +1393,6 @@ impl<'m> Build<'m> {
 
     /// The sets of the private keys that no visible text holds.
     pub(crate) fn run(&mut self) -> (Option<Sets>, BuildCounts) {
-        if self.unchanged.iter().all(|u| !u)
-            && self.failed.iter().all(|(_, _, unchanged)| !unchanged)
-        {
-            return self.run_first();
-        }
         // Every key but the gapped ones: whether the previous cache knew
         // it, and its kind.
         let mut all: KeyMap<(bool, Kind)> = KeyMap::default();
@@ -1516,83 +1505,6 @@ impl<'m> Build<'m> {
         };
         self.public = public;
         ((sets.len() > 0).then_some(sets), counts)
-    }
-
-    /// [`Self::run`] with no work to reuse (every file is new): the sets
-    /// of every key are built straight from the files' sorted keys, each
-    /// kind on a core of its own, and lose the public keys once every
-    /// visible text is scanned. No map of every key: half the time and
-    /// the memory of the general case on a large memex.
-    fn run_first(&mut self) -> (Option<Sets>, BuildCounts) {
-        let kinds: [fn(&FileKeys) -> &[u64]; 3] =
-            [|keys| &keys.shingles, |keys| &keys.shorts, |keys| &keys.tri];
-        let sources: Vec<&FileKeys> = self.sources().map(|keys| &**keys).collect();
-        let sets = on_cores(&kinds, |of| {
-            let len = sources.iter().map(|keys| of(keys).len()).sum::<usize>();
-            let mut keys = Vec::with_capacity(len);
-            for file in &sources {
-                keys.extend_from_slice(of(file));
-            }
-            KeySet::new(keys.into_iter())
-        });
-        let [shingles, shorts, tri]: [KeySet; 3] = match sets.try_into() {
-            Ok(sets) => sets,
-            Err(_) => unreachable!("one set of each kind"),
-        };
-        if shingles.is_empty() && shorts.is_empty() {
-            self.hits.iter_mut().for_each(Vec::clear);
-            return (None, BuildCounts::default());
-        }
-        let joined = Arc::new(SortedKeys::from_sorted(
-            self.sources().map(|keys| &keys.joined[..]),
-            |_| true,
-        ));
-        let mut every = Sets {
-            shingles,
-            shorts,
-            joined: Arc::clone(&joined),
-            gapped: SortedKeys::default(),
-            tri,
-        };
-        let all: Vec<usize> = (0..self.files.len()).collect();
-        self.scan(&every, &all);
-        let kind = |key: u64| {
-            if every.shingles.contains(key) {
-                Some(Kind::Shingle)
-            } else if every.shorts.contains(key) {
-                Some(Kind::Short)
-            } else if every.tri.contains(key) {
-                Some(Kind::Tri)
-            } else {
-                None
-            }
-        };
-        let mut public = Public::default();
-        for hits in &mut self.hits {
-            hits.sort_unstable();
-            hits.dedup();
-            public.count_by(hits, kind, &joined);
-        }
-        let keys = every.shingles.len() + every.shorts.len() + every.tri.len();
-        for (&key, &(_, kind)) in &public.exact {
-            match kind {
-                Kind::Shingle => every.shingles.remove(key),
-                Kind::Short => every.shorts.remove(key),
-                Kind::Tri => every.tri.remove(key),
-            }
-        }
-        every.joined = Arc::new(SortedKeys::from_sorted(
-            std::iter::once(&joined.keys[..]),
-            |key| !public.joined.contains_key(&u64::from(key)),
-        ));
-        every.gapped =
-            SortedKeys::from_sorted(self.sources().map(|keys| &keys.gapped[..]), |_| true);
-        let counts = BuildCounts {
-            keys: keys + every.joined.len() + every.gapped.len(),
-            public: public.exact.len() + public.joined.len(),
-        };
-        self.public = public;
-        ((every.len() > 0).then_some(every), counts)
     }
 
     /// The keys of every file of the generation, loaded or not.
