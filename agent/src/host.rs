@@ -120,6 +120,20 @@ pub async fn run(
             "the open-files limit is {soft} (hard limit {hard}): the control socket serves {max_clients} clients at once, not {MAX_CLIENTS}; raise the limit (`ulimit -n`, systemd's LimitNOFILE=) for more"
         );
     }
+    // The private-text matcher is built now, beside the rest of the
+    // start, so that the first turn does not wait for it (on a memex of a
+    // million headlines it takes seconds); a turn that comes first waits
+    // for this build rather than starting one of its own.
+    {
+        let gate = Arc::clone(agent.gate());
+        let memex = Arc::clone(agent.memex());
+        let warm = std::thread::Builder::new()
+            .name("foveal-gate".into())
+            .spawn(move || gate.prepare(&memex.snapshot()));
+        if let Err(error) = warm {
+            tracing::warn!(target: "foveal::privacy", "the private-text matcher is built at the first turn: no thread for it now ({error})");
+        }
+    }
     let (queue, mut signals) = mpsc::unbounded_channel::<Queued>();
     let (focus_tx, mut focus_changes) = mpsc::unbounded_channel::<FocusChange>();
     let (stop_tx, mut stop) = watch::channel(false);

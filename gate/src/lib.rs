@@ -637,6 +637,12 @@ impl Gate {
         matcher
     }
 
+    /// Builds the private-text matcher of `memex` now (a host does at its
+    /// start, so that its first turn does not wait for it).
+    pub fn prepare(&self, memex: &MemexSnapshot) {
+        let _ = crate::logs::unredacted(|| self.private_matcher(memex));
+    }
+
     /// Derives the private-text matcher after an edit from the last full
     /// build once that build holds at least `keys` keys (tests use 0 to
     /// take that path on a small memex).

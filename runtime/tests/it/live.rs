@@ -445,6 +445,46 @@ async fn ask_leaves_its_turn_to_a_host_serving_the_same_configuration_and_sessio
     assert!(wait_exit(&mut host).success());
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_builds_the_private_text_matcher_at_its_start_not_at_its_first_turn() {
+    let dir = workspace();
+    std::fs::write(
+        dir.path().join("memex/diary.org"),
+        "* Diary :@personal:\nMet Ann at the harbour on a windy morning.\n",
+    )
+    .unwrap();
+    let server = Server::start(vec![]).await;
+    let mut host = command(dir.path(), &server, &["run", "--no-repl"])
+        .env("FOVEAL_LOG", "foveal::privacy=debug")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pipe = host.stderr.take().unwrap();
+    let (lines, seen) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(pipe).lines().map_while(Result::ok) {
+            if lines.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    // No message is sent: the build is the host's own.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let built = std::iter::from_fn(|| {
+        seen.recv_timeout(deadline.saturating_duration_since(std::time::Instant::now()))
+            .ok()
+    })
+    .find(|line| line.contains("private-text matcher built"));
+    let built = built.expect("the host said nothing of its matcher in a minute");
+    assert!(built.contains("searched"), "{built}");
+    assert!(!built.contains("harbour"), "{built}");
+    let stop = run_to_end(command(dir.path(), &server, &["stop"])).await;
+    assert!(stop.status.success(), "{}", stderr(&stop));
+    assert!(wait_exit(&mut host).success());
+}
+
 /// A reply that starts with `text` and never ends: after it, an SSE
 /// comment every `every_ms` (a server keeping the connection alive while
 /// it thinks, or stuck).
