@@ -1177,6 +1177,32 @@ pub(crate) trait Runs: Lookup {
 }
 
 impl Sets {
+    /// The sets of the `exact` keys by kind, the `joined` fingerprints (in
+    /// any order) and `gapped`.
+    pub(crate) fn of(
+        exact: impl IntoIterator<Item = (u64, Kind)>,
+        mut joined: Vec<u32>,
+        gapped: SortedKeys,
+    ) -> Self {
+        let mut by_kind: [Vec<u64>; 3] = Default::default();
+        for (key, kind) in exact {
+            by_kind[kind as usize].push(key);
+        }
+        let [shingles, shorts, tri] = by_kind.map(|keys| KeySet::new(keys.into_iter()));
+        joined.sort_unstable();
+        joined.dedup();
+        Self {
+            shingles,
+            shorts,
+            joined: Arc::new(SortedKeys::from_sorted(
+                std::iter::once(&joined[..]),
+                |_| true,
+            )),
+            gapped,
+            tri,
+        }
+    }
+
     /// The number of keys that are looked for.
     pub(crate) fn len(&self) -> usize {
         self.shingles.len() + self.shorts.len() + self.joined.len() + self.gapped.len()
@@ -1244,23 +1270,11 @@ pub(crate) struct Public {
 impl Public {
     /// The sets of these keys (to look for them in visible text again).
     pub(crate) fn sets(&self) -> Sets {
-        let mut by_kind: [Vec<u64>; 3] = Default::default();
-        for (&key, &(_, kind)) in &self.exact {
-            by_kind[kind as usize].push(key);
-        }
-        let [shingles, shorts, tri] = by_kind.map(|keys| KeySet::new(keys.into_iter()));
-        let mut joined: Vec<u32> = self.joined.keys().map(|&fp| fp as u32).collect();
-        joined.sort_unstable();
-        Sets {
-            shingles,
-            shorts,
-            joined: Arc::new(SortedKeys::from_sorted(
-                std::iter::once(&joined[..]),
-                |_| true,
-            )),
-            gapped: SortedKeys::default(),
-            tri,
-        }
+        Sets::of(
+            self.exact.iter().map(|(&key, &(_, kind))| (key, kind)),
+            self.joined.keys().map(|&fp| fp as u32).collect(),
+            SortedKeys::default(),
+        )
     }
 
     /// Counts `hits` (one file version's, each once), which `all` and

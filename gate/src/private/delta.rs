@@ -481,13 +481,13 @@ fn derive(
     // Private now: base public keys no visible text holds any more (but
     // those whose private text is gone too), and the changed versions'
     // keys that neither the base looks for nor any visible text holds.
-    let mut added: [Vec<u64>; 3] = Default::default();
+    let mut added: Vec<(u64, Kind)> = Vec::new();
     for (&key, &(_, kind)) in &exact {
         if base.public.exact.contains_key(&key)
             && visible(key) == 0
             && !gone.exact.contains_key(&key)
         {
-            added[kind as usize].push(key);
+            added.push((key, kind));
         }
     }
     let mut added_joined: Vec<u32> = joined
@@ -502,7 +502,7 @@ fn derive(
     for cached in &work {
         for (key, kind) in cached.keys.each() {
             if !in_sets(&base.sets, key) && visible(key) == 0 {
-                added[kind as usize].push(key);
+                added.push((key, kind));
             }
         }
         for &fp in &cached.keys.joined {
@@ -512,19 +512,11 @@ fn derive(
         }
     }
     removed_joined.sort_unstable();
-    added_joined.sort_unstable();
-    added_joined.dedup();
-    let [shingles, shorts, tri] = added.map(|keys| KeySet::new(keys.into_iter()));
-    let added = Sets {
-        shingles,
-        shorts,
-        joined: Arc::new(SortedKeys::from_sorted(
-            std::iter::once(&added_joined[..]),
-            |_| true,
-        )),
-        gapped: SortedKeys::from_sorted(work.iter().map(|c| &c.keys.gapped[..]), |_| true),
-        tri,
-    };
+    let added = Sets::of(
+        added,
+        added_joined,
+        SortedKeys::from_sorted(work.iter().map(|c| &c.keys.gapped[..]), |_| true),
+    );
     let update = Update::Derived {
         changed: work.len() + present.iter().filter(|p| !**p).count(),
         added: added.len(),
@@ -577,28 +569,14 @@ fn kind_of(key: u64, base: &Base, candidates: &Sets) -> Option<Kind> {
 
 /// The sets of every key of `files` but the gapped ones.
 fn sets_of_files(files: &[Arc<FileKeys>]) -> Sets {
-    let mut by_kind: [Vec<u64>; 3] = Default::default();
-    for keys in files {
-        for (key, kind) in keys.each() {
-            by_kind[kind as usize].push(key);
-        }
-    }
-    let [shingles, shorts, tri] = by_kind.map(|keys| KeySet::new(keys.into_iter()));
-    let mut joined: Vec<u32> = files
-        .iter()
-        .flat_map(|k| k.joined.iter().copied())
-        .collect();
-    joined.sort_unstable();
-    Sets {
-        shingles,
-        shorts,
-        joined: Arc::new(SortedKeys::from_sorted(
-            std::iter::once(&joined[..]),
-            |_| true,
-        )),
-        gapped: SortedKeys::default(),
-        tri,
-    }
+    Sets::of(
+        files.iter().flat_map(|keys| keys.each()),
+        files
+            .iter()
+            .flat_map(|k| k.joined.iter().copied())
+            .collect(),
+        SortedKeys::default(),
+    )
 }
 
 /// Most probes of the present base files a derivation makes to find which
