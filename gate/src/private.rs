@@ -60,7 +60,9 @@
 //!   gapped key is ever looked for in visible text, and gapped keys need
 //!   no visibility check of their own.
 //!
-//! Joined and gapped keys are kept as 32-bit fingerprints ([`SortedKeys`]).
+//! Joined keys are kept whole and gapped keys as 32-bit fingerprints
+//! ([`SortedKeys`]): a fingerprint shared with a visible word must not
+//! make a joined key public.
 //!
 //! The work is cached per file version ([`Build`]); after an edit the
 //! matcher is derived from the last full build in time linear in the
@@ -94,7 +96,7 @@ pub const FUZZY: usize = 6;
 pub const MIN_JOINED_BYTES: usize = 12;
 
 /// The key of a run of words written as one word, its folded `bytes`.
-fn joined_key(bytes: &[u8]) -> u64 {
+pub(crate) fn joined_key(bytes: &[u8]) -> u64 {
     let mut keys = RunKeys::new();
     keys.push(super::words::hash_bytes(bytes));
     keys.key()
@@ -251,32 +253,67 @@ impl KeySet {
     }
 }
 
-/// The 32 bits of a key that a [`SortedKeys`] keeps.
+/// The 32 bits of a key that a [`SortedKeys<u32>`] keeps.
 #[inline]
 fn fingerprint(key: u64) -> u32 {
     (key >> 32) as u32
 }
 
-/// A large set of keys that is seldom asked for a key (only near a
-/// private run of three, or for a long word): each key's
-/// [`fingerprint`], sorted (4 bytes a key, built by merging sorted runs,
-/// no table to fill), behind a Bloom filter of 8 bits a key. Two keys
-/// with one fingerprint are one: a false match is a key in about
-/// `len / 2^32` (0.2 % for 9 M keys) of the lookups the filter lets
-/// through (3 %) — it redacts a run that only looks private, never the
-/// other way.
-pub(crate) struct SortedKeys {
-    bloom: Box<[u64]>,
-    keys: Box<[u32]>,
+/// What a [`SortedKeys`] keeps of each key: the whole key (`u64`) or its
+/// [`fingerprint`] (`u32`, half the memory, a rare false match).
+pub(crate) trait Kept: Copy + Ord + Send + Sync + 'static {
+    /// What is kept of `key`.
+    fn of(key: u64) -> Self;
+    /// Its bits, for the filter.
+    fn wide(self) -> u64;
 }
 
-impl Default for SortedKeys {
+impl Kept for u32 {
+    #[inline]
+    fn of(key: u64) -> Self {
+        fingerprint(key)
+    }
+    #[inline]
+    fn wide(self) -> u64 {
+        u64::from(self)
+    }
+}
+
+impl Kept for u64 {
+    #[inline]
+    fn of(key: u64) -> Self {
+        key
+    }
+    #[inline]
+    fn wide(self) -> u64 {
+        self
+    }
+}
+
+/// A large set of keys that is seldom asked for a key (only near a
+/// private run of three, or for a long word): what it keeps of each key
+/// ([`Kept`]), sorted (built by merging sorted runs, no table to fill),
+/// behind a Bloom filter of 8 bits a key.
+///
+/// Kept as 32-bit [`fingerprint`]s (the gapped keys), two keys with one
+/// fingerprint are one: a false match is a key in about `len / 2^32`
+/// (1 % for 43 M keys) of the lookups the filter lets through (3 %) — it
+/// redacts a run that only looks private, never the other way. Whole keys
+/// (the joined keys) have no such false match, and none is needed where a
+/// key's presence in *visible* text decides that it is public: there a
+/// false match would hide a private key.
+pub(crate) struct SortedKeys<K: Kept = u32> {
+    bloom: Box<[u64]>,
+    keys: Box<[K]>,
+}
+
+impl<K: Kept> Default for SortedKeys<K> {
     fn default() -> Self {
         Self::from_sorted(std::iter::empty(), |_| true)
     }
 }
 
-impl std::fmt::Debug for SortedKeys {
+impl<K: Kept> std::fmt::Debug for SortedKeys<K> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SortedKeys")
             .field("keys", &self.keys.len())
@@ -285,19 +322,19 @@ impl std::fmt::Debug for SortedKeys {
     }
 }
 
-impl SortedKeys {
-    /// The filter's 64 bits for a fingerprint.
+impl<K: Kept> SortedKeys<K> {
+    /// The filter's 64 bits for a kept key.
     #[inline]
-    fn spread(fingerprint: u32) -> u64 {
-        super::words::mix(u64::from(fingerprint), 0x5be0_cd19_137e_2179)
+    fn spread(kept: K) -> u64 {
+        super::words::mix(kept.wide(), 0x5be0_cd19_137e_2179)
     }
 
-    /// The set of the fingerprints of `runs`, each sorted, that `keep`.
+    /// The set of the kept keys of `runs`, each sorted, that `keep`.
     pub(crate) fn from_sorted<'k>(
-        runs: impl Iterator<Item = &'k [u32]>,
-        keep: impl Fn(u32) -> bool,
+        runs: impl Iterator<Item = &'k [K]>,
+        keep: impl Fn(K) -> bool,
     ) -> Self {
-        let mut keys: Vec<u32> = Vec::new();
+        let mut keys: Vec<K> = Vec::new();
         let mut sorted = true;
         for run in runs {
             sorted &= keys
@@ -322,19 +359,19 @@ impl SortedKeys {
         }
     }
 
-    /// Whether the fingerprint `fingerprint` is in the set.
-    pub(crate) fn contains_fingerprint(&self, fingerprint: u32) -> bool {
-        self.keys.binary_search(&fingerprint).is_ok()
+    /// Whether the kept key `kept` is in the set.
+    pub(crate) fn has(&self, kept: K) -> bool {
+        self.keys.binary_search(&kept).is_ok()
     }
 
-    /// Whether a key with the fingerprint of `key` is in the set.
+    /// Whether what is kept of `key` is in the set.
     #[inline]
     pub(crate) fn contains(&self, key: u64) -> bool {
-        let fingerprint = fingerprint(key);
-        let h = Self::spread(fingerprint);
+        let kept = K::of(key);
+        let h = Self::spread(kept);
         let bits = KeySet::bits(h);
         self.bloom[KeySet::slot(h, self.bloom.len())] & bits == bits
-            && self.keys.binary_search(&fingerprint).is_ok()
+            && self.keys.binary_search(&kept).is_ok()
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -347,7 +384,7 @@ impl SortedKeys {
 
     /// Bytes held.
     pub(crate) fn memory(&self) -> usize {
-        self.bloom.len() * 8 + self.keys.len() * 4
+        self.bloom.len() * 8 + std::mem::size_of_val(&*self.keys)
     }
 }
 
@@ -360,7 +397,7 @@ pub(crate) struct FileKeys {
     /// Shorter whole lines, sorted, each once.
     shorts: Box<[u64]>,
     /// Runs of two to [`SHINGLE`] words written as one, sorted, each once.
-    joined: Box<[u32]>,
+    joined: Box<[u64]>,
     /// Runs of [`FUZZY`] words without one of them, sorted, each once.
     gapped: Box<[u32]>,
     /// The runs of three words of those runs: where to look for them.
@@ -396,7 +433,7 @@ struct Keys {
     tags: Vec<u64>,
     shingles: Vec<u64>,
     shorts: Vec<u64>,
-    joined: Vec<u32>,
+    joined: Vec<u64>,
     gapped: Vec<u32>,
     tri: Vec<u64>,
 }
@@ -737,7 +774,7 @@ impl Keys {
                 if bytes.len() >= MIN_JOINED_BYTES
                     && kinds[first..=last].iter().any(|k| k.is_content())
                 {
-                    joined.push(fingerprint(joined_key(bytes)));
+                    joined.push(joined_key(bytes));
                 }
             }
         }
@@ -776,10 +813,10 @@ impl Keys {
         self.shorts.dedup();
         self.tri.sort_unstable();
         self.tri.dedup();
-        for keys in [&mut self.joined, &mut self.gapped] {
-            keys.sort_unstable();
-            keys.dedup();
-        }
+        self.joined.sort_unstable();
+        self.joined.dedup();
+        self.gapped.sort_unstable();
+        self.gapped.dedup();
         FileKeys {
             shingles: self.shingles.into(),
             shorts: self.shorts.into(),
@@ -883,7 +920,7 @@ pub(crate) struct Sets {
     pub(crate) shorts: KeySet,
     /// Shared by the scans' matchers of one build (they all look for
     /// every joined key).
-    pub(crate) joined: Arc<SortedKeys>,
+    pub(crate) joined: Arc<SortedKeys<u64>>,
     pub(crate) gapped: SortedKeys,
     /// The runs of three words of the gapped runs: a run of six with one
     /// word changed, dropped or added keeps three in a row, so the gapped
@@ -1177,11 +1214,11 @@ pub(crate) trait Runs: Lookup {
 }
 
 impl Sets {
-    /// The sets of the `exact` keys by kind, the `joined` fingerprints (in
-    /// any order) and `gapped`.
+    /// The sets of the `exact` keys by kind, the `joined` keys (in any
+    /// order) and `gapped`.
     pub(crate) fn of(
         exact: impl IntoIterator<Item = (u64, Kind)>,
-        mut joined: Vec<u32>,
+        mut joined: Vec<u64>,
         gapped: SortedKeys,
     ) -> Self {
         let mut by_kind: [Vec<u64>; 3] = Default::default();
@@ -1263,7 +1300,7 @@ pub(crate) struct BuildCounts {
 pub(crate) struct Public {
     /// Runs of words and runs of three, with their kind.
     pub(crate) exact: KeyMap<(u32, Kind)>,
-    /// Joined keys, by [`fingerprint`].
+    /// Joined keys.
     pub(crate) joined: KeyMap<u32>,
 }
 
@@ -1272,20 +1309,20 @@ impl Public {
     pub(crate) fn sets(&self) -> Sets {
         Sets::of(
             self.exact.iter().map(|(&key, &(_, kind))| (key, kind)),
-            self.joined.keys().map(|&fp| fp as u32).collect(),
+            self.joined.keys().copied().collect(),
             SortedKeys::default(),
         )
     }
 
     /// Counts `hits` (one file version's, each once), which `all` and
     /// `joined` tell the kind of.
-    fn count(&mut self, hits: &[u64], all: &KeyMap<(bool, Kind)>, joined: &SortedKeys) {
+    fn count(&mut self, hits: &[u64], all: &KeyMap<(bool, Kind)>, joined: &SortedKeys<u64>) {
         for &key in hits {
             if let Some(&(_, kind)) = all.get(&key) {
                 self.exact.entry(key).or_insert((0, kind)).0 += 1;
             }
             if joined.contains(key) {
-                *self.joined.entry(u64::from(fingerprint(key))).or_default() += 1;
+                *self.joined.entry(key).or_default() += 1;
             }
         }
     }
@@ -1444,7 +1481,7 @@ impl<'m> Build<'m> {
         ));
         // The sets of the kept keys, by kind, in one pass.
         let sets_of =
-            |keep: &dyn Fn(u64, bool) -> bool, joined: Arc<SortedKeys>, gapped: SortedKeys| {
+            |keep: &dyn Fn(u64, bool) -> bool, joined: Arc<SortedKeys<u64>>, gapped: SortedKeys| {
                 let mut by_kind: [Vec<u64>; 3] = Default::default();
                 for (&key, &(known, kind)) in &all {
                     if keep(key, known) {
@@ -1493,7 +1530,7 @@ impl<'m> Build<'m> {
         }
         let joined = Arc::new(SortedKeys::from_sorted(
             std::iter::once(&joined.keys[..]),
-            |key| !public.joined.contains_key(&u64::from(key)),
+            |key| !public.joined.contains_key(&key),
         ));
         let gapped = SortedKeys::from_sorted(self.sources().map(|keys| &keys.gapped[..]), |_| true);
         let counts = BuildCounts {

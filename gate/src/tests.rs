@@ -394,6 +394,76 @@ fn follows_edits_to_either_side(gate: &Gate) {
     assert_eq!(clean(&memex), "[REDACTED private] / [REDACTED private].");
 }
 
+/// Two words of twelve letters whose joined keys differ and share their
+/// 32-bit fingerprint (found by a birthday search).
+fn joined_fingerprint_pair() -> (String, String) {
+    let word = |mut n: u64| {
+        let mut w = String::from("qv");
+        for _ in 0..10 {
+            w.push(char::from(b'a' + (n % 26) as u8));
+            n /= 26;
+        }
+        w
+    };
+    let mut seen: std::collections::HashMap<u32, u64> = std::collections::HashMap::new();
+    for n in 0..1u64 << 21 {
+        let key = private::joined_key(word(n).as_bytes());
+        if let Some(&m) = seen.get(&((key >> 32) as u32)) {
+            let other = private::joined_key(word(m).as_bytes());
+            assert_ne!(key, other);
+            return (word(m), word(n));
+        }
+        seen.insert((key >> 32) as u32, n);
+    }
+    panic!("no two words share a fingerprint");
+}
+
+#[test]
+fn a_visible_word_sharing_a_fingerprint_with_a_private_joined_run_leaves_it_private() {
+    // The private run `qvxxxx xxxxxx` written as one word is looked for;
+    // a visible word with another key but the same 32 high bits must not
+    // make it public.
+    let (private, visible) = joined_fingerprint_pair();
+    let (head, tail) = private.split_at(6);
+    let probe = format!("I read {private} today.");
+    for derive in [false, true] {
+        let (dir, memex) = memex(&format!("* Diary :@personal:\n** {head} {tail}\n"));
+        let gate = gate();
+        if derive {
+            gate.derive_matcher_from(0);
+        }
+        let clean = |memex: &foveal_memex::Memex| cleaned(&gate, memex, &probe);
+        assert_eq!(clean(&memex), "I read [REDACTED private] today.");
+        // The visible word comes in a file of its own (derived when asked)
+        // and in the private file's visible part (a full build).
+        let b = dir.path().join("b.org");
+        std::fs::write(&b, format!("* Notes\nThe word {visible} is visible.\n")).unwrap();
+        memex.reload_file(&b);
+        assert_eq!(
+            clean(&memex),
+            "I read [REDACTED private] today.",
+            "derive: {derive}"
+        );
+        let a = dir.path().join("a.org");
+        std::fs::write(
+            &a,
+            format!("* Diary :@personal:\n** {head} {tail}\n* Open\n{visible}\n"),
+        )
+        .unwrap();
+        memex.reload_file(&a);
+        assert_eq!(
+            clean(&memex),
+            "I read [REDACTED private] today.",
+            "derive: {derive}"
+        );
+        // The visible word itself is not private.
+        assert_eq!(
+            cleaned(&gate, &memex, &format!("see {visible}")),
+            format!("see {visible}")
+        );
+    }
+}
+
 #[test]
 fn quotes_in_the_forms_a_person_would_recognise_are_found() {
     let (_dir, memex) = memex(

@@ -43,7 +43,7 @@ use foveal_memex::snapshot::MemexSnapshot;
 
 use super::{
     Build, BuildCounts, CachedFile, FailedKeys, FileKeys, KeyMap, KeySet, Kind, Lookup, Public,
-    Sets, SortedKeys, file_keys, fingerprint, on_cores, scan,
+    Sets, SortedKeys, file_keys, on_cores, scan,
 };
 
 /// Below this many keys a full build takes a few milliseconds: the gate
@@ -70,9 +70,8 @@ struct Delta {
     /// Runs of words and runs of three of the base that are public or gone
     /// now.
     removed: KeySet,
-    /// Joined keys of the base that are public or gone now, by
-    /// fingerprint.
-    removed_joined: SortedKeys,
+    /// Joined keys of the base that are public or gone now.
+    removed_joined: SortedKeys<u64>,
     /// Gapped keys of the base that are gone now, by fingerprint.
     removed_gapped: SortedKeys,
 }
@@ -419,9 +418,8 @@ fn derive(
             if let Some(&(_, kind)) = base.public.exact.get(&key) {
                 exact.entry(key).or_insert((0, kind)).0 -= 1;
             }
-            let fp = u64::from(fingerprint(key));
-            if base.public.joined.contains_key(&fp) {
-                *joined.entry(fp).or_default() -= 1;
+            if base.public.joined.contains_key(&key) {
+                *joined.entry(key).or_default() -= 1;
             }
         }
     }
@@ -430,12 +428,11 @@ fn derive(
             if let Some(kind) = kind_of(key, &base, &candidates) {
                 exact.entry(key).or_insert((0, kind)).0 += 1;
             }
-            let fp = u64::from(fingerprint(key));
-            if base.public.joined.contains_key(&fp)
+            if base.public.joined.contains_key(&key)
                 || base.sets.joined(key)
                 || candidates.joined(key)
             {
-                *joined.entry(fp).or_default() += 1;
+                *joined.entry(key).or_default() += 1;
             }
         }
     }
@@ -447,9 +444,9 @@ fn derive(
             .map_or(0, |&(n, _)| i64::from(n))
             + exact.get(&key).map_or(0, |&(n, _)| n)
     };
-    let visible_joined = |fp: u64| {
-        base.public.joined.get(&fp).map_or(0, |&n| i64::from(n))
-            + joined.get(&fp).copied().unwrap_or(0)
+    let visible_joined = |key: u64| {
+        base.public.joined.get(&key).map_or(0, |&n| i64::from(n))
+            + joined.get(&key).copied().unwrap_or(0)
     };
 
     // Public now: base private keys a changed version's visible text holds.
@@ -460,22 +457,22 @@ fn derive(
         .map(|(&key, _)| key)
         .collect();
     removed.extend(gone.exact.keys().filter(|&&key| in_sets(&base.sets, key)));
-    let mut removed_joined: Vec<u32> = joined
+    let mut removed_joined: Vec<u64> = joined
         .keys()
-        .filter(|&&fp| visible_joined(fp) > 0 && base.sets.joined.contains_fingerprint(fp as u32))
-        .map(|&fp| fp as u32)
+        .copied()
+        .filter(|&key| visible_joined(key) > 0 && base.sets.joined.has(key))
         .chain(
             gone.joined
-                .iter()
+                .keys()
                 .copied()
-                .filter(|&fp| base.sets.joined.contains_fingerprint(fp)),
+                .filter(|&key| base.sets.joined.has(key)),
         )
         .collect();
     let mut removed_gapped: Vec<u32> = gone
         .gapped
         .iter()
         .copied()
-        .filter(|&fp| base.sets.gapped.contains_fingerprint(fp))
+        .filter(|&fp| base.sets.gapped.has(fp))
         .collect();
     removed_gapped.sort_unstable();
     // Private now: base public keys no visible text holds any more (but
@@ -490,14 +487,14 @@ fn derive(
             added.push((key, kind));
         }
     }
-    let mut added_joined: Vec<u32> = joined
+    let mut added_joined: Vec<u64> = joined
         .keys()
-        .filter(|&&fp| {
-            base.public.joined.contains_key(&fp)
-                && visible_joined(fp) == 0
-                && !gone.joined.contains(&(fp as u32))
+        .copied()
+        .filter(|&key| {
+            base.public.joined.contains_key(&key)
+                && visible_joined(key) == 0
+                && !gone.joined.contains_key(&key)
         })
-        .map(|&fp| fp as u32)
         .collect();
     for cached in &work {
         for (key, kind) in cached.keys.each() {
@@ -505,9 +502,9 @@ fn derive(
                 added.push((key, kind));
             }
         }
-        for &fp in &cached.keys.joined {
-            if !base.sets.joined.contains_fingerprint(fp) && visible_joined(u64::from(fp)) == 0 {
-                added_joined.push(fp);
+        for &key in &cached.keys.joined {
+            if !base.sets.joined.has(key) && visible_joined(key) == 0 {
+                added_joined.push(key);
             }
         }
     }
@@ -589,18 +586,18 @@ const GONE_PROBES: usize = 1 << 22;
 #[derive(Default)]
 struct Gone {
     exact: KeyMap<()>,
-    joined: std::collections::HashSet<u32>,
+    joined: KeyMap<()>,
     gapped: std::collections::HashSet<u32>,
 }
 
 impl Gone {
     fn of(base: &Base, present: &[bool], work: &[CachedFile]) -> Self {
         let mut exact: KeyMap<()> = KeyMap::default();
-        let mut joined = std::collections::HashSet::new();
+        let mut joined: KeyMap<()> = KeyMap::default();
         let mut gapped = std::collections::HashSet::new();
         for (cached, _) in base.files.iter().zip(present).filter(|(_, p)| !**p) {
             exact.extend(cached.keys.each().map(|(key, _)| (key, ())));
-            joined.extend(cached.keys.joined.iter().copied());
+            joined.extend(cached.keys.joined.iter().map(|&key| (key, ())));
             gapped.extend(cached.keys.gapped.iter().copied());
         }
         if exact.is_empty() && joined.is_empty() && gapped.is_empty() {
@@ -612,8 +609,8 @@ impl Gone {
             for (key, _) in keys.each() {
                 exact.remove(&key);
             }
-            for fp in keys.joined.iter() {
-                joined.remove(fp);
+            for key in keys.joined.iter() {
+                joined.remove(key);
             }
             for fp in keys.gapped.iter() {
                 gapped.remove(fp);
@@ -633,10 +630,10 @@ impl Gone {
             return Self::default();
         }
         exact.retain(|&key, _| !holders.iter().any(|keys| keys.has(key)));
-        joined.retain(|fp| {
+        joined.retain(|key, _| {
             !holders
                 .iter()
-                .any(|keys| keys.joined.binary_search(fp).is_ok())
+                .any(|keys| keys.joined.binary_search(key).is_ok())
         });
         gapped.retain(|fp| {
             !holders
