@@ -334,7 +334,8 @@ impl<K: Kept> SortedKeys<K> {
         runs: impl Iterator<Item = &'k [K]>,
         keep: impl Fn(K) -> bool,
     ) -> Self {
-        let mut keys: Vec<K> = Vec::new();
+        let runs: Vec<&[K]> = runs.collect();
+        let mut keys: Vec<K> = Vec::with_capacity(runs.iter().map(|run| run.len()).sum());
         let mut sorted = true;
         for run in runs {
             sorted &= keys
@@ -347,6 +348,11 @@ impl<K: Kept> SortedKeys<K> {
             keys.sort();
             keys.dedup();
         }
+        Self::of_sorted(keys)
+    }
+
+    /// The set of `keys`, sorted, each once.
+    fn of_sorted(keys: Vec<K>) -> Self {
         let words = (keys.len() / 8).max(1).next_power_of_two();
         let mut bloom = vec![0u64; words].into_boxed_slice();
         for &key in &keys {
@@ -357,6 +363,13 @@ impl<K: Kept> SortedKeys<K> {
             bloom,
             keys: keys.into(),
         }
+    }
+
+    /// The set of its keys that `keep`, built in place.
+    pub(crate) fn retain(self, keep: impl Fn(K) -> bool) -> Self {
+        let mut keys = self.keys.into_vec();
+        keys.retain(|&k| keep(k));
+        Self::of_sorted(keys)
     }
 
     /// Whether the kept key `kept` is in the set.
@@ -1528,10 +1541,15 @@ impl<'m> Build<'m> {
             hits.dedup();
             public.count(hits, &all, &joined);
         }
-        let joined = Arc::new(SortedKeys::from_sorted(
-            std::iter::once(&joined.keys[..]),
-            |key| !public.joined.contains_key(&key),
-        ));
+        // The sets of the scans are gone but `every`, which is given these.
+        if let Some(sets) = every.as_mut() {
+            sets.joined = Arc::default();
+        }
+        let keep = |key| !public.joined.contains_key(&key);
+        let joined = Arc::new(match Arc::try_unwrap(joined) {
+            Ok(joined) => joined.retain(keep),
+            Err(joined) => SortedKeys::from_sorted(std::iter::once(&joined.keys[..]), keep),
+        });
         let gapped = SortedKeys::from_sorted(self.sources().map(|keys| &keys.gapped[..]), |_| true);
         let counts = BuildCounts {
             keys: all.len() + joined.len() + gapped.len(),
