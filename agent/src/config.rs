@@ -168,9 +168,25 @@ impl Config {
     /// host: same memex, privacy tags, skills, provider, session defaults.
     /// The same binary computes the same id; another build may not.
     pub fn id(&self) -> String {
+        Self::hash_id(&format!("{self:?}"))
+    }
+
+    /// [`Self::id`] but the provider's settings, which neither the context
+    /// section nor the prompt depends on (`status`'s `prompt_id`): `foveal
+    /// context` and `foveal prompt`, which take no `--provider`, leave
+    /// their work to a host with their own. Should the provider's settings
+    /// not be found in the text hashed, they stay in it: the command then
+    /// runs in its own process, never on another memex.
+    pub fn prompt_id(&self) -> String {
+        let all = format!("{self:?}");
+        let provider = format!("provider: {:?}, ", self.provider);
+        Self::hash_id(&all.replacen(&provider, "", 1))
+    }
+
+    fn hash_id(settings: &str) -> String {
         use std::hash::{Hash as _, Hasher as _};
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
-        format!("{self:?}").hash(&mut hasher);
+        settings.hash(&mut hasher);
         std::env::current_dir().ok().hash(&mut hasher);
         format!("{:016x}", hasher.finish())
     }
@@ -1208,6 +1224,20 @@ mod tests {
             &Overrides::default(),
             &no_env,
         )
+    }
+
+    #[test]
+    fn the_prompt_id_leaves_out_the_provider_and_nothing_else() {
+        let plain = parse("").unwrap();
+        let other_provider = parse("[provider]\nkind = \"openai\"\n").unwrap();
+        assert_ne!(plain.provider, other_provider.provider);
+        assert_ne!(plain.id(), other_provider.id());
+        assert_eq!(plain.prompt_id(), other_provider.prompt_id());
+        let other_tags = parse("[privacy]\ntags = [\"@work\"]\n").unwrap();
+        assert_ne!(plain.prompt_id(), other_tags.prompt_id());
+        let other_budget = parse("[context]\nmax_tokens = 1234\n").unwrap();
+        assert_ne!(plain.prompt_id(), other_budget.prompt_id());
+        assert_ne!(plain.prompt_id(), plain.id());
     }
 
     #[test]

@@ -17,7 +17,9 @@
 //! `window`) are unchanged. Within version 1, `focus` (the focus by id,
 //! or by a file and a line, as an editor knows it) was added later, and
 //! `context`'s answer gained the objects it shows with their places: a
-//! new request and an optional field, which older clients never see.
+//! new request and an optional field, which older clients never see; so
+//! was `command` (`foveal context` and `foveal prompt` answered by the
+//! host, [`crate::commands`]).
 //!
 //! A request line must come within [`REQUEST_WAIT`] of connecting (or of
 //! the answer to `hello`); a connection that sends nothing is then
@@ -37,7 +39,7 @@ use super::{SignalSource, StopReason};
 pub const PROTOCOL: u32 = 1;
 
 /// What a client asks.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "cmd", rename_all = "snake_case")]
 pub enum Request {
     /// A message for the agent: one turn; the reply streams back.
@@ -89,6 +91,12 @@ pub enum Request {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         focus: Option<String>,
     },
+    /// A command answered as the client would answer it itself
+    /// (`foveal context`, `foveal prompt`), on the host's loaded memex and
+    /// skills: answered [`Reply::Printed`] (what the command prints, and
+    /// how it ended), or [`Reply::OtherSession`] when a prompt's session
+    /// is not the host's.
+    Command(crate::commands::Command),
     /// Move the foveal focus: to the object `id`, or to the object at
     /// `line` of `file` (the headline nearest at or above it, see
     /// [`super::focus::object_at`]), or — with neither — clear it. Applied
@@ -242,6 +250,8 @@ pub enum Reply {
         /// Whether a turn was in flight (and is now ending).
         in_flight: bool,
     },
+    /// The answer to `command`: what the command printed.
+    Printed(crate::commands::Printed),
     /// The answer to `context`: the explained section.
     Context {
         /// The text (`foveal context --explain`).

@@ -12,7 +12,8 @@ use foveal_registry::egress::{self, Gate};
 use crate::config::Config;
 
 /// What `foveal context` was asked.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct ContextOptions {
     /// The object in foveal focus.
     pub focus: Option<String>,

@@ -955,6 +955,60 @@ async fn subscribed(
     }
 }
 
+/// Runs `command` on the host's parts, off the runtime's threads.
+async fn command_reply(command: crate::commands::Command, shared: &Shared) -> Reply {
+    use crate::commands::{self, Command, Parts};
+    if let Command::Prompt(options) = &command
+        && let Some(session) = &options.session
+        && session != shared.window.session()
+    {
+        return Reply::OtherSession {
+            session: shared.window.session().to_owned(),
+        };
+    }
+    let parts = &shared.context;
+    let (config, registry, memex, gate, privacy, window) = (
+        parts.config.clone(),
+        Arc::clone(&parts.registry),
+        parts.memex.snapshot(),
+        Arc::clone(&parts.gate),
+        parts.privacy.clone(),
+        Arc::clone(&shared.window),
+    );
+    let answer = tokio::task::spawn_blocking(move || {
+        let parts = Parts {
+            config: &config,
+            registry: &registry,
+            memex: &memex,
+            privacy: &privacy,
+            gate: &gate,
+        };
+        let mut printed = match &command {
+            Command::Context(options) => commands::context::run(parts, options),
+            Command::Prompt(options) => commands::prompt::run(parts, &window, options),
+        };
+        // The skill hooks that failed in the host are said on the client's
+        // stderr, through the last door, as its own process would say them.
+        for failure in foveal_registry::skill_errors::all() {
+            let error = gate
+                .clean_quietly(&failure.error, &memex)
+                .unwrap_or(failure.error);
+            printed.say(format_args!(
+                "warning: skill `{}` hook `{}` failed in the host: {error}",
+                failure.skill, failure.hook
+            ));
+        }
+        printed
+    })
+    .await;
+    match answer {
+        Ok(printed) => Reply::Printed(printed),
+        Err(error) => Reply::Error {
+            message: format!("the command failed in the host: {error}"),
+        },
+    }
+}
+
 /// Answers one request.
 async fn serve_one(
     stream: &mut BufReader<tokio::net::UnixStream>,
@@ -1006,6 +1060,10 @@ async fn serve_one(
                     message: format!("the context could not be assembled: {error}"),
                 },
             };
+            control::write_reply(stream, &reply).await
+        }
+        Request::Command(command) => {
+            let reply = command_reply(command, shared).await;
             control::write_reply(stream, &reply).await
         }
         Request::Focus { id, file, line } => {

@@ -43,6 +43,7 @@
 
 pub mod activity;
 pub mod agenda;
+pub mod commands;
 pub mod config;
 pub mod control;
 mod cycle;
@@ -331,6 +332,10 @@ pub struct Status {
     /// The host's configuration, as [`config::Config::id`]: `foveal ask`
     /// leaves its turn to a host with its own.
     pub config_id: String,
+    /// The same but the provider's settings, as
+    /// [`config::Config::prompt_id`]: `foveal context` and `foveal prompt`
+    /// leave their work to a host with their own.
+    pub prompt_id: String,
     /// The drop-in folder the host's watcher loads new builds from
     /// (absolute): `foveal skill install` into another folder says that
     /// this host will not load it.
@@ -603,6 +608,7 @@ impl Agent {
             session: session.name().to_owned(),
             memex_roots: memex.roots().map(std::path::Path::to_path_buf).collect(),
             config_id: config.id(),
+            prompt_id: config.prompt_id(),
             // The folder the host's watcher loads new builds from; none
             // when it does not watch.
             plugins_dir: config

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::exit::Exit;
+use foveal_agent::commands::{Command, Printed};
 use foveal_agent::config::Config;
 use foveal_agent::control::{self, Reply, Request};
 use foveal_agent::host::{self, HostOptions};
@@ -320,9 +321,28 @@ fn through_host(
     options: &AgentOptions,
     text: &str,
 ) -> anyhow::Result<Option<Exit>> {
+    let session = options
+        .session
+        .clone()
+        .unwrap_or_else(|| config.agent.session.clone());
+    if !serving_host(config, ("config_id", config.id()), Some(&session))? {
+        return Ok(None);
+    }
+    send(config, text, None, false).map(Some)
+}
+
+/// Whether a host answers on the configured socket whose status holds
+/// `id` (`config_id`, [`Config::id`]; or `prompt_id`,
+/// [`Config::prompt_id`]) and, when given, `session`: a command can then
+/// leave its work to it. `FOVEAL_LOG=foveal=info` says which.
+fn serving_host(
+    config: &Config,
+    id: (&str, String),
+    session: Option<&str>,
+) -> anyhow::Result<bool> {
     let socket = socket(config);
     if !socket.exists() {
-        return Ok(None);
+        return Ok(false);
     }
     let mut found = None;
     let asked = runtime()?.block_on(control::request(&socket, &Request::Status, |reply| {
@@ -332,25 +352,56 @@ fn through_host(
         false
     }));
     let (Ok(()), Some(status)) = (asked, found) else {
-        return Ok(None);
+        return Ok(false);
     };
-    let session = options
-        .session
-        .clone()
-        .unwrap_or_else(|| config.agent.session.clone());
     let pid = status["pid"].as_u64().unwrap_or_default();
-    if status["config_id"].as_str() != Some(config.id().as_str())
-        || status["session"].as_str() != Some(session.as_str())
+    if status[id.0].as_str() != Some(id.1.as_str())
+        || session.is_some_and(|session| status["session"].as_str() != Some(session))
     {
         tracing::info!(
             target: "foveal::agent",
             pid,
-            "a host runs on the socket with another configuration or session: the turn runs here"
+            "a host runs on the socket with another configuration or session: the command runs here"
         );
-        return Ok(None);
+        return Ok(false);
     }
     tracing::info!(target: "foveal::agent", pid, "the running host answers");
-    send(config, text, None, false).map(Some)
+    Ok(true)
+}
+
+/// `command` answered by a host serving this configuration (and, when
+/// given, `session`): what it printed. `None` when no such host answers
+/// (or it could not answer; said on stderr): the command runs here.
+pub(crate) fn host_command(
+    config: &Config,
+    session: Option<&str>,
+    command: Command,
+) -> anyhow::Result<Option<Printed>> {
+    if !serving_host(config, ("prompt_id", config.prompt_id()), session)? {
+        return Ok(None);
+    }
+    let mut answer = None;
+    let asked = runtime()?.block_on(control::request(
+        &socket(config),
+        &Request::Command(command),
+        |reply| {
+            answer = Some(reply);
+            false
+        },
+    ));
+    Ok(match (asked, answer) {
+        (Ok(()), Some(Reply::Printed(printed))) => Some(printed),
+        (Ok(()), Some(Reply::Error { message })) => {
+            eprintln!("warning: the running host could not answer ({message}); running here");
+            None
+        }
+        (Err(error), _) => {
+            eprintln!("warning: the running host could not answer ({error}); running here");
+            None
+        }
+        // Another session, or an answer this client does not know.
+        _ => None,
+    })
 }
 
 /// `foveal ask`'s output: the reply's text as it comes; tools on stderr.

@@ -1059,10 +1059,10 @@ pub fn run(cli: Cli) -> anyhow::Result<Exit> {
         } => with_config(&host.overrides(config_file), |config| {
             prompt::run(
                 config,
-                &prompt::PromptOptions {
+                &foveal_agent::commands::prompt::PromptOptions {
                     focus,
                     message,
-                    signal,
+                    signal: signal.into(),
                     context_type,
                     budget,
                     json,

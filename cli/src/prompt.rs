@@ -1,37 +1,17 @@
 //! `foveal prompt`: the exact prompt the think step would send, without
-//! calling a model.
+//! calling a model ([`foveal_agent::commands::prompt`]).
 //!
-//! The prompt is assembled as a cycle assembles it ([`foveal_prompt::prompt`]) and
-//! passed through the privacy gate, as a request body is before it leaves
-//! the process; what is printed is what would be sent. A fresh process has
-//! empty caches, so `cache` says `miss` (or `off` without the
-//! token-economics skill).
-//!
-//! It also shows the execution pattern the cycle would get
-//! ([`foveal_prompt::execution`]): `[execution]`, the prompt's context type, and
-//! the signals known without running a cycle — the token pressure from
-//! the prompt's usage of its budget, no recent errors, and the signal's
-//! event class (a user's message is `communication`; a heartbeat or a
-//! delegation has none).
-//!
-//! With `--json`, `skill_errors` lists every hook that failed while the
-//! prompt was made (`{skill, hook, error}`, once per skill, hook and
-//! cause: [`foveal_registry::skill_errors`]); each is also one line on stderr.
+//! A host serving the same configuration and session answers it from its
+//! loaded memex, skills and context window (with its own activity notes);
+//! otherwise this process loads them.
 
-use std::io::Write as _;
 use std::sync::Arc;
 
-use foveal_sdk::SignalKind;
-
 use crate::exit::Exit;
+use foveal_agent::commands::prompt::{PromptOptions, PromptSignal};
+use foveal_agent::commands::{self, Command, Parts};
 use foveal_agent::config::Config;
 use foveal_memex::privacy::PrivacyTags;
-use foveal_memex::view::SnapshotView;
-use foveal_prompt::execution::{AssessmentSignals, EventClass, ExecutionPattern};
-use foveal_prompt::prompt::{
-    Assembler, CacheReport, EgressSummary, Prompt, PromptError, PromptInput, PromptSettings,
-    role_name, signal_name,
-};
 
 /// The signals `foveal prompt` can simulate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -44,107 +24,47 @@ pub enum SignalArg {
     Delegation,
 }
 
-impl SignalArg {
-    fn kind(self) -> SignalKind {
-        match self {
-            Self::UserInput => SignalKind::USER,
-            Self::Heartbeat => SignalKind::HEARTBEAT,
-            Self::Delegation => SignalKind::DELEGATION,
+impl From<SignalArg> for PromptSignal {
+    fn from(signal: SignalArg) -> Self {
+        match signal {
+            SignalArg::UserInput => Self::UserInput,
+            SignalArg::Heartbeat => Self::Heartbeat,
+            SignalArg::Delegation => Self::Delegation,
         }
     }
 }
 
-/// What `foveal prompt` was asked.
-#[derive(Debug, Clone)]
-pub struct PromptOptions {
-    /// The object in foveal focus.
-    pub focus: Option<String>,
-    /// The user's message (or the delegation's result).
-    pub message: Option<String>,
-    /// The signal.
-    pub signal: SignalArg,
-    /// The context type (default: the signal's).
-    pub context_type: Option<String>,
-    /// Replaces `context.max_tokens`.
-    pub budget: Option<u32>,
-    /// Print JSON.
-    pub json: bool,
-    /// Count tokens exactly even when the bytes show the prompt fits.
-    pub exact: bool,
-    /// The session whose context window is shown (default: config
-    /// `agent.session`).
-    pub session: Option<String>,
-}
-
-/// The JSON `foveal prompt --json` prints.
-#[derive(Debug, serde::Serialize)]
-struct Report<'a> {
-    context_type: &'a str,
-    signal: &'static str,
-    sections: Vec<SectionReport<'a>>,
-    total_tokens: u32,
-    tokens_exact: bool,
-    budget: u32,
-    budget_from: &'a str,
-    usage_percent: Option<u8>,
-    trim_levels: Vec<&'static str>,
-    cache: CacheReport,
-    economics: String,
-    tools: &'a [String],
-    egress: &'a EgressSummary,
-    execution_pattern: &'a ExecutionPattern,
-    execution_signals: &'a AssessmentSignals,
-    /// Every hook that failed in this process, once per skill, hook and
-    /// cause (each also said on stderr): a section that is missing
-    /// because its skill failed is named here.
-    skill_errors: Vec<foveal_registry::skill_errors::HookFailure>,
-}
-
-#[derive(Debug, serde::Serialize)]
-struct SectionReport<'a> {
-    id: u32,
-    key: &'a str,
-    /// The component's human-readable name, as its skill gave it.
-    name: &'a str,
-    role: &'static str,
-    tokens: u32,
-    text: &'a str,
-}
-
 /// `foveal prompt`.
 pub fn run(config: &Config, options: &PromptOptions) -> anyhow::Result<Exit> {
-    if let Some(focus) = &options.focus
-        && focus.trim().is_empty()
-    {
-        eprintln!("error: --focus needs an object id (see `foveal memex query`)");
-        return Ok(Exit::Usage);
+    if let Err(printed) = commands::prompt::check(config, options) {
+        return Ok(printed.print()?);
     }
-    let settings = PromptSettings::from(config);
-    if let Some(name) = &options.context_type
-        && let Err(error) = settings.prompt.context_types.get(name)
+    // The session is named, so that a host serving another one leaves the
+    // command here.
+    let session = options
+        .session
+        .clone()
+        .unwrap_or_else(|| config.agent.session.clone());
+    let mut asked = options.clone();
+    asked.session = Some(session.clone());
+    if let Some(printed) =
+        crate::agent::host_command(config, Some(&session), Command::Prompt(asked))?
     {
-        eprintln!("error: {error}");
-        return Ok(Exit::Usage);
+        return Ok(printed.print()?);
     }
     foveal_registry::tokens::configure(config.prompt.model.encoding);
     let memex = match crate::memex::open(config) {
         Ok(memex) => memex,
         Err(exit) => return Ok(exit),
     };
+    let privacy = PrivacyTags::new(&config.privacy_tags);
     // The vectors computed so far; none is computed here.
-    foveal_embed::service::attach_cached(
-        &config.embedding,
-        &config.data_dir,
-        &memex,
-        &PrivacyTags::new(&config.privacy_tags),
-    );
+    foveal_embed::service::attach_cached(&config.embedding, &config.data_dir, &memex, &privacy);
     let registry = Arc::new(crate::skills::open_registry(config)?);
-    let skills = registry.snapshot();
     // The session's context window (component 3000), as saved.
-    let session = options.session.as_deref().unwrap_or(&config.agent.session);
     let window = match foveal_prompt::window::Window::open(
         &config.data_dir,
-        session,
+        &session,
         config.window,
         Arc::clone(&registry),
     ) {
@@ -154,254 +74,20 @@ pub fn run(config: &Config, options: &PromptOptions) -> anyhow::Result<Exit> {
             return Ok(Exit::Usage);
         }
     };
-    let window_revision = window.for_prompt(&skills);
-    let snapshot = memex.snapshot();
-    let mut options = options.clone();
-    if let Some(focus) = options.focus.as_mut()
-        && let Err(exit) = crate::focus::resolve_focus(
-            &SnapshotView::new(&snapshot, &PrivacyTags::new(&config.privacy_tags))
-                .view()
-                .as_view(),
-            focus,
-        )
-    {
-        return Ok(exit);
-    }
-    let options = &options;
     let gate = match foveal_registry::egress::Gate::from_config(config) {
-        Ok(gate) => gate,
+        Ok(gate) => Arc::new(gate),
         Err(error) => {
             eprintln!("error: {error}");
             return Ok(Exit::Usage);
         }
     };
-    // The activity this process noted so far (the agent's log: none
-    // before a cycle), oldest first, as the ring gives them newest first.
-    let mut logs = foveal_agent::activity::log().recent(config.context.log_limit);
-    logs.reverse();
-    // The tool belt a cycle would offer: the host's tools and those the
-    // skills declare (the context type's filter applies in the assembler;
-    // the execution pattern may still narrow the categories in a cycle).
-    let mut tools = foveal_agent::tools::builtins();
-    let skill_tools = foveal_agent::skill_tools(&skills, &tools);
-    tools.extend(skill_tools);
-    let tool_specs: Vec<_> = tools.iter().map(|t| t.spec()).collect();
-    let input = PromptInput {
-        tools: &tool_specs,
-        signal: options.signal.kind(),
-        context_type: options.context_type.as_deref(),
-        focus: options.focus.as_deref(),
-        message: options.message.as_deref().map(Arc::from),
-        logs: &logs,
-        budget: options.budget,
-        exact_counts: options.exact,
-        window: window_revision.map(|revision| foveal_prompt::prompt::SessionWindow {
-            session: window.session(),
-            revision,
-        }),
-        session: Some(window.session()),
-        ..PromptInput::default()
+    let snapshot = memex.snapshot();
+    let parts = Parts {
+        config,
+        registry: &registry,
+        memex: &snapshot,
+        privacy: &privacy,
+        gate: &gate,
     };
-    let gate = Arc::new(gate);
-    let assembler = Assembler::with_gate(settings, Arc::clone(&gate));
-    let prompt = match assembler.assemble(&skills, &snapshot, &input) {
-        Ok(prompt) => prompt,
-        Err(error @ PromptError::UnknownContextType(_)) => {
-            eprintln!("error: {error}");
-            return Ok(Exit::Usage);
-        }
-        Err(error) => {
-            eprintln!("error: {error}");
-            return Ok(Exit::NotFound);
-        }
-    };
-    let context_type = config.prompt.context_types.get(prompt.context_type)?;
-    // A fresh process has had no failed cycles.
-    let signals = AssessmentSignals::new(
-        prompt.usage_percent,
-        0,
-        EventClass::for_signal(prompt.signal),
-    );
-    let execution = Execution {
-        pattern: foveal_prompt::execution::select(&config.execution, context_type, &signals),
-        signals,
-    };
-    let mut out = std::io::stdout().lock();
-    if options.json {
-        let mut json = report(&prompt, &prompt.egress, &execution);
-        // A skill's message passes the gate as the prompt did.
-        json.skill_errors = foveal_registry::skill_errors::all()
-            .into_iter()
-            .map(|mut failure| {
-                if let Some(clean) = gate.clean_quietly(&failure.error, &snapshot) {
-                    failure.error = clean;
-                }
-                failure
-            })
-            .collect();
-        serde_json::to_writer_pretty(&mut out, &json)?;
-        writeln!(out)?;
-    } else {
-        write!(out, "{}", text(&prompt, &prompt.egress, &execution))?;
-    }
-    Ok(Exit::Ok)
-}
-
-/// The execution pattern the prompt's cycle would get, and the signals it
-/// was selected with.
-struct Execution {
-    pattern: ExecutionPattern,
-    signals: AssessmentSignals,
-}
-
-fn economics(prompt: &Prompt) -> String {
-    match &prompt.economics_fallback {
-        None => foveal_prompt::prompt::economics::SKILL.to_owned(),
-        Some(why) => format!("fallback: {why}"),
-    }
-}
-
-fn report<'a>(
-    prompt: &'a Prompt,
-    egress: &'a EgressSummary,
-    execution: &'a Execution,
-) -> Report<'a> {
-    Report {
-        context_type: prompt.context_type,
-        signal: signal_name(prompt.signal),
-        sections: prompt
-            .sections
-            .iter()
-            .map(|s| SectionReport {
-                id: s.id,
-                key: &s.key,
-                name: &s.name,
-                role: role_name(s.role),
-                tokens: s.tokens,
-                text: s.text.as_str(),
-            })
-            .collect(),
-        total_tokens: prompt.total_tokens,
-        tokens_exact: prompt.tokens_exact,
-        budget: prompt.budget,
-        budget_from: &prompt.budget_from,
-        usage_percent: prompt.usage_percent,
-        trim_levels: prompt.trim_levels.names().collect(),
-        cache: prompt.cache,
-        economics: economics(prompt),
-        tools: &prompt.tools,
-        egress,
-        execution_pattern: &execution.pattern,
-        execution_signals: &execution.signals,
-        skill_errors: Vec::new(),
-    }
-}
-
-/// The human-readable form: each section under a header line, then a
-/// summary.
-fn text(prompt: &Prompt, egress: &EgressSummary, execution: &Execution) -> String {
-    use std::fmt::Write as _;
-    let approx = if prompt.tokens_exact { "" } else { "≤" };
-    let mut s = String::new();
-    for section in &prompt.sections {
-        // The component's name after its key, unless it only repeats it.
-        let name = section.name.trim();
-        let named = if name.is_empty() || name.eq_ignore_ascii_case(&section.key) {
-            String::new()
-        } else {
-            format!(" \u{2014} {name}")
-        };
-        let _ = writeln!(
-            s,
-            "=== {} {}{named} ({}, {approx}{} tokens) ===",
-            section.id,
-            section.key,
-            role_name(section.role),
-            section.tokens
-        );
-        s.push_str(section.text.as_str());
-        if !s.ends_with('\n') {
-            s.push('\n');
-        }
-    }
-    let levels: Vec<&str> = prompt.trim_levels.names().collect();
-    let _ = writeln!(
-        s,
-        "--- {approx}{} of {} tokens ({}), usage {}, trimmed: {}, cache: prefix {}, context {}, context type {}, token economics: {}",
-        prompt.total_tokens,
-        prompt.budget,
-        prompt.budget_from,
-        prompt
-            .usage_percent
-            .map_or_else(|| "n/a".to_owned(), |p| format!("{p}%")),
-        if levels.is_empty() {
-            "nothing".to_owned()
-        } else {
-            levels.join(", ")
-        },
-        prompt.cache.prefix.name(),
-        prompt.cache.context.name(),
-        prompt.context_type,
-        economics(prompt),
-    );
-    let _ = writeln!(s, "--- {}", execution_line(execution));
-    if !prompt.tokens_exact {
-        let _ = writeln!(
-            s,
-            "--- counts are byte lengths (upper bounds): the prompt fits by its bytes, so it was not tokenized; --exact counts tokens"
-        );
-    }
-    if egress.private > 0 || !egress.secrets.is_empty() {
-        let secrets: Vec<String> = egress
-            .secrets
-            .iter()
-            .map(|(name, n)| format!("{name}={n}"))
-            .collect();
-        let _ = writeln!(
-            s,
-            "--- privacy gate removed {} private passage(s) and secrets: {}",
-            egress.private,
-            if secrets.is_empty() {
-                "none".to_owned()
-            } else {
-                secrets.join(", ")
-            }
-        );
-    }
-    s
-}
-
-/// `execution: mode=…, max_iterations=…, …`, each value with the layer
-/// that set it.
-fn execution_line(execution: &Execution) -> String {
-    let p = &execution.pattern;
-    let from = &p.source_layers;
-    let yes_no = |b: bool| if b { "yes" } else { "no" };
-    let categories = p.allowed_categories.as_ref().map_or_else(
-        || "all".to_owned(),
-        |list| {
-            if list.is_empty() {
-                "none".to_owned()
-            } else {
-                list.iter().map(|c| c.name()).collect::<Vec<_>>().join("+")
-            }
-        },
-    );
-    let signals = &execution.signals;
-    format!(
-        "execution: mode={} ({}), max_iterations={} ({}), categories={} ({}), confirm_dangerous={} ({}), sub_agents={} ({}); signals: token pressure {}, {} recent errors, event class {}",
-        p.mode,
-        from.mode.name(),
-        p.max_iterations,
-        from.max_iterations.name(),
-        categories,
-        from.allowed_categories.name(),
-        yes_no(p.dangerous_requires_confirm),
-        from.dangerous_requires_confirm.name(),
-        yes_no(p.sub_agents_enabled),
-        from.sub_agents_enabled.name(),
-        signals.token_pressure.name(),
-        signals.recent_errors,
-        signals.event_class.map_or("none", EventClass::name),
-    )
+    Ok(commands::prompt::run(parts, &window, options).print()?)
 }

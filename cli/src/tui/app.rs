@@ -297,7 +297,11 @@ impl App {
                 self.note(format!("the host serves session `{session}`"));
             }
             Reply::Stopping => self.note("the host is stopping"),
-            Reply::Subscribed | Reply::CycleStarted { .. } | Reply::Cancelled { .. } => {}
+            // The TUI asks no command of the host.
+            Reply::Subscribed
+            | Reply::CycleStarted { .. }
+            | Reply::Cancelled { .. }
+            | Reply::Printed(_) => {}
         }
     }
 

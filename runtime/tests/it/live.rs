@@ -446,6 +446,117 @@ async fn ask_leaves_its_turn_to_a_host_serving_the_same_configuration_and_sessio
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn context_and_prompt_are_answered_by_a_host_serving_the_same_configuration() {
+    let dir = workspace();
+    let server = Server::start(vec![]).await;
+    let mut host = start_host(dir.path(), &server, &["--no-repl"]);
+    let run = |args: &[&str]| {
+        let mut all = args.to_vec();
+        all.extend(["--memex", "memex"]);
+        let mut command = command(dir.path(), &server, &all);
+        command.env("FOVEAL_LOG", "foveal=info");
+        command
+    };
+    let by_host = |output: &Output| stderr(output).contains("the running host answers");
+    // Nothing is loaded in the command: no skill, no memex.
+    let loaded_nothing = |output: &Output| !stderr(output).contains("skill loaded");
+
+    let context = run_to_end(run(&["context"])).await;
+    assert!(context.status.success(), "{}", stderr(&context));
+    assert!(
+        by_host(&context) && loaded_nothing(&context),
+        "{}",
+        stderr(&context)
+    );
+    assert!(
+        stdout(&context).contains("Write docs"),
+        "{}",
+        stdout(&context)
+    );
+    assert!(!stdout(&context).contains("CANARY"), "{}", stdout(&context));
+    // What this process prints with no host on its socket is the same.
+    let mut alone = run(&["context"]);
+    alone.env("FOVEAL_SOCKET", dir.path().join("run/none.sock"));
+    let alone = run_to_end(alone).await;
+    assert!(alone.status.success(), "{}", stderr(&alone));
+    assert!(!by_host(&alone), "{}", stderr(&alone));
+    assert_eq!(stdout(&context), stdout(&alone));
+
+    let json = run_to_end(run(&["context", "--json", "--focus", "docs"])).await;
+    assert!(json.status.success() && by_host(&json), "{}", stderr(&json));
+    let report: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert!(
+        report["included"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|o| o["id"] == "docs")
+    );
+    assert!(!String::from_utf8_lossy(&json.stdout).contains("CANARY"));
+
+    // The host's errors and exit codes are the command's: a private
+    // object is refused as a missing one, a stale handle as stale.
+    for (focus, said) in [
+        (
+            "health",
+            "no visible object has the id or handle \"health\"",
+        ),
+        ("^zzzz", "names no visible object"),
+    ] {
+        let refused = run_to_end(run(&["context", "--focus", focus])).await;
+        assert_eq!(refused.status.code(), Some(1), "{}", stderr(&refused));
+        assert!(
+            by_host(&refused) && stderr(&refused).contains(said),
+            "{}",
+            stderr(&refused)
+        );
+        assert!(stdout(&refused).is_empty());
+    }
+
+    let prompt = run_to_end(run(&["prompt", "--message", "What is next?"])).await;
+    assert!(prompt.status.success(), "{}", stderr(&prompt));
+    assert!(
+        by_host(&prompt) && loaded_nothing(&prompt),
+        "{}",
+        stderr(&prompt)
+    );
+    assert!(
+        stdout(&prompt).contains("What is next?"),
+        "{}",
+        stdout(&prompt)
+    );
+    assert!(
+        stdout(&prompt).contains("Write docs"),
+        "{}",
+        stdout(&prompt)
+    );
+    assert!(!stdout(&prompt).contains("CANARY"), "{}", stdout(&prompt));
+    let usage = run_to_end(run(&["prompt", "--context-type", "nonesuch"])).await;
+    assert_eq!(usage.status.code(), Some(2), "{}", stderr(&usage));
+
+    // Another session, or another privacy tag, runs here.
+    for extra in [&["--session", "other"][..], &["--privacy-tag", "@work"]] {
+        let mut args = vec!["prompt", "--message", "What is next?"];
+        args.extend_from_slice(extra);
+        let here = run_to_end(run(&args)).await;
+        assert!(here.status.success(), "{}", stderr(&here));
+        assert!(!by_host(&here), "{extra:?}: {}", stderr(&here));
+        assert!(stdout(&here).contains("What is next?"));
+    }
+
+    // None of it was a turn of the host's.
+    let status = command(dir.path(), &server, &["status", "--json"])
+        .output()
+        .unwrap();
+    let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    assert_eq!(status["cycles"], 0);
+    assert!(server.requests().is_empty());
+    let stop = run_to_end(command(dir.path(), &server, &["stop"])).await;
+    assert!(stop.status.success(), "{}", stderr(&stop));
+    assert!(wait_exit(&mut host).success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_host_builds_the_private_text_matcher_at_its_start_not_at_its_first_turn() {
     let dir = workspace();
     std::fs::write(
