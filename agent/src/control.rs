@@ -640,6 +640,42 @@ mod tests {
         );
     }
 
+    #[test]
+    fn a_command_and_what_it_printed_read_as_documented() {
+        use crate::commands::{Command, Exit, Printed};
+        let parse = |line: &str| serde_json::from_str::<Request>(line).unwrap();
+        let Request::Command(Command::Context(options)) =
+            parse(r#"{"cmd":"command","name":"context","focus":"docs","json":true}"#)
+        else {
+            panic!("not a context command");
+        };
+        assert_eq!(options.focus.as_deref(), Some("docs"));
+        assert!(options.json && !options.explain && options.threshold.is_none());
+        let Request::Command(Command::Prompt(options)) =
+            parse(r#"{"cmd":"command","name":"prompt","message":"hi","session":"default"}"#)
+        else {
+            panic!("not a prompt command");
+        };
+        assert_eq!(options.message.as_deref(), Some("hi"));
+        assert_eq!(options.session.as_deref(), Some("default"));
+        let line = serde_json::to_string(&Request::Command(Command::Prompt(options))).unwrap();
+        assert!(
+            line.starts_with(r#"{"cmd":"command","name":"prompt","#),
+            "{line}"
+        );
+        let printed = Reply::Printed(Printed {
+            stdout: "out".to_owned(),
+            stderr: "error: why\n".to_owned(),
+            exit: Exit::NotFound,
+        });
+        let line = serde_json::to_string(&printed).unwrap();
+        assert_eq!(
+            line,
+            r#"{"event":"printed","stdout":"out","stderr":"error: why\n","exit":"not_found"}"#
+        );
+        assert_eq!(serde_json::from_str::<Reply>(&line).unwrap(), printed);
+    }
+
     #[tokio::test]
     async fn a_stale_socket_is_replaced() {
         let dir = tempfile::tempdir().unwrap();

@@ -167,6 +167,10 @@ fn print(b: &ScaleBench) {
         b.host.first.wall_ms, b.host.median.wall_ms
     );
     println!(
+        "  context answered by it: {:>7.0} ms, prompt {:>7.0} ms (medians)",
+        b.host.context.wall_ms, b.host.prompt.wall_ms
+    );
+    println!(
         "private-text matcher: first build  {:>9.1} ms  ({} keys)",
         b.matcher_build_ms, b.matcher_keys
     );
@@ -293,12 +297,34 @@ fn find(haystack: &[u8], needle: &[u8], from: usize) -> Option<usize> {
 fn child(work: &Path, server: &Scripted, args: &[&str]) -> anyhow::Result<Run> {
     let mut command = foveal(work, server, args)?;
     command.stderr(std::process::Stdio::piped());
+    run_child(command, args)
+}
+
+/// [`child`], which the running host must answer.
+fn by_host(work: &Path, server: &Scripted, args: &[&str]) -> anyhow::Result<Run> {
+    let mut command = foveal(work, server, args)?;
+    command
+        .env("FOVEAL_LOG", "foveal::agent=info")
+        .stderr(std::process::Stdio::piped());
+    run_child(command, args)
+}
+
+/// Runs `command` (`foveal ARGS`, stderr piped) to its end; with
+/// `FOVEAL_LOG` set, the running host must have answered.
+fn run_child(mut command: Command, args: &[&str]) -> anyhow::Result<Run> {
+    let asked_host = command.get_envs().any(|(name, _)| name == "FOVEAL_LOG");
     let started = Instant::now();
     let process = command.spawn()?;
     let (status, usage, stderr) = reap(process)?;
     let wall = started.elapsed();
     if !(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0) {
         bail!("foveal {} failed ({status}):\n{stderr}", args.join(" "));
+    }
+    if asked_host && !stderr.contains("the running host answers") {
+        bail!(
+            "foveal {} was not answered by the running host:\n{stderr}",
+            args.join(" ")
+        );
     }
     Ok(Run {
         wall_ms: wall.as_secs_f64() * 1e3,
@@ -355,18 +381,25 @@ fn host_asks(work: &Path, server: &Scripted, memex: &str, runs: usize) -> anyhow
     }
     let ready_ms = started.elapsed().as_secs_f64() * 1e3;
     let ask = ["ask", "Say hello", "--provider", "openai", "--memex", memex];
-    let first = child(work, server, &ask)?;
-    let mut asks = Vec::with_capacity(runs);
-    for _ in 0..runs {
-        asks.push(child(work, server, &ask)?);
-    }
+    let first = by_host(work, server, &ask)?;
+    let median = |args: &[&str]| -> anyhow::Result<Run> {
+        let mut runs: Vec<Run> = (0..runs)
+            .map(|_| by_host(work, server, args))
+            .collect::<anyhow::Result<_>>()?;
+        runs.sort_by(|a, b| a.wall_ms.total_cmp(&b.wall_ms));
+        Ok(runs[runs.len() / 2])
+    };
+    let asks = median(&ask)?;
+    let context = median(&["context", "--memex", memex])?;
+    let prompt = median(&["prompt", "--message", "Say hello", "--memex", memex])?;
     child(work, server, &["stop"])?;
     let (_, usage, _) = reap(process)?;
-    asks.sort_by(|a, b| a.wall_ms.total_cmp(&b.wall_ms));
     Ok(HostAsks {
         ready_ms,
         first,
-        median: asks[asks.len() / 2],
+        median: asks,
+        context,
+        prompt,
         host_peak_rss_mib: peak_mib(&usage),
     })
 }
@@ -380,6 +413,10 @@ pub struct HostAsks {
     pub first: Run,
     /// The median of the others.
     pub median: Run,
+    /// `foveal context` answered by it, median.
+    pub context: Run,
+    /// `foveal prompt --message …` answered by it, median.
+    pub prompt: Run,
     /// The host's peak resident memory.
     pub host_peak_rss_mib: f64,
 }
