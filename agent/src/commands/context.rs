@@ -97,7 +97,9 @@ pub fn run(parts: Parts<'_>, options: &ContextOptions) -> Printed {
         return printed;
     }
     let options = &options;
-    let vectors = Vectors::count(snapshot, privacy, options.focus.as_deref());
+    // Counted for the report and the explanation only: a pass over every
+    // object of the memex.
+    let vectors = || Vectors::count(snapshot, privacy, options.focus.as_deref());
     if options.computed {
         return computed(parts, options, printed);
     }
@@ -122,7 +124,7 @@ pub fn run(parts: Parts<'_>, options: &ContextOptions) -> Printed {
             &cleaned.report,
             &handles,
         );
-        report.without_vector = vectors.without;
+        report.without_vector = vectors().without;
         printed.stdout = json(&report);
     } else if options.explain {
         printed.stdout = explain(
@@ -132,7 +134,7 @@ pub fn run(parts: Parts<'_>, options: &ContextOptions) -> Printed {
             &cleaned.report,
             options,
             config,
-            &vectors,
+            &vectors(),
         );
     } else {
         printed.stdout = text.to_owned();
