@@ -298,7 +298,11 @@ impl Worker {
                 tracing::warn!(target: "foveal::embed", "{error}");
             }
             if plan.jobs.is_empty() {
-                loaded = None;
+                if loaded.take().is_some() {
+                    // The model's weights and its threads' buffers go back
+                    // to the OS, not only to the allocator.
+                    foveal_memex::release_free_memory();
+                }
                 self.status.pending = 0;
                 self.set_state("idle");
                 self.wake.wait(Duration::from_secs(3600));

@@ -834,9 +834,11 @@ impl Memex {
     }
 }
 
-/// Hands memory freed during a load (the scanner's temporary arrays) back
-/// to the OS, so the resident size is what the memex keeps.
-fn release_free_memory() {
+/// Hands memory freed back to the OS (glibc keeps it in its arenas, one
+/// for each thread that allocated): after a load, the scanner's temporary
+/// arrays; after an embedding pass, the model. The resident size is then
+/// what the process keeps.
+pub fn release_free_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: `malloc_trim` only walks the allocator's own free lists.
     unsafe {
