@@ -52,6 +52,10 @@ pub enum Request {
         /// `user_input` (default) or `delegation`.
         #[serde(default = "user_input")]
         signal: SignalSource,
+        /// Also answer `done` with the turn's report, as `foveal ask
+        /// --json` prints it.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        report: bool,
     },
     /// The host's status.
     Status,
@@ -159,6 +163,10 @@ pub enum Reply {
         error: Option<String>,
         /// The cycles it took.
         cycles: usize,
+        /// The turn's report as `foveal ask --json` prints it (a JSON text,
+        /// its fields in their order), when `send` asked for it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        report: Option<String>,
     },
     /// The host's status (`foveal status`).
     Status {
@@ -674,6 +682,26 @@ mod tests {
             r#"{"event":"printed","stdout":"out","stderr":"error: why\n","exit":"not_found"}"#
         );
         assert_eq!(serde_json::from_str::<Reply>(&line).unwrap(), printed);
+        // `send`'s report is asked for, and comes only then.
+        let Request::Send { report, .. } = parse(r#"{"cmd":"send","text":"hi"}"#) else {
+            panic!("not a send");
+        };
+        assert!(!report);
+        let Request::Send { report, .. } = parse(r#"{"cmd":"send","text":"hi","report":true}"#)
+        else {
+            panic!("not a send");
+        };
+        assert!(report);
+        let done = Reply::Done {
+            stop: StopReason::Replied,
+            error: None,
+            cycles: 1,
+            report: None,
+        };
+        assert_eq!(
+            serde_json::to_string(&done).unwrap(),
+            r#"{"event":"done","stop":"replied","cycles":1}"#
+        );
     }
 
     #[tokio::test]

@@ -331,6 +331,8 @@ pub async fn run(
                             stop: report.stop,
                             error: report.error.clone(),
                             cycles: report.cycles.len(),
+                            // Left out by `serve_one` unless asked for.
+                            report: serde_json::to_string_pretty(&report).ok(),
                         });
                         report
                     }
@@ -1120,6 +1122,7 @@ async fn serve_one(
             text,
             focus,
             signal,
+            report,
         } => {
             let (tx, mut rx) = mpsc::unbounded_channel();
             let signal = Signal {
@@ -1137,8 +1140,13 @@ async fn serve_one(
                 let message = "the host is stopping".to_owned();
                 return control::write_reply(stream, &Reply::Error { message }).await;
             }
-            while let Some(reply) = rx.recv().await {
+            while let Some(mut reply) = rx.recv().await {
                 let done = matches!(reply, Reply::Done { .. });
+                if let Reply::Done { report: kept, .. } = &mut reply
+                    && !report
+                {
+                    *kept = None;
+                }
                 control::write_reply(stream, &reply).await?;
                 if done {
                     break;

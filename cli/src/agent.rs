@@ -270,11 +270,10 @@ pub fn ask(
         return Ok(Exit::Usage);
     }
     // A host serving this very configuration and session answers at once:
-    // nothing to load here. `--json` (the whole turn's report) and
-    // `--focus` (which would move the host's focus) run here.
-    if !json
-        && options.focus.is_none()
-        && let Some(exit) = through_host(config, options, text)?
+    // nothing to load here. `--focus` (which would move the host's focus)
+    // runs here.
+    if options.focus.is_none()
+        && let Some(exit) = through_host(config, options, text, json)?
     {
         return Ok(exit);
     }
@@ -320,6 +319,7 @@ fn through_host(
     config: &Config,
     options: &AgentOptions,
     text: &str,
+    json: bool,
 ) -> anyhow::Result<Option<Exit>> {
     let session = options
         .session
@@ -328,7 +328,7 @@ fn through_host(
     if !serving_host(config, ("config_id", config.id()), Some(&session))? {
         return Ok(None);
     }
-    send(config, text, None, false).map(Some)
+    turn_on_host(config, text, None, false, json).map(Some)
 }
 
 /// Whether a host answers on the configured socket whose status holds
@@ -448,6 +448,18 @@ pub fn send(
     focus: Option<String>,
     delegation: bool,
 ) -> anyhow::Result<Exit> {
+    turn_on_host(config, text, focus, delegation, false)
+}
+
+/// One turn on the running host: its reply streams to stdout — or, with
+/// `json`, only the turn's report is printed at its end (`ask --json`).
+fn turn_on_host(
+    config: &Config,
+    text: &str,
+    focus: Option<String>,
+    delegation: bool,
+    json: bool,
+) -> anyhow::Result<Exit> {
     let request = Request::Send {
         text: text.to_owned(),
         focus,
@@ -456,6 +468,7 @@ pub fn send(
         } else {
             SignalSource::UserInput
         },
+        report: json,
     };
     let mut exit = Exit::Ok;
     let mut answered = false;
@@ -464,19 +477,38 @@ pub fn send(
         answered |= matches!(reply, Reply::Done { .. } | Reply::Error { .. });
         match reply {
             Reply::Text { text } => {
-                let _ = out.write_all(text.as_bytes());
-                let _ = out.flush();
-                true
-            }
-            Reply::Tool { name, ok, result } => {
-                if ok {
-                    eprintln!("[tool {name}: ok]");
-                } else {
-                    eprintln!("[tool {name}: {result}]");
+                if !json {
+                    let _ = out.write_all(text.as_bytes());
+                    let _ = out.flush();
                 }
                 true
             }
-            Reply::Done { stop, error, .. } => {
+            Reply::Tool { name, ok, result } => {
+                // `ask --json` prints the report alone, as it does here.
+                match (json, ok) {
+                    (true, _) => {}
+                    (false, true) => eprintln!("[tool {name}: ok]"),
+                    (false, false) => eprintln!("[tool {name}: {result}]"),
+                }
+                true
+            }
+            Reply::Done {
+                stop,
+                error,
+                report,
+                ..
+            } => {
+                if json {
+                    match report {
+                        Some(report) => {
+                            let _ = out.write_all(report.as_bytes());
+                        }
+                        None => {
+                            eprintln!("error: the host sent no report of the turn");
+                            exit = Exit::NotFound;
+                        }
+                    }
+                }
                 let _ = writeln!(out);
                 if stop == StopReason::Error {
                     eprintln!("error: {}", error.unwrap_or_default());

@@ -243,6 +243,7 @@ fn act(action: Action, socket: &Path, tx: &mpsc::UnboundedSender<FromHost>) {
             text,
             focus,
             signal: foveal_agent::SignalSource::UserInput,
+            report: false,
         },
         Action::Cancel => Request::Cancel,
         Action::Context => Request::Context { focus: None },

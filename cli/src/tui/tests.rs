@@ -93,6 +93,7 @@ fn the_screen_shows_the_conversation_the_sidebar_and_the_status_bar() {
         stop: StopReason::Replied,
         error: None,
         cycles: 2,
+        report: None,
     });
     app.apply(Reply::CycleFinished {
         stop: StopReason::Replied,
@@ -223,6 +224,7 @@ fn up_and_down_walk_the_input_history() {
             stop: StopReason::Replied,
             error: None,
             cycles: 1,
+            report: None,
         });
     }
     app.key(key(KeyCode::Up));

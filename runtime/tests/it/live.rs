@@ -384,7 +384,7 @@ async fn ask_leaves_its_turn_to_a_host_serving_the_same_configuration_and_sessio
         text_reply("From the host."),
         text_reply("From here, another tag."),
         text_reply("From here, another session."),
-        text_reply("From here, as JSON."),
+        text_reply("From the host, as JSON."),
     ])
     .await;
     let mut host = start_host(dir.path(), &server, &["--no-repl"]);
@@ -426,7 +426,7 @@ async fn ask_leaves_its_turn_to_a_host_serving_the_same_configuration_and_sessio
     assert_eq!(stdout(&here), "From here, another tag.\n");
     assert_eq!(cycles(dir.path()), 1);
 
-    // Another session, and --json, run here too.
+    // Another session runs here too.
     let here = run_to_end(command(
         dir.path(),
         &server,
@@ -434,11 +434,29 @@ async fn ask_leaves_its_turn_to_a_host_serving_the_same_configuration_and_sessio
     ))
     .await;
     assert_eq!(stdout(&here), "From here, another session.\n");
-    let json = run_to_end(command(dir.path(), &server, &["ask", "hello", "--json"])).await;
-    assert!(json.status.success(), "{}", stderr(&json));
-    let report: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
-    assert_eq!(report["reply"], "From here, as JSON.");
     assert_eq!(cycles(dir.path()), 1);
+
+    // `--json` prints the host's report of the turn, as `ask --json`
+    // prints its own: the reply, the cycles, the stop, fields in order.
+    let mut json = command(dir.path(), &server, &["ask", "hello", "--json"]);
+    json.env("FOVEAL_LOG", "foveal=info");
+    let json = run_to_end(json).await;
+    assert!(json.status.success(), "{}", stderr(&json));
+    assert!(
+        stderr(&json).contains("the running host answers"),
+        "{}",
+        stderr(&json)
+    );
+    assert!(
+        stdout(&json).starts_with("{\n  \"reply\": "),
+        "{}",
+        stdout(&json)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(report["reply"], "From the host, as JSON.");
+    assert_eq!(report["stop"], "replied");
+    assert_eq!(report["cycles"].as_array().unwrap().len(), 1);
+    assert_eq!(cycles(dir.path()), 2);
 
     let stop = run_to_end(command(dir.path(), &server, &["stop"])).await;
     assert!(stop.status.success(), "{}", stderr(&stop));
