@@ -521,6 +521,80 @@ fn reused_work_gives_the_same_text_in(format: OutlineFormat) {
 }
 
 #[test]
+fn reused_scans_give_the_same_text_as_fresh_ones_in_a_memex_of_many_files() {
+    // More files with projects and vectors than the skill once kept scans
+    // for (8): each render rescanned every file. Reuse must still give
+    // what a render from scratch gives, after edits to one file's body,
+    // to its vectors, and after the focus moves.
+    let context = Context::new(&large_org());
+    let dir = context.sandbox.root.path().join("memex");
+    let file = |n: usize| dir.join(format!("area-{n:02}.org"));
+    let org = |n: usize, y: f32| {
+        format!(
+            "* Area {n} :project:\n:PROPERTIES:\n:ID: area-file-{n}\n:END:\n** Near {n}\n:PROPERTIES:\n:ID: near-{n}\n:EMBEDDING: 1 {y} 0\n:END:\nNear body {n}.\n** Far {n}\n:PROPERTIES:\n:ID: far-{n}\n:EMBEDDING: 0 0 1\n:END:\n"
+        )
+    };
+    for n in 0..12 {
+        std::fs::write(file(n), org(n, n as f32 * 0.01)).unwrap();
+        context.memex.reload_file(&file(n));
+    }
+    let cached = focus_request(None);
+    let fresh = ContextRequest {
+        skill_cache: false,
+        ..cached.clone()
+    };
+    let same = |why: &str| {
+        let reused = context.render(&cached);
+        assert_eq!(reused.text(), context.render(&fresh).text(), "{why}");
+        reused.text().to_owned()
+    };
+    // Whether `Near {n}` is promoted: shown with its score, not only as
+    // a depth-2 outline line (as every `Far` is).
+    let promoted = |text: &str, n: usize| {
+        text.lines()
+            .any(|l| l.contains(&format!("Near {n} ")) && l.contains("(similar"))
+    };
+    let first = same("first render");
+    assert!((0..12).all(|n| promoted(&first, n)), "{first}");
+    assert!(
+        !first
+            .lines()
+            .any(|l| l.contains("Far") && l.contains("(similar"))
+    );
+    assert_eq!(same("again"), first);
+    std::fs::write(
+        file(4),
+        org(4, 0.04).replace("Near body 4.", "Near body 4, edited."),
+    )
+    .unwrap();
+    context.memex.reload_file(&file(4));
+    assert!(same("a body edited").contains("Near body 4, edited."));
+    // A vector that moves away: that object is no longer promoted.
+    std::fs::write(
+        file(7),
+        org(7, 0.07).replace(":EMBEDDING: 1 0.07 0", ":EMBEDDING: 0 1 0"),
+    )
+    .unwrap();
+    context.memex.reload_file(&file(7));
+    let moved = same("a vector edited");
+    assert!(!promoted(&moved, 7) && promoted(&moved, 8), "{moved}");
+    let elsewhere = ContextRequest {
+        focus: Some("far-3".to_owned()),
+        ..cached.clone()
+    };
+    assert_eq!(
+        context.render(&elsewhere).text(),
+        context
+            .render(&ContextRequest {
+                skill_cache: false,
+                ..elsewhere.clone()
+            })
+            .text()
+    );
+    assert_eq!(same("the focus back"), moved);
+}
+
+#[test]
 fn a_budgeted_outline_reads_as_documented() {
     let context = Context::new(SIMILAR);
     let section = context.render(&ContextRequest {

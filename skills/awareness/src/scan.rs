@@ -11,8 +11,12 @@
 //! A scan's result is kept, keyed by the vector table's content hash, the
 //! rows scanned, the focus vector and the threshold: after an edit that
 //! leaves the vectors alone (a body, a title, a TODO state) the next render
-//! skips the scan.
+//! skips the scan. One result is kept for each file a render scans (and as
+//! many again, for the versions an edit leaves behind): a cache smaller
+//! than the memex's files would drop, in a render's order, each file's
+//! result just before it is wanted, and every render would scan it all.
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use foveal_sdk::memex::{FileView, quantized_cosine_error};
@@ -48,28 +52,50 @@ impl<'a> Probe<'a> {
 /// A scan's result: `(row, exact score)` of every promoted row, by row.
 pub type Promoted = Arc<Vec<(u32, f32)>>;
 
-/// What a scan's result depends on.
-#[derive(Debug, Clone, PartialEq)]
-struct ScanKey {
-    vectors_hash: u64,
-    rows: Vec<(u32, u32)>,
+/// The scans kept for one focus vector and threshold.
+#[derive(Debug, Default)]
+struct Scans {
     probe_bits: Vec<u32>,
     threshold_bits: u32,
+    /// By the vector table's content hash and the rows scanned: the
+    /// result, and the lookup that last used it.
+    kept: HashMap<(u64, Vec<(u32, u32)>), (Promoted, u64)>,
+    /// Lookups so far.
+    clock: u64,
 }
 
-/// Scans kept for reuse: a few, most recent last.
-static SCANS: Mutex<Vec<(ScanKey, Promoted)>> = Mutex::new(Vec::new());
+impl Scans {
+    /// Whether the results kept are for `probe` and the threshold
+    /// `threshold_bits`.
+    fn for_probe(&self, probe: &Probe<'_>, threshold_bits: u32) -> bool {
+        self.threshold_bits == threshold_bits
+            && self.probe_bits.len() == probe.vector.len()
+            && self
+                .probe_bits
+                .iter()
+                .zip(probe.vector)
+                .all(|(&bits, x)| bits == x.to_bits())
+    }
+}
+
+/// Scans kept for reuse.
+static SCANS: Mutex<Option<Scans>> = Mutex::new(None);
+
+/// At least this many results are kept, however few files a render scans.
 const SCANS_KEPT: usize = 8;
 
 /// The promoted rows among `rows` (ranges of the vector table) of `file`:
 /// from the cache when the table, the rows, the probe and the threshold
-/// are unchanged and `cache` allows it.
+/// are unchanged and `cache` allows it. `files` is the number of files a
+/// render may scan (the memex's): the results of the lookups of about two
+/// renders are kept.
 pub fn promoted_rows(
     file: &FileView<'_>,
     rows: Vec<(u32, u32)>,
     probe: &Probe<'_>,
     threshold: f32,
     cache: bool,
+    files: usize,
 ) -> Promoted {
     if file.index.dim as usize != probe.vector.len() || probe.norm == 0.0 {
         return Arc::default();
@@ -77,26 +103,39 @@ pub fn promoted_rows(
     if !cache {
         return Arc::new(scan(file, &rows, probe, threshold));
     }
-    let key = ScanKey {
-        vectors_hash: file.index.vectors_hash,
-        rows,
-        probe_bits: probe.vector.iter().map(|x| x.to_bits()).collect(),
-        threshold_bits: threshold.to_bits(),
-    };
-    let mut scans = SCANS.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(at) = scans.iter().position(|(k, _)| *k == key) {
-        let hit = scans.remove(at);
-        let promoted = Arc::clone(&hit.1);
-        scans.push(hit);
-        return promoted;
+    let threshold_bits = threshold.to_bits();
+    let key = (file.index.vectors_hash, rows);
+    {
+        let mut scans = SCANS.lock().unwrap_or_else(|e| e.into_inner());
+        let scans = scans.get_or_insert_with(Scans::default);
+        // Another focus or threshold: nothing kept applies.
+        if !scans.for_probe(probe, threshold_bits) {
+            scans.kept.clear();
+            scans.probe_bits = probe.vector.iter().map(|x| x.to_bits()).collect();
+            scans.threshold_bits = threshold_bits;
+        }
+        scans.clock += 1;
+        let now = scans.clock;
+        if let Some((promoted, used)) = scans.kept.get_mut(&key) {
+            *used = now;
+            return Arc::clone(promoted);
+        }
     }
-    drop(scans);
-    let promoted = Arc::new(scan(file, &key.rows, probe, threshold));
+    let promoted = Arc::new(scan(file, &key.1, probe, threshold));
     let mut scans = SCANS.lock().unwrap_or_else(|e| e.into_inner());
-    if scans.len() >= SCANS_KEPT {
-        scans.remove(0);
+    let scans = scans.get_or_insert_with(Scans::default);
+    // Kept only if the focus did not move meanwhile (another thread).
+    if scans.for_probe(probe, threshold_bits) {
+        let now = scans.clock;
+        scans.kept.insert(key, (Arc::clone(&promoted), now));
+        // Past twice the files, the results no lookup of about the last
+        // two renders used go, all at once: linear, and rare.
+        let most = SCANS_KEPT.max(2 * files);
+        if scans.kept.len() > most {
+            let since = now.saturating_sub(2 * files as u64);
+            scans.kept.retain(|_, (_, used)| *used > since);
+        }
     }
-    scans.push((key, Arc::clone(&promoted)));
     promoted
 }
 

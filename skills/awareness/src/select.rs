@@ -69,7 +69,14 @@ pub fn select(memex: &MemexView<'_>, focus: Option<&str>, options: &Options) -> 
         // Promoted objects.
         if let Some(probe) = &probe {
             let rows = project_rows(file, &projects);
-            let promoted = promoted_rows(file, rows, probe, options.threshold, options.cache);
+            let promoted = promoted_rows(
+                file,
+                rows,
+                probe,
+                options.threshold,
+                options.cache,
+                memex.files.len(),
+            );
             let owners = file.index.vector_objects.as_slice();
             picks.extend(promoted.iter().filter_map(|&(row, score)| {
                 owners
