@@ -52,6 +52,10 @@ impl<'a> Probe<'a> {
 /// A scan's result: `(row, exact score)` of every promoted row, by row.
 pub type Promoted = Arc<Vec<(u32, f32)>>;
 
+/// A scan's result is for these: the vector table's content hash and the
+/// rows scanned.
+type ScanKey = (u64, Vec<(u32, u32)>);
+
 /// The scans kept for one focus vector and threshold.
 #[derive(Debug, Default)]
 struct Scans {
@@ -59,7 +63,7 @@ struct Scans {
     threshold_bits: u32,
     /// By the vector table's content hash and the rows scanned: the
     /// result, and the lookup that last used it.
-    kept: HashMap<(u64, Vec<(u32, u32)>), (Promoted, u64)>,
+    kept: HashMap<ScanKey, (Promoted, u64)>,
     /// Lookups so far.
     clock: u64,
 }
