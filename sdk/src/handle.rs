@@ -233,18 +233,18 @@ pub struct Handles {
     /// `(hash, length)` of each object whose handle is longer than
     /// `base`, sorted by hash.
     longer: Vec<(u64, u8)>,
-    /// One bit per value of the top 12 bits of the hashes in `longer`:
-    /// most objects are not there, and one bit says so.
-    filter: [u64; 64],
+    /// One bit per value of the top bits of the hashes in `longer` (16
+    /// bits or more for each of them, 4,096 at least): most objects are
+    /// not there, and one bit says so — also at a million objects, where
+    /// tens of thousands are.
+    filter: Box<[u64]>,
+    /// The hash shifted right by this many bits is its bit.
+    shift: u32,
 }
 
 impl Default for Handles {
     fn default() -> Self {
-        Self {
-            base: MIN_LEN,
-            longer: Vec::new(),
-            filter: [0; 64],
-        }
+        Self::from_sorted(&[])
     }
 }
 
@@ -296,15 +296,18 @@ impl Handles {
                 true
             }
         });
-        let mut filter = [0u64; 64];
+        let bits = (longer.len() * 16).max(4096).next_power_of_two();
+        let shift = 64 - bits.trailing_zeros();
+        let mut filter = vec![0u64; bits / 64].into_boxed_slice();
         for &(hash, _) in &longer {
-            let top = (hash >> 52) as usize;
+            let top = (hash >> shift) as usize;
             filter[top / 64] |= 1 << (top % 64);
         }
         Self {
             base,
             longer,
             filter,
+            shift,
         }
     }
 
@@ -321,7 +324,7 @@ impl Handles {
     /// The handle of the object whose [`hash_of`] its id is `hash`.
     #[inline]
     pub fn of_hash(&self, hash: u64) -> Handle {
-        let top = (hash >> 52) as usize;
+        let top = (hash >> self.shift) as usize;
         if self.filter[top / 64] & (1 << (top % 64)) == 0 {
             return Handle {
                 hash,
