@@ -957,6 +957,10 @@ async fn subscribed(
     }
 }
 
+/// At most this many of the host's skill hook failures are said with a
+/// command's answer.
+const SAID_FAILURES: usize = 8;
+
 /// Runs `command` on the host's parts, off the runtime's threads.
 async fn command_reply(command: crate::commands::Command, shared: &Shared) -> Reply {
     use crate::commands::{self, Command, Parts};
@@ -990,8 +994,16 @@ async fn command_reply(command: crate::commands::Command, shared: &Shared) -> Re
             Command::Prompt(options) => commands::prompt::run(parts, &window, options),
         };
         // The skill hooks that failed in the host are said on the client's
-        // stderr, through the last door, as its own process would say them.
-        for failure in foveal_registry::skill_errors::all() {
+        // stderr, through the last door, as its own process would say them
+        // (the host notes each once: the last few).
+        let failures = foveal_registry::skill_errors::all();
+        let older = failures.len().saturating_sub(SAID_FAILURES);
+        if older > 0 {
+            printed.say(format_args!(
+                "warning: {older} more skill hook failures in the host before these (`foveal prompt --json` lists them all)"
+            ));
+        }
+        for failure in failures.into_iter().skip(older) {
             let error = gate
                 .clean_quietly(&failure.error, &memex)
                 .unwrap_or(failure.error);
@@ -1006,8 +1018,19 @@ async fn command_reply(command: crate::commands::Command, shared: &Shared) -> Re
     match answer {
         Ok(printed) => Reply::Printed(printed),
         Err(error) => Reply::Error {
-            message: format!("the command failed in the host: {error}"),
+            message: format!("the command failed in the host: {}", unanswered(&error)),
         },
+    }
+}
+
+/// Why a blocking task gave no answer, without its panic's message: a
+/// message may quote the text being worked on (a slice's panic quotes
+/// the string), which is not yet through the gate.
+fn unanswered(error: &tokio::task::JoinError) -> &'static str {
+    if error.is_panic() {
+        "it panicked (the host's stderr says where)"
+    } else {
+        "it was cancelled"
     }
 }
 
@@ -1059,7 +1082,7 @@ async fn serve_one(
                 Ok(Ok((text, objects))) => Reply::Context { text, objects },
                 Ok(Err(message)) => Reply::Error { message },
                 Err(error) => Reply::Error {
-                    message: format!("the context could not be assembled: {error}"),
+                    message: format!("the context could not be assembled: {}", unanswered(&error)),
                 },
             };
             control::write_reply(stream, &reply).await

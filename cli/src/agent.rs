@@ -325,7 +325,10 @@ fn through_host(
         .session
         .clone()
         .unwrap_or_else(|| config.agent.session.clone());
-    if !serving_host(config, ("config_id", config.id()), Some(&session))? {
+    // A host that sends the turn's report shows `prompt_id` too (an older
+    // one would run the turn and send none).
+    let needs = json.then_some("prompt_id");
+    if !serving_host(config, ("config_id", config.id()), Some(&session), needs)? {
         return Ok(None);
     }
     turn_on_host(config, text, None, false, json).map(Some)
@@ -333,12 +336,14 @@ fn through_host(
 
 /// Whether a host answers on the configured socket whose status holds
 /// `id` (`config_id`, [`Config::id`]; or `prompt_id`,
-/// [`Config::prompt_id`]) and, when given, `session`: a command can then
-/// leave its work to it. `FOVEAL_LOG=foveal=info` says which.
+/// [`Config::prompt_id`]), when given `session`, and the field `needs`
+/// (a host new enough for the request): a command can then leave its
+/// work to it. `FOVEAL_LOG=foveal=info` says which.
 fn serving_host(
     config: &Config,
     id: (&str, String),
     session: Option<&str>,
+    needs: Option<&str>,
 ) -> anyhow::Result<bool> {
     let socket = socket(config);
     if !socket.exists() {
@@ -357,6 +362,7 @@ fn serving_host(
     let pid = status["pid"].as_u64().unwrap_or_default();
     if status[id.0].as_str() != Some(id.1.as_str())
         || session.is_some_and(|session| status["session"].as_str() != Some(session))
+        || needs.is_some_and(|field| status.get(field).is_none())
     {
         tracing::info!(
             target: "foveal::agent",
@@ -377,7 +383,7 @@ pub(crate) fn host_command(
     session: Option<&str>,
     command: Command,
 ) -> anyhow::Result<Option<Printed>> {
-    if !serving_host(config, ("prompt_id", config.prompt_id()), session)? {
+    if !serving_host(config, ("prompt_id", config.prompt_id()), session, None)? {
         return Ok(None);
     }
     let mut answer = None;

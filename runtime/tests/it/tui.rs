@@ -270,6 +270,9 @@ async fn esc_cancels_the_cycle_in_flight_and_the_session_stays_usable() {
     tmux.keys(&["Escape"]);
     let screen = tmux.wait_text("cancelled");
     assert!(!screen.contains("w399"), "the reply was not cut:\n{screen}");
+    // The turn's end (`done`) follows its `[cancelled]` text: a message
+    // typed before it comes is refused ("a turn is running").
+    tmux.wait_text("Message (Enter sends");
     tmux.type_text("again");
     tmux.keys(&["Enter"]);
     tmux.wait_text("After the cancel.");
