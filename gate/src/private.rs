@@ -70,7 +70,7 @@
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 
 use foveal_redact::Span;
 
@@ -1272,8 +1272,11 @@ impl Sets {
 /// One file version and the work done on it. Its `Debug` form gives
 /// counts, never text.
 pub(crate) struct CachedFile {
-    /// Its identity (a `Weak` keeps the address from being reused).
-    pub(crate) file: Weak<MemexFile>,
+    /// Its identity ([`MemexFile::version`]: a copy that only gained
+    /// vectors is the same version, and its work is reused).
+    pub(crate) version: u64,
+    /// Its path, for the `Debug` form.
+    pub(crate) path: std::path::PathBuf,
     pub(crate) keys: Arc<FileKeys>,
     /// The private keys that this file's visible text holds: they are
     /// not private. Sorted, each once.
@@ -1287,7 +1290,7 @@ pub(crate) struct CachedFile {
 impl std::fmt::Debug for CachedFile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CachedFile")
-            .field("file", &self.file.upgrade().map(|file| file.path.clone()))
+            .field("file", &self.path)
             .field("keys", &self.keys)
             .field("hits", &self.hits.len())
             .field("complete", &self.complete)
@@ -1383,9 +1386,9 @@ impl<'m> Build<'m> {
         privacy: &PrivacyTags,
     ) -> Self {
         let (previous, mut previous_failed) = previous;
-        let mut previous: HashMap<*const MemexFile, CachedFile> = previous
+        let mut previous: HashMap<u64, CachedFile> = previous
             .into_iter()
-            .map(|cached| (Weak::as_ptr(&cached.file), cached))
+            .map(|cached| (cached.version, cached))
             .collect();
         let files: Vec<&Arc<MemexFile>> = memex.files().collect();
         let failed = memex
@@ -1418,7 +1421,7 @@ impl<'m> Build<'m> {
         };
         let mut fresh: Vec<usize> = Vec::new();
         for (f, file) in build.files.iter().enumerate() {
-            match previous.remove(&Arc::as_ptr(file)) {
+            match previous.remove(&file.version) {
                 Some(cached) if cached.complete => {
                     build.keys.push(cached.keys);
                     build.hits.push(cached.hits);
@@ -1604,7 +1607,8 @@ impl<'m> Build<'m> {
             .zip(self.keys)
             .zip(self.hits)
             .map(|((file, keys), hits)| CachedFile {
-                file: Arc::downgrade(file),
+                version: file.version,
+                path: file.path.clone(),
                 keys,
                 hits,
                 complete: true,

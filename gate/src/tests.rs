@@ -464,6 +464,65 @@ fn a_visible_word_sharing_a_fingerprint_with_a_private_joined_run_leaves_it_priv
     }
 }
 
+/// Gives every object without a vector the same one.
+#[derive(Debug)]
+struct SameVector;
+
+impl foveal_memex::VectorSource for SameVector {
+    fn fill(&self, file: &mut foveal_memex::MemexFile) -> usize {
+        (0..file.objects.len() as u32)
+            .filter(|&i| {
+                file.objects[i as usize].vector.is_none() && file.set_vector(i, &[1.0, 0.0])
+            })
+            .count()
+    }
+}
+
+#[test]
+fn a_file_version_that_only_gained_vectors_keeps_the_work_done_on_its_text() {
+    // The embedding worker publishes copies of files with their new
+    // vectors: the same text, so the gate reuses what it did on it — at a
+    // million headlines a rebuild or a derivation of a 90 MB file takes
+    // seconds, and a first embedding pass refills every file, often.
+    for derive in [false, true] {
+        let (_dir, memex) = memex(ORG);
+        let gate = gate();
+        if derive {
+            gate.derive_matcher_from(0);
+        }
+        let clean = |memex: &foveal_memex::Memex| cleaned(&gate, memex, "Buy the ring in June.");
+        assert_eq!(clean(&memex), "[REDACTED private].");
+        let before = memex.snapshot();
+        memex.attach_vectors(Arc::new(SameVector));
+        let after = memex.snapshot();
+        let (old, new) = (
+            before.files().next().unwrap(),
+            after.files().next().unwrap(),
+        );
+        assert!(!Arc::ptr_eq(old, new) && new.objects.iter().all(|o| o.vector.is_some()));
+        assert_eq!(old.version, new.version);
+        assert_eq!(clean(&memex), "[REDACTED private].");
+        let debug = format!("{:?}", gate.private.lock().unwrap());
+        assert!(debug.contains("changed: []"), "derive: {derive}: {debug}");
+        // An edit is a new version, and is seen.
+        let path = new.path.clone();
+        std::fs::write(
+            &path,
+            ORG.replace("Buy the ring in June.", "Buy the ring in July."),
+        )
+        .unwrap();
+        memex.reload_file(&path);
+        assert_ne!(
+            memex.snapshot().files().next().unwrap().version,
+            new.version
+        );
+        assert_eq!(
+            cleaned(&gate, &memex, "Buy the ring in July. Buy the ring in June."),
+            "[REDACTED private]. Buy the ring in June."
+        );
+    }
+}
+
 #[test]
 fn quotes_in_the_forms_a_person_would_recognise_are_found() {
     let (_dir, memex) = memex(

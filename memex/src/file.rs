@@ -102,6 +102,9 @@ impl FileId {
     }
 }
 
+/// The last [`MemexFile::version`] given.
+static VERSIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 /// A parsed memex file.
 #[derive(Debug)]
 pub struct MemexFile {
@@ -145,6 +148,11 @@ pub struct MemexFile {
     /// A hash of the text: write-back checks it against the disk to detect
     /// an edit made behind the memex's back.
     pub content_hash: u64,
+    /// Which parse this is, unique in the process: a new one for every
+    /// text read or written, kept only by a copy that gains vectors and
+    /// nothing else (the embedding worker's refill). What is derived from
+    /// the text alone (the privacy gate's keys of it) is kept by it.
+    pub version: u64,
     /// How long parsing and indexing took.
     pub parse_time: Duration,
     by_tag: HashMap<Box<str>, Vec<u32>>,
@@ -302,6 +310,7 @@ impl MemexFile {
             warnings,
             agenda,
             content_hash,
+            version: VERSIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1,
             parse_time: started.elapsed(),
             by_tag,
             by_todo,
@@ -389,6 +398,8 @@ impl MemexFile {
             warnings: self.warnings.clone(),
             agenda: self.agenda.clone(),
             content_hash: self.content_hash,
+            // The same text, tags and objects: only vectors are added.
+            version: self.version,
             parse_time: self.parse_time,
             by_tag: self.by_tag.clone(),
             by_todo: self.by_todo.clone(),

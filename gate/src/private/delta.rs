@@ -271,7 +271,7 @@ pub(crate) fn update(
     let matcher = (sets.len() > 0).then(|| Matcher::full(Arc::clone(&sets)));
     let cache = PrivateCache {
         generation: memex.generation(),
-        current: files.iter().map(|f| Weak::clone(&f.file)).collect(),
+        current: memex.files().map(Arc::downgrade).collect(),
         base: Base {
             files,
             failed,
@@ -304,18 +304,18 @@ fn derive(
     {
         return Err(Box::new(previous));
     }
-    let in_base: HashMap<*const MemexFile, usize> = base
+    let in_base: HashMap<u64, usize> = base
         .files
         .iter()
         .enumerate()
-        .map(|(i, cached)| (Weak::as_ptr(&cached.file), i))
+        .map(|(i, cached)| (cached.version, i))
         .collect();
     let mut present = vec![false; base.files.len()];
     let mut changed: Vec<&Arc<MemexFile>> = Vec::new();
     let (mut bytes, mut changed_bytes) = (0usize, 0usize);
     for file in memex.files() {
         bytes += file.text.len();
-        match in_base.get(&Arc::as_ptr(file)) {
+        match in_base.get(&file.version) {
             Some(&i) => present[i] = true,
             None => {
                 changed_bytes += file.text.len();
@@ -331,15 +331,15 @@ fn derive(
         changed: seen,
         ..
     } = previous;
-    let mut seen: HashMap<*const MemexFile, CachedFile> = seen
+    let mut seen: HashMap<u64, CachedFile> = seen
         .into_iter()
-        .map(|cached| (Weak::as_ptr(&cached.file), cached))
+        .map(|cached| (cached.version, cached))
         .collect();
 
     // Each changed version's keys: from the last derivation, or gathered.
     let mut work: Vec<Option<CachedFile>> = changed
         .iter()
-        .map(|file| seen.remove(&Arc::as_ptr(*file)))
+        .map(|file| seen.remove(&file.version))
         .collect();
     let fresh: Vec<usize> = (0..changed.len()).filter(|&i| work[i].is_none()).collect();
     let gathered = on_cores(&fresh, |&i| file_keys(changed[i], privacy));
@@ -372,7 +372,8 @@ fn derive(
         hits.sort_unstable();
         hits.dedup();
         work[i] = Some(CachedFile {
-            file: Arc::downgrade(changed[i]),
+            version: changed[i].version,
+            path: changed[i].path.clone(),
             keys: Arc::clone(&keys[i]),
             hits,
             complete: false,
