@@ -575,7 +575,7 @@ async fn context_and_prompt_are_answered_by_a_host_serving_the_same_configuratio
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_host_builds_the_private_text_matcher_at_its_start_not_at_its_first_turn() {
+async fn a_host_builds_the_private_text_matcher_at_its_start_and_after_edits_not_at_its_turns() {
     let dir = workspace();
     std::fs::write(
         dir.path().join("memex/diary.org"),
@@ -609,9 +609,43 @@ async fn a_host_builds_the_private_text_matcher_at_its_start_not_at_its_first_tu
     let built = built.expect("the host said nothing of its matcher in a minute");
     assert!(built.contains("searched"), "{built}");
     assert!(!built.contains("harbour"), "{built}");
+    // An edit: the matcher follows it, still without a turn (the host's
+    // note of the change passes the gate's log redaction, which derives
+    // it).
+    std::fs::write(
+        dir.path().join("memex/diary.org"),
+        "* Diary :@personal:\nMet Ann at the harbour on a windy morning.\n** Later\nA second private line here.\n",
+    )
+    .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let again = std::iter::from_fn(|| {
+        seen.recv_timeout(deadline.saturating_duration_since(std::time::Instant::now()))
+            .ok()
+    })
+    .find(|line| line.contains("private-text matcher"));
+    let again = again.expect("the host's matcher did not follow the edit in a minute");
+    assert!(generation(&again) > generation(&built), "{built}\n{again}");
     let stop = run_to_end(command(dir.path(), &server, &["stop"])).await;
     assert!(stop.status.success(), "{}", stderr(&stop));
     assert!(wait_exit(&mut host).success());
+}
+
+/// The `generation` field of a log line (its colours taken out).
+fn generation(line: &str) -> u64 {
+    let mut plain = String::new();
+    let mut escape = false;
+    for c in line.chars() {
+        match c {
+            '\u{1b}' => escape = true,
+            'm' if escape => escape = false,
+            _ if escape => {}
+            _ => plain.push(c),
+        }
+    }
+    plain
+        .split_once("generation=")
+        .and_then(|(_, rest)| rest.split(' ').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no generation in {plain}"))
 }
 
 /// A reply that starts with `text` and never ends: after it, an SSE
