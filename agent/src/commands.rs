@@ -108,6 +108,25 @@ pub struct Parts<'a> {
     pub gate: &'a Arc<Gate>,
 }
 
+impl Parts<'_> {
+    /// Resolves `focus`, when given, over the visible objects
+    /// ([`resolve_focus`]); `false` when it names none, `printed` then
+    /// saying why and ending as it should.
+    pub fn resolve_focus(&self, focus: &mut Option<String>, printed: &mut Printed) -> bool {
+        let Some(focus) = focus.as_mut() else {
+            return true;
+        };
+        let view = foveal_memex::view::SnapshotView::new(self.memex, self.privacy);
+        match resolve_focus(&view.view().as_view(), focus, printed) {
+            Ok(()) => true,
+            Err(exit) => {
+                printed.exit = exit;
+                false
+            }
+        }
+    }
+}
+
 /// A command a running host answers for a client (the control socket's
 /// `command` request).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -44,7 +44,15 @@ pub struct HostOptions {
 #[derive(Debug)]
 struct Queued {
     signal: Option<Signal>,
-    reply: Option<mpsc::UnboundedSender<Reply>>,
+    reply: Option<ClientReply>,
+}
+
+/// Where a client's turn is answered, and whether its `done` carries the
+/// turn's report (`send`'s `report`).
+#[derive(Debug)]
+struct ClientReply {
+    tx: mpsc::UnboundedSender<Reply>,
+    report: bool,
 }
 
 /// A change of focus a control client asked for (`focus`): applied
@@ -325,14 +333,16 @@ pub async fn run(
                 let _ = events.send(Reply::CycleStarted { signal: signal.source.name().to_owned() });
                 let report = match queued.reply {
                     Some(reply) => {
-                        let mut out = ClientOutput { tx: reply.clone() };
+                        let mut out = ClientOutput { tx: reply.tx.clone() };
                         let report = agent.turn(signal, &mut out).await;
-                        let _ = reply.send(Reply::Done {
+                        let _ = reply.tx.send(Reply::Done {
                             stop: report.stop,
                             error: report.error.clone(),
                             cycles: report.cycles.len(),
-                            // Left out by `serve_one` unless asked for.
-                            report: serde_json::to_string_pretty(&report).ok(),
+                            report: reply
+                                .report
+                                .then(|| serde_json::to_string_pretty(&report).ok())
+                                .flatten(),
                         });
                         report
                     }
@@ -427,7 +437,7 @@ pub async fn run(
     signals.close();
     while let Ok(queued) = signals.try_recv() {
         if let Some(reply) = queued.reply {
-            let _ = reply.send(Reply::Error {
+            let _ = reply.tx.send(Reply::Error {
                 message: "the host stopped before it could answer this message; send it again when a host runs".to_owned(),
             });
         }
@@ -1156,20 +1166,15 @@ async fn serve_one(
             if queue
                 .send(Queued {
                     signal: Some(signal),
-                    reply: Some(tx),
+                    reply: Some(ClientReply { tx, report }),
                 })
                 .is_err()
             {
                 let message = "the host is stopping".to_owned();
                 return control::write_reply(stream, &Reply::Error { message }).await;
             }
-            while let Some(mut reply) = rx.recv().await {
+            while let Some(reply) = rx.recv().await {
                 let done = matches!(reply, Reply::Done { .. });
-                if let Reply::Done { report: kept, .. } = &mut reply
-                    && !report
-                {
-                    *kept = None;
-                }
                 control::write_reply(stream, &reply).await?;
                 if done {
                     break;

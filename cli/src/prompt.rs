@@ -9,9 +9,8 @@ use std::sync::Arc;
 
 use crate::exit::Exit;
 use foveal_agent::commands::prompt::{PromptOptions, PromptSignal};
-use foveal_agent::commands::{self, Command, Parts};
+use foveal_agent::commands::{self, Command};
 use foveal_agent::config::Config;
-use foveal_memex::privacy::PrivacyTags;
 
 /// The signals `foveal prompt` can simulate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -53,20 +52,16 @@ pub fn run(config: &Config, options: &PromptOptions) -> anyhow::Result<Exit> {
         return Ok(printed.print()?);
     }
     foveal_registry::tokens::configure(config.prompt.model.encoding);
-    let memex = match crate::memex::open(config) {
-        Ok(memex) => memex,
+    let loaded = match crate::context::Loaded::open(config)? {
+        Ok(loaded) => loaded,
         Err(exit) => return Ok(exit),
     };
-    let privacy = PrivacyTags::new(&config.privacy_tags);
-    // The vectors computed so far; none is computed here.
-    foveal_embed::service::attach_cached(&config.embedding, &config.data_dir, &memex, &privacy);
-    let registry = Arc::new(crate::skills::open_registry(config)?);
     // The session's context window (component 3000), as saved.
     let window = match foveal_prompt::window::Window::open(
         &config.data_dir,
         &session,
         config.window,
-        Arc::clone(&registry),
+        Arc::clone(&loaded.registry),
     ) {
         Ok(window) => window,
         Err(error) => {
@@ -74,20 +69,7 @@ pub fn run(config: &Config, options: &PromptOptions) -> anyhow::Result<Exit> {
             return Ok(Exit::Usage);
         }
     };
-    let gate = match foveal_registry::egress::Gate::from_config(config) {
-        Ok(gate) => Arc::new(gate),
-        Err(error) => {
-            eprintln!("error: {error}");
-            return Ok(Exit::Usage);
-        }
-    };
-    let snapshot = memex.snapshot();
-    let parts = Parts {
-        config,
-        registry: &registry,
-        memex: &snapshot,
-        privacy: &privacy,
-        gate: &gate,
-    };
-    Ok(commands::prompt::run(parts, &window, options).print()?)
+    loaded.run(config, |parts| {
+        commands::prompt::run(parts, &window, options)
+    })
 }

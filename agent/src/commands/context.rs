@@ -86,14 +86,7 @@ pub fn run(parts: Parts<'_>, options: &ContextOptions) -> Printed {
     } = parts;
     let mut printed = Printed::default();
     let mut options = options.clone();
-    if let Some(focus) = options.focus.as_mut()
-        && let Err(exit) = super::resolve_focus(
-            &SnapshotView::new(snapshot, privacy).view().as_view(),
-            focus,
-            &mut printed,
-        )
-    {
-        printed.exit = exit;
+    if !parts.resolve_focus(&mut options.focus, &mut printed) {
         return printed;
     }
     let options = &options;

@@ -26,7 +26,6 @@ use std::sync::Arc;
 
 use foveal_sdk::SignalKind;
 
-use foveal_memex::view::SnapshotView;
 use foveal_prompt::execution::{AssessmentSignals, EventClass, ExecutionPattern};
 use foveal_prompt::prompt::{
     Assembler, CacheReport, EgressSummary, Prompt, PromptError, PromptInput, PromptSettings,
@@ -142,8 +141,8 @@ pub fn run(parts: Parts<'_>, window: &Window, options: &PromptOptions) -> Printe
         config,
         registry,
         memex: snapshot,
-        privacy,
         gate,
+        ..
     } = parts;
     if let Err(printed) = check(config, options) {
         return printed;
@@ -154,14 +153,7 @@ pub fn run(parts: Parts<'_>, window: &Window, options: &PromptOptions) -> Printe
     // The session's context window (component 3000).
     let window_revision = window.for_prompt(&skills);
     let mut options = options.clone();
-    if let Some(focus) = options.focus.as_mut()
-        && let Err(exit) = super::resolve_focus(
-            &SnapshotView::new(snapshot, privacy).view().as_view(),
-            focus,
-            &mut printed,
-        )
-    {
-        printed.exit = exit;
+    if !parts.resolve_focus(&mut options.focus, &mut printed) {
         return printed;
     }
     let options = &options;
