@@ -278,8 +278,27 @@ pub struct Gate {
     private: Mutex<Option<PrivateCache>>,
     /// See [`Gate::derive_matcher_from`].
     delta_from: std::sync::atomic::AtomicUsize,
+    /// See [`Gate::with_index`].
+    index: Option<Index>,
     skill: Mutex<SkillState>,
 }
+
+/// Where a gate keeps its matcher between processes, and what it did
+/// with it.
+#[derive(Debug)]
+struct Index {
+    path: std::path::PathBuf,
+    /// Full builds of at least this many keys are written.
+    from_keys: std::sync::atomic::AtomicUsize,
+    /// Whether the matcher in use was read from it.
+    read: std::sync::atomic::AtomicBool,
+    /// A failed write was said (once is enough).
+    warned: std::sync::atomic::AtomicBool,
+}
+
+/// Full builds of fewer keys are not written to the private-text index:
+/// they take milliseconds.
+const INDEX_FROM_KEYS: usize = 1 << 18;
 
 #[derive(Debug, Default)]
 struct SkillState {
@@ -312,18 +331,55 @@ impl Gate {
             configure_args,
             private: Mutex::new(None),
             delta_from: std::sync::atomic::AtomicUsize::new(private::DELTA_FROM_KEYS),
+            index: None,
             skill: Mutex::new(SkillState::default()),
         })
+    }
+
+    /// This gate, keeping its matcher's sets in the file at `path`
+    /// between processes (`memex.index`; see `docs/security.md`, "The
+    /// private-text index"): a process whose memex is the one the file
+    /// was built from reads them instead of building them, and a full
+    /// build of a large memex writes them.
+    #[must_use]
+    pub fn with_index(mut self, path: Option<std::path::PathBuf>) -> Self {
+        self.index = path.map(|path| Index {
+            path,
+            from_keys: std::sync::atomic::AtomicUsize::new(INDEX_FROM_KEYS),
+            read: std::sync::atomic::AtomicBool::new(false),
+            warned: std::sync::atomic::AtomicBool::new(false),
+        });
+        self
+    }
+
+    /// Whether the private-text matcher in use was read from the index
+    /// ([`Self::with_index`]) rather than built.
+    pub fn matcher_from_index(&self) -> bool {
+        self.index
+            .as_ref()
+            .is_some_and(|i| i.read.load(std::sync::atomic::Ordering::Relaxed))
+    }
+
+    /// Writes full builds of at least `keys` keys to the index (tests use
+    /// 0 to write a small memex's).
+    #[doc(hidden)]
+    pub fn index_matcher_from(&self, keys: usize) {
+        if let Some(index) = &self.index {
+            index
+                .from_keys
+                .store(keys, std::sync::atomic::Ordering::Relaxed);
+        }
     }
 
     /// The gate `config` asks for (`privacy.tags`, `privacy.patterns`,
     /// `privacy.default_patterns`).
     pub fn from_config(config: &impl PrivacyConfig) -> Result<Self, GateError> {
-        Self::new(
+        Ok(Self::new(
             PrivacyTags::new(config.privacy_tags()),
             config.privacy_patterns(),
             config.privacy_default_patterns(),
-        )
+        )?
+        .with_index(config.privacy_index()))
     }
 
     /// The host's own secret filter.
@@ -595,6 +651,43 @@ impl Gate {
         {
             return Arc::clone(&cached.matcher);
         }
+        // The first matcher of this process: from the index when it is of
+        // this memex.
+        let mut digest = None;
+        if cache.is_none()
+            && let Some(index) = &self.index
+            && index.path.exists()
+        {
+            let started = std::time::Instant::now();
+            let of_memex = private::stored::digest(memex, &self.privacy);
+            match private::stored::load(&index.path, &of_memex) {
+                Ok(Some(sets)) => {
+                    let built = PrivateCache::stored(memex, sets);
+                    let matcher = Arc::clone(&built.matcher);
+                    index.read.store(true, std::sync::atomic::Ordering::Relaxed);
+                    tracing::debug!(
+                        target: "foveal::privacy",
+                        generation = memex.generation(),
+                        searched = (*matcher).as_ref().map_or(0, Matcher::len),
+                        bytes = (*matcher).as_ref().map_or(0, Matcher::memory),
+                        ms = started.elapsed().as_secs_f64() * 1e3,
+                        "private-text matcher read from the index"
+                    );
+                    *cache = Some(built);
+                    return matcher;
+                }
+                Ok(None) => tracing::debug!(
+                    target: "foveal::privacy",
+                    "the private-text index is of another memex or configuration: building"
+                ),
+                Err(e) => tracing::warn!(
+                    target: "foveal::privacy",
+                    "the private-text index {} is not usable ({e}): building the matcher again",
+                    index.path.display()
+                ),
+            }
+            digest = Some(of_memex);
+        }
         let started = std::time::Instant::now();
         let (built, update) = private::update(
             cache.take(),
@@ -633,14 +726,92 @@ impl Gate {
                 "private-text matcher derived from the last full build"
             ),
         }
+        let full = match update {
+            Update::Full(counts) => built.full_sets().filter(|_| {
+                self.index.as_ref().is_some_and(|index| {
+                    counts.keys >= index.from_keys.load(std::sync::atomic::Ordering::Relaxed)
+                })
+            }),
+            Update::Derived { .. } => None,
+        };
         *cache = Some(built);
+        if let Some(index) = &self.index {
+            index
+                .read
+                .store(false, std::sync::atomic::Ordering::Relaxed);
+        }
+        drop(cache);
+        if let (Some(sets), Some(index)) = (full, &self.index) {
+            self.write_index(index, memex, digest, &sets);
+        }
         matcher
     }
 
+    /// Writes the sets of a full build of `memex` to the index.
+    fn write_index(
+        &self,
+        index: &Index,
+        memex: &MemexSnapshot,
+        digest: Option<private::stored::Digest>,
+        sets: &private::Sets,
+    ) {
+        let started = std::time::Instant::now();
+        let digest = digest.unwrap_or_else(|| private::stored::digest(memex, &self.privacy));
+        match private::stored::save(&index.path, &digest, sets) {
+            Ok(bytes) => tracing::debug!(
+                target: "foveal::privacy",
+                bytes,
+                ms = started.elapsed().as_secs_f64() * 1e3,
+                "private-text matcher written to the index"
+            ),
+            Err(e) => {
+                if !index
+                    .warned
+                    .swap(true, std::sync::atomic::Ordering::Relaxed)
+                {
+                    tracing::warn!(
+                        target: "foveal::privacy",
+                        "could not write the private-text index {}: {e} (the next start builds the matcher again)",
+                        index.path.display()
+                    );
+                }
+            }
+        }
+    }
+
     /// Builds the private-text matcher of `memex` now (a host does at its
-    /// start, so that its first turn does not wait for it).
+    /// start, so that its first turn does not wait for it). When it was
+    /// read from the index, the full build a later edit derives from is
+    /// then made here, outside the lock: turns meanwhile use the index's.
     pub fn prepare(&self, memex: &MemexSnapshot) {
-        let _ = crate::logs::unredacted(|| self.private_matcher(memex));
+        crate::logs::unredacted(|| {
+            let _ = self.private_matcher(memex);
+            let stored = |cache: &Option<PrivateCache>| {
+                cache
+                    .as_ref()
+                    .is_some_and(|c| c.is_stored() && c.is_for(memex))
+            };
+            if !stored(&self.private.lock().unwrap_or_else(|e| e.into_inner())) {
+                return;
+            }
+            let started = std::time::Instant::now();
+            let (built, _) = private::update(
+                None,
+                memex,
+                &self.privacy,
+                self.delta_from.load(std::sync::atomic::Ordering::Relaxed),
+            );
+            let mut cache = self.private.lock().unwrap_or_else(|e| e.into_inner());
+            if stored(&cache) {
+                *cache = Some(built);
+                tracing::debug!(
+                    target: "foveal::privacy",
+                    generation = memex.generation(),
+                    ms = started.elapsed().as_secs_f64() * 1e3,
+                    "private-text matcher's full build made beside the index's"
+                );
+            }
+        });
     }
 
     /// Derives the private-text matcher after an edit from the last full

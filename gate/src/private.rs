@@ -80,6 +80,7 @@ use foveal_memex::privacy::PrivacyTags;
 use foveal_memex::snapshot::MemexSnapshot;
 
 mod delta;
+pub(crate) mod stored;
 pub(crate) use delta::{DELTA_FROM_KEYS, Matcher, PrivateCache, Update, update};
 
 /// Runs of this many words of private text are looked for wherever they
@@ -243,6 +244,11 @@ impl KeySet {
         self.table.len()
     }
 
+    /// Its keys, in no order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = u64> + '_ {
+        self.table.iter().copied()
+    }
+
     pub(crate) fn is_empty(&self) -> bool {
         self.table.is_empty()
     }
@@ -370,6 +376,11 @@ impl<K: Kept> SortedKeys<K> {
         let mut keys = self.keys.into_vec();
         keys.retain(|&k| keep(k));
         Self::of_sorted(keys)
+    }
+
+    /// What it keeps of its keys, sorted.
+    pub(crate) fn keys(&self) -> &[K] {
+        &self.keys
     }
 
     /// Whether the kept key `kept` is in the set.

@@ -79,4 +79,9 @@ pub trait PrivacyConfig {
     /// Whether the built-in patterns come first
     /// (`privacy.default_patterns`).
     fn privacy_default_patterns(&self) -> bool;
+    /// Where the private-text matcher is kept between processes
+    /// ([`crate::Gate::with_index`]); `None`: it is not.
+    fn privacy_index(&self) -> Option<std::path::PathBuf> {
+        None
+    }
 }

@@ -2,6 +2,8 @@ use super::*;
 use crate::logs::LogRing;
 use tracing_subscriber::layer::SubscriberExt as _;
 
+mod index;
+
 const ORG: &str = "* Work :project:
 Public body line.
 ** Diary :@personal:

@@ -187,6 +187,9 @@ struct Base {
     public_sets: Sets,
     /// Keys of every kind it found.
     keys: usize,
+    /// Read from the private-text index ([`super::stored`]): its sets
+    /// alone, no file's work to derive a later matcher from.
+    stored: bool,
 }
 
 /// The matcher of one memex generation and the work it was built from.
@@ -230,6 +233,45 @@ pub(crate) enum Update {
 }
 
 impl PrivateCache {
+    /// The cache of `memex` whose matcher is `sets`, read from the
+    /// private-text index: the next generation is a full build.
+    pub(crate) fn stored(memex: &MemexSnapshot, sets: Sets) -> Self {
+        let sets = Arc::new(sets);
+        let matcher = (sets.len() > 0).then(|| Matcher::full(Arc::clone(&sets)));
+        Self {
+            generation: memex.generation(),
+            current: memex.files().map(Arc::downgrade).collect(),
+            base: Base {
+                files: Vec::new(),
+                failed: Vec::new(),
+                keys: sets.len(),
+                sets,
+                public: Public::default(),
+                public_sets: Sets::default(),
+                stored: true,
+            },
+            changed: Vec::new(),
+            matcher: Arc::new(matcher),
+        }
+    }
+
+    /// Whether its matcher was read from the private-text index.
+    pub(crate) fn is_stored(&self) -> bool {
+        self.base.stored
+    }
+
+    /// The sets of its full build, when its matcher is one (not derived).
+    pub(crate) fn full_sets(&self) -> Option<Arc<Sets>> {
+        (self.changed.is_empty() && !self.base.stored && self.matcher_is_base())
+            .then(|| Arc::clone(&self.base.sets))
+    }
+
+    fn matcher_is_base(&self) -> bool {
+        (*self.matcher)
+            .as_ref()
+            .is_none_or(|m| m.delta.is_none() && Arc::ptr_eq(&m.base, &self.base.sets))
+    }
+
     /// Whether this cache is of `memex`: its generation and each file
     /// version.
     pub(crate) fn is_for(&self, memex: &MemexSnapshot) -> bool {
@@ -279,6 +321,7 @@ pub(crate) fn update(
             public_sets: public.sets(),
             public,
             keys: counts.keys,
+            stored: false,
         },
         changed: Vec::new(),
         matcher: Arc::new(matcher),
@@ -295,7 +338,8 @@ fn derive(
     delta_from: usize,
 ) -> Result<(PrivateCache, Update), Box<PrivateCache>> {
     let base = &previous.base;
-    if base.keys < delta_from
+    if base.stored
+        || base.keys < delta_from
         || memex.failed_texts().count() != base.failed.len()
         || !memex
             .failed_texts()

@@ -1,0 +1,354 @@
+//! The matcher's sets on disk: a process that starts on an unchanged
+//! memex reads them instead of building them (at a million headlines the
+//! build is about 20 s; the read, a second).
+//!
+//! One file, `private.keys` in the data dir's `index` folder (the folder
+//! 0700, the file 0600), holds the sets of one full build and the
+//! [`digest`] of what they were built from: every file's path, a SHA-256
+//! of its text, its file tags, its TODO keywords and whether its setup
+//! files' tags are known; every file read but not loaded, by path and a
+//! SHA-256 of its text; the privacy tags; the format, the version of
+//! foveal and the keys of a sample text (so that a change in how keys are
+//! made is another digest). A process uses the file only when the digest
+//! of its own snapshot is the same — so the sets are those a build would
+//! make, and privacy is never decided from a stale entry — and builds the
+//! matcher (and writes the file again) otherwise. A file that is cut
+//! short, damaged (a CRC-32 of all of it) or not foveal's is said at the
+//! default log level and built over.
+//!
+//! What the file gives away is said in `docs/security.md` ("The private-
+//! text index"): keys of runs of private words, which a dictionary can
+//! invert for the shortest private lines.
+
+use std::io::{Read, Write};
+use std::path::Path;
+use std::sync::{Arc, OnceLock};
+
+use sha2::{Digest as _, Sha256};
+
+use foveal_memex::file::MemexFile;
+use foveal_memex::privacy::PrivacyTags;
+use foveal_memex::snapshot::MemexSnapshot;
+
+use super::{Kept, KeySet, Sets, SortedKeys, file_keys, on_cores};
+
+/// The first bytes of the file.
+const MAGIC: &[u8; 8] = b"FOVPKEYS";
+
+/// The layout and the rules of the build: raise it when either changes
+/// in a way the sample's keys ([`scheme`]) would not show (which keys
+/// visible text makes public, how the sets are formed).
+const FORMAT: u32 = 1;
+
+/// What a stored matcher was built from ([`digest`]).
+pub(crate) type Digest = [u8; 32];
+
+/// Why a stored matcher was not read.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum StoreError {
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    #[error("not a private-text index of this version of foveal")]
+    Foreign,
+    #[error("damaged (its checksum does not match)")]
+    Damaged,
+}
+
+/// The digest of what the matcher of `memex` is built from (see the
+/// module docs). Each file's text is hashed on every core.
+pub(crate) fn digest(memex: &MemexSnapshot, privacy: &PrivacyTags) -> Digest {
+    let files: Vec<&Arc<MemexFile>> = memex.files().collect();
+    let texts: Vec<Digest> = on_cores(&files, |file| Sha256::digest(file.text.as_bytes()).into());
+    let mut all = Sha256::new();
+    let mut part = |bytes: &[u8]| {
+        all.update((bytes.len() as u64).to_le_bytes());
+        all.update(bytes);
+    };
+    part(MAGIC);
+    part(&FORMAT.to_le_bytes());
+    part(env!("CARGO_PKG_VERSION").as_bytes());
+    part(scheme());
+    let mut tags: Vec<&str> = privacy.names().collect();
+    tags.sort_unstable();
+    part(&(tags.len() as u64).to_le_bytes());
+    for tag in tags {
+        part(tag.as_bytes());
+    }
+    part(&(files.len() as u64).to_le_bytes());
+    for (file, text) in files.iter().zip(&texts) {
+        part(file.path.as_os_str().as_encoded_bytes());
+        part(text);
+        part(&(file.file_tags.len() as u64).to_le_bytes());
+        for tag in &file.file_tags {
+            part(tag.as_bytes());
+        }
+        part(format!("{:?}", file.keywords).as_bytes());
+        part(&[u8::from(file.setup.tags_unknown())]);
+    }
+    let failed: Vec<(&Path, &Arc<str>)> = memex.failed_texts().collect();
+    part(&(failed.len() as u64).to_le_bytes());
+    for (path, text) in failed {
+        part(path.as_os_str().as_encoded_bytes());
+        part(&Sha256::digest(text.as_bytes()));
+    }
+    all.finalize().into()
+}
+
+/// A text private in every way a key is made of: its keys change when
+/// the way keys are made does.
+const SAMPLE: &str = "#+TITLE: Sample\n\
+* Visible plans for the week :work:\n\
+Ship the quarterly report to the whole team on Friday.\n\
+* Doctor visit 2025-01-14 Tuesday :@sample:\n\
+:PROPERTIES:\n\
+:LOCATION: Room 4471, St. Mary's Clinic\n\
+:END:\n\
+My doctor said the biopsy results look clear, no follow-up needed.\n\
+- [ ] Call Ann back about the insurance claim 12 345 678\n\
+PIN 4471 and code B12X\n\
+mydoctorsaid the results\n\
+T h e  s p e l l e d  w o r d s\n";
+
+/// The keys of [`SAMPLE`], hashed (computed once).
+fn scheme() -> &'static [u8] {
+    static SCHEME: OnceLock<Digest> = OnceLock::new();
+    SCHEME.get_or_init(|| {
+        let mut hash = Sha256::new();
+        let privacy = PrivacyTags::new(["@sample"]);
+        match MemexFile::parse(Path::new("/sample/sample.org"), "sample", SAMPLE.to_owned()) {
+            Ok(file) => {
+                let keys = file_keys(&file, &privacy);
+                for run in [&keys.shingles, &keys.shorts, &keys.joined, &keys.tri] {
+                    hash.update((run.len() as u64).to_le_bytes());
+                    for key in run.iter() {
+                        hash.update(key.to_le_bytes());
+                    }
+                }
+                hash.update((keys.gapped.len() as u64).to_le_bytes());
+                for key in keys.gapped.iter() {
+                    hash.update(key.to_le_bytes());
+                }
+                for (start, end) in keys.visible.iter() {
+                    hash.update(start.to_le_bytes());
+                    hash.update(end.to_le_bytes());
+                }
+            }
+            // Never for this text; a digest no file has, then.
+            Err(e) => hash.update(e.to_string().as_bytes()),
+        }
+        hash.finalize().into()
+    })
+}
+
+/// The length of the header: magic, format, digest, five counts.
+const HEADER: usize = 8 + 4 + 32 + 5 * 8;
+
+/// Reads the sets stored at `path` when they were built from `digest`:
+/// `Ok(None)` when there is no file or it is of another snapshot.
+pub(crate) fn load(path: &Path, digest: &Digest) -> Result<Option<Sets>, StoreError> {
+    let file = match std::fs::File::open(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    let size = file.metadata()?.len();
+    let mut reader = Checked::new(std::io::BufReader::with_capacity(1 << 20, file));
+    let mut header = [0u8; HEADER];
+    if size < HEADER as u64 + 4 {
+        return Err(StoreError::Foreign);
+    }
+    reader.read_exact(&mut header)?;
+    if &header[..8] != MAGIC || header[8..12] != FORMAT.to_le_bytes() {
+        return Err(StoreError::Foreign);
+    }
+    if header[12..44] != digest[..] {
+        return Ok(None);
+    }
+    let count = |i: usize| {
+        let at = 44 + 8 * i;
+        u64::from_le_bytes(header[at..at + 8].try_into().unwrap_or_default())
+    };
+    let counts: [u64; 5] = std::array::from_fn(count);
+    let expected = counts
+        .iter()
+        .zip([8u64, 8, 8, 4, 8])
+        .try_fold(HEADER as u64 + 4, |sum, (&n, width)| {
+            n.checked_mul(width).and_then(|b| sum.checked_add(b))
+        });
+    if expected != Some(size) {
+        return Err(StoreError::Damaged);
+    }
+    let shingles = reader.keys::<u64>(counts[0])?;
+    let shorts = reader.keys::<u64>(counts[1])?;
+    let joined = reader.keys::<u64>(counts[2])?;
+    let gapped = reader.keys::<u32>(counts[3])?;
+    let tri = reader.keys::<u64>(counts[4])?;
+    let sum = reader.crc.clone().finalize();
+    let mut stored = [0u8; 4];
+    reader.inner.read_exact(&mut stored)?;
+    if u32::from_le_bytes(stored) != sum
+        || !joined.is_sorted_by(|a, b| a < b)
+        || !gapped.is_sorted_by(|a, b| a < b)
+    {
+        return Err(StoreError::Damaged);
+    }
+    Ok(Some(Sets {
+        shingles: KeySet::new(shingles.into_iter()),
+        shorts: KeySet::new(shorts.into_iter()),
+        joined: Arc::new(SortedKeys::of_sorted(joined)),
+        gapped: SortedKeys::of_sorted(gapped),
+        tri: KeySet::new(tri.into_iter()),
+    }))
+}
+
+/// Writes `sets`, built from `digest`, to `path` (through a file beside
+/// it, renamed into place: a reader sees the old file or the new one).
+/// Returns the bytes written.
+pub(crate) fn save(path: &Path, digest: &Digest, sets: &Sets) -> std::io::Result<u64> {
+    use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _, PermissionsExt as _};
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+    let staging = dir.join(format!(".private.keys.{}", std::process::id()));
+    let written = (|| {
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&staging)?;
+        let mut out = Checked::new(std::io::BufWriter::with_capacity(1 << 20, file));
+        let sets_keys = |set: &KeySet| set.iter().collect::<Vec<u64>>();
+        let (shingles, shorts, tri) = (
+            sets_keys(&sets.shingles),
+            sets_keys(&sets.shorts),
+            sets_keys(&sets.tri),
+        );
+        out.write_all(MAGIC)?;
+        out.write_all(&FORMAT.to_le_bytes())?;
+        out.write_all(digest)?;
+        for n in [
+            shingles.len(),
+            shorts.len(),
+            sets.joined.len(),
+            sets.gapped.len(),
+            tri.len(),
+        ] {
+            out.write_all(&(n as u64).to_le_bytes())?;
+        }
+        out.put(&shingles)?;
+        out.put(&shorts)?;
+        out.put(sets.joined.keys())?;
+        out.put(sets.gapped.keys())?;
+        out.put(&tri)?;
+        let sum = out.crc.clone().finalize();
+        out.inner.write_all(&sum.to_le_bytes())?;
+        let file = out.inner.into_inner().map_err(|e| e.into_error())?;
+        let len = file.metadata()?.len();
+        drop(file);
+        std::fs::rename(&staging, path)?;
+        Ok(len)
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&staging);
+    }
+    written
+}
+
+/// A reader or writer that keeps a CRC-32 of what passes.
+struct Checked<T> {
+    inner: T,
+    crc: crc32fast::Hasher,
+}
+
+impl<T> Checked<T> {
+    fn new(inner: T) -> Self {
+        Self {
+            inner,
+            crc: crc32fast::Hasher::new(),
+        }
+    }
+}
+
+impl<R: Read> Read for Checked<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.crc.update(&buf[..n]);
+        Ok(n)
+    }
+}
+
+impl<W: Write> Write for Checked<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.crc.update(&buf[..n]);
+        Ok(n)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// A key as stored: little-endian, whatever the machine.
+trait Stored: Kept {
+    const WIDTH: usize;
+    fn put(self, out: &mut [u8]);
+    fn take(bytes: &[u8]) -> Self;
+}
+
+impl Stored for u64 {
+    const WIDTH: usize = 8;
+    fn put(self, out: &mut [u8]) {
+        out.copy_from_slice(&self.to_le_bytes());
+    }
+    fn take(bytes: &[u8]) -> Self {
+        Self::from_le_bytes(bytes.try_into().unwrap_or_default())
+    }
+}
+
+impl Stored for u32 {
+    const WIDTH: usize = 4;
+    fn put(self, out: &mut [u8]) {
+        out.copy_from_slice(&self.to_le_bytes());
+    }
+    fn take(bytes: &[u8]) -> Self {
+        Self::from_le_bytes(bytes.try_into().unwrap_or_default())
+    }
+}
+
+/// Keys are moved in blocks of this many bytes.
+const BLOCK: usize = 1 << 16;
+
+impl<W: Write> Checked<W> {
+    fn put<K: Stored>(&mut self, keys: &[K]) -> std::io::Result<()> {
+        let mut block = vec![0u8; BLOCK];
+        for chunk in keys.chunks(BLOCK / K::WIDTH) {
+            let bytes = &mut block[..chunk.len() * K::WIDTH];
+            for (key, out) in chunk.iter().zip(bytes.chunks_exact_mut(K::WIDTH)) {
+                key.put(out);
+            }
+            self.write_all(bytes)?;
+        }
+        Ok(())
+    }
+}
+
+impl<R: Read> Checked<R> {
+    fn keys<K: Stored>(&mut self, count: u64) -> std::io::Result<Vec<K>> {
+        let count = usize::try_from(count).map_err(std::io::Error::other)?;
+        let mut keys = Vec::with_capacity(count);
+        let mut block = vec![0u8; BLOCK];
+        let mut left = count;
+        while left > 0 {
+            let n = left.min(BLOCK / K::WIDTH);
+            let bytes = &mut block[..n * K::WIDTH];
+            self.read_exact(bytes)?;
+            keys.extend(bytes.chunks_exact(K::WIDTH).map(K::take));
+            left -= n;
+        }
+        Ok(keys)
+    }
+}

@@ -1,0 +1,265 @@
+//! The private-text index: read only for the memex it was built from.
+
+use super::*;
+
+const DIARY: &str = "* Work :project:
+Public body line.
+** Diary :@personal:
+Met Ann at the harbour about the loan.
+*** Deeper secret plans
+Buy the ring in June.
+";
+
+/// A gate keeping its matcher at `index`, writing every full build.
+fn indexed(index: &std::path::Path) -> Gate {
+    let gate = gate().with_index(Some(index.to_path_buf()));
+    gate.index_matcher_from(0);
+    gate
+}
+
+const BODY: &str = "Met Ann at the harbour about the loan. Public body line. Deeper secret plans";
+const CLEAN: &str = "[REDACTED private]. Public body line. [REDACTED private]";
+
+fn open(dir: &std::path::Path) -> foveal_memex::Memex {
+    foveal_memex::Memex::open(&[dir.to_path_buf()]).unwrap()
+}
+
+#[test]
+fn a_later_gate_reads_the_matcher_a_full_build_wrote_and_cleans_the_same() {
+    let (dir, memex) = memex(DIARY);
+    let store = tempfile::tempdir().unwrap();
+    let path = store.path().join("index").join("private.keys");
+    let first = indexed(&path);
+    assert_eq!(cleaned(&first, &memex, BODY), CLEAN);
+    assert!(!first.matcher_from_index());
+    use std::os::unix::fs::PermissionsExt as _;
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&path), 0o600);
+    assert_eq!(mode(path.parent().unwrap()), 0o700);
+    // No staging file is left beside it.
+    assert_eq!(
+        std::fs::read_dir(path.parent().unwrap()).unwrap().count(),
+        1
+    );
+
+    // Another process, the same files: read, not built.
+    let memex = open(dir.path());
+    let second = indexed(&path);
+    assert_eq!(cleaned(&second, &memex, BODY), CLEAN);
+    assert!(second.matcher_from_index());
+    assert_eq!(second.matcher_size().0, first.matcher_size().0);
+
+    // An edit after a read is a full build (no file's work to derive
+    // from), and the new text is private.
+    std::fs::write(
+        dir.path().join("a.org"),
+        DIARY.replace(
+            "Buy the ring in June.",
+            "Sell the boat before winter comes.",
+        ),
+    )
+    .unwrap();
+    memex.reload_file(&dir.path().join("a.org"));
+    assert_eq!(
+        cleaned(
+            &second,
+            &memex,
+            "Sell the boat before winter comes. Buy the ring in June."
+        ),
+        "[REDACTED private]. Buy the ring in June."
+    );
+    assert!(!second.matcher_from_index());
+}
+
+/// Writes the index of `dir`'s memex with a fresh gate.
+fn write_index(dir: &std::path::Path, path: &std::path::Path) {
+    let memex = open(dir);
+    let gate = indexed(path);
+    cleaned(&gate, &memex, BODY);
+    assert!(path.exists());
+}
+
+#[test]
+fn a_byte_changed_with_the_same_size_and_time_is_not_read_from_the_index() {
+    let (dir, _memex) = memex(DIARY);
+    let store = tempfile::tempdir().unwrap();
+    let path = store.path().join("private.keys");
+    write_index(dir.path(), &path);
+    let file = dir.path().join("a.org");
+    let modified = std::fs::metadata(&file).unwrap().modified().unwrap();
+    let edited = DIARY.replace("Buy the ring", "Buy the rink");
+    assert_eq!(edited.len(), DIARY.len());
+    std::fs::write(&file, &edited).unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(&file)
+        .unwrap()
+        .set_modified(modified)
+        .unwrap();
+    let memex = open(dir.path());
+    let gate = indexed(&path);
+    assert_eq!(
+        cleaned(&gate, &memex, "Buy the rink in June."),
+        "[REDACTED private]."
+    );
+    assert!(!gate.matcher_from_index());
+}
+
+#[test]
+fn a_file_replaced_by_rename_or_made_private_while_no_process_ran_is_not_read_from_the_index() {
+    let (dir, _memex) = memex(DIARY);
+    let store = tempfile::tempdir().unwrap();
+    let path = store.path().join("private.keys");
+    // A file replaced by rename.
+    write_index(dir.path(), &path);
+    let other = dir.path().join("a.org.new");
+    std::fs::write(
+        &other,
+        DIARY.replace("Met Ann at the harbour", "Met Bob at the station"),
+    )
+    .unwrap();
+    std::fs::rename(&other, dir.path().join("a.org")).unwrap();
+    let memex = open(dir.path());
+    let gate = indexed(&path);
+    assert_eq!(
+        cleaned(&gate, &memex, "Met Bob at the station about the loan."),
+        "[REDACTED private]."
+    );
+    assert!(!gate.matcher_from_index());
+
+    // A file that became private: a new file's tag, then the same file.
+    std::fs::write(
+        dir.path().join("b.org"),
+        "* Notes\nThe locker code is behind the painting.\n",
+    )
+    .unwrap();
+    write_index(dir.path(), &path);
+    std::fs::write(
+        dir.path().join("b.org"),
+        "* Notes :@personal:\nThe locker code is behind the painting.\n",
+    )
+    .unwrap();
+    let memex = open(dir.path());
+    let gate = indexed(&path);
+    assert_eq!(
+        cleaned(&gate, &memex, "The locker code is behind the painting."),
+        "[REDACTED private]."
+    );
+    assert!(!gate.matcher_from_index());
+    // And a file made private by its file tags alone.
+    std::fs::write(
+        dir.path().join("b.org"),
+        "* Notes\nThe locker code is behind the painting.\n",
+    )
+    .unwrap();
+    write_index(dir.path(), &path);
+    std::fs::write(
+        dir.path().join("b.org"),
+        "#+FILETAGS: :@personal:\n* Notes\nThe locker code is behind the painting.\n",
+    )
+    .unwrap();
+    let memex = open(dir.path());
+    let gate = indexed(&path);
+    assert_eq!(
+        cleaned(&gate, &memex, "The locker code is behind the painting."),
+        "[REDACTED private]."
+    );
+    assert!(!gate.matcher_from_index());
+}
+
+#[test]
+fn other_privacy_tags_do_not_read_the_index() {
+    let org = "* Log :@work:\nThe merger with Initech closes on Monday morning.\n";
+    let (dir, memex) = memex(org);
+    let store = tempfile::tempdir().unwrap();
+    let path = store.path().join("private.keys");
+    let first = indexed(&path);
+    let body = "The merger with Initech closes on Monday morning.";
+    assert_eq!(cleaned(&first, &memex, body), body);
+    let work = Gate::new(PrivacyTags::new(["@personal", "@work"]), &[], true)
+        .unwrap()
+        .with_index(Some(path.clone()));
+    let memex = open(dir.path());
+    assert_eq!(cleaned(&work, &memex, body), "[REDACTED private].");
+    assert!(!work.matcher_from_index());
+}
+
+#[test]
+fn a_damaged_or_foreign_index_is_said_and_built_over() {
+    let (dir, _memex) = memex(DIARY);
+    let store = tempfile::tempdir().unwrap();
+    let path = store.path().join("private.keys");
+    write_index(dir.path(), &path);
+    let good = std::fs::read(&path).unwrap();
+    let mut damaged = good.clone();
+    let middle = damaged.len() - 12;
+    damaged[middle] ^= 0x40;
+    let short = good[..good.len() - 9].to_vec();
+    for (name, bytes, said) in [
+        ("damaged", damaged, "damaged"),
+        ("cut short", short, "damaged"),
+        (
+            "foreign",
+            b"not an index at all, but long enough to have a header of eighty-four bytes and more"
+                .to_vec(),
+            "not a private-text index",
+        ),
+    ] {
+        std::fs::write(&path, &bytes).unwrap();
+        let ring = LogRing::new(100);
+        let subscriber = tracing_subscriber::registry().with(ring.layer());
+        let _anchor = tracing::Dispatch::new(tracing::subscriber::NoSubscriber::default());
+        let memex = open(dir.path());
+        let gate = indexed(&path);
+        let out = tracing::subscriber::with_default(subscriber, || {
+            tracing::callsite::rebuild_interest_cache();
+            cleaned(&gate, &memex, BODY)
+        });
+        assert_eq!(out, CLEAN, "{name}");
+        assert!(!gate.matcher_from_index(), "{name}");
+        let lines = ring.recent(100);
+        assert!(
+            lines.iter().any(
+                |l| l.starts_with("WARN foveal::privacy: the private-text index")
+                    && l.contains(said)
+            ),
+            "{name}: {lines:?}"
+        );
+        // Written again, and read by the next process.
+        assert_eq!(std::fs::read(&path).unwrap(), good, "{name}");
+        let again = indexed(&path);
+        assert_eq!(cleaned(&again, &open(dir.path()), BODY), CLEAN);
+        assert!(again.matcher_from_index(), "{name}");
+    }
+}
+
+#[test]
+fn a_host_reading_the_index_builds_the_base_of_later_edits_beside_it() {
+    let (dir, _memex) = memex(DIARY);
+    std::fs::write(dir.path().join("b.org"), "* Other\nVisible words here.\n").unwrap();
+    let store = tempfile::tempdir().unwrap();
+    let path = store.path().join("private.keys");
+    write_index(dir.path(), &path);
+    let memex = open(dir.path());
+    let gate = indexed(&path);
+    gate.derive_matcher_from(0);
+    gate.prepare(&memex.snapshot());
+    assert!(gate.matcher_from_index());
+    assert_eq!(cleaned(&gate, &memex, BODY), CLEAN);
+    // An edit of another file is derived from the full build `prepare`
+    // made, and both sides of it are right.
+    std::fs::write(
+        dir.path().join("b.org"),
+        "* Other :@personal:\nThe spare key is under the blue pot.\n* Seen\nBuy the ring in June.\n",
+    )
+    .unwrap();
+    memex.reload_file(&dir.path().join("b.org"));
+    assert_eq!(
+        cleaned(
+            &gate,
+            &memex,
+            "The spare key is under the blue pot. Buy the ring in June."
+        ),
+        "[REDACTED private]. Buy the ring in June."
+    );
+}
