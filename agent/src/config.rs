@@ -126,6 +126,10 @@ pub struct Config {
     /// How the memex reads its files: `memex.todo_keywords`, the TODO
     /// keywords of a file that declares none (Emacs' `org-todo-keywords`).
     pub memex: foveal_memex::MemexOptions,
+    /// Whether the private-text matcher of a large memex is kept on disk
+    /// between processes (`memex.index`, default true): see
+    /// [`Self::private_index_path`].
+    pub memex_index: bool,
     /// Tags that make an object and its subtree private (`privacy.tags`,
     /// default `@personal`; seed 000 `bouncer-privacy-tags`).
     pub privacy_tags: Vec<String>,
@@ -208,6 +212,14 @@ impl Config {
             pinned: self.plugins.trusted.iter().copied().collect(),
             ..foveal_registry::isolation::IsolationPolicy::default()
         }
+    }
+
+    /// Where the private-text matcher is kept between processes:
+    /// `<data dir>/index/private.keys` (the folder 0700, the file 0600).
+    /// One file for the data dir: a process on another memex or other
+    /// privacy tags finds it of another digest and writes its own.
+    pub fn private_index_path(&self) -> PathBuf {
+        self.data_dir.join("index").join("private.keys")
     }
 
     /// Where shadow copies of skill libraries go.
@@ -302,6 +314,7 @@ struct FileMemex {
     paths: Option<Vec<String>>,
     todo_keywords: Option<Vec<Spanned<String>>>,
     max_file_mib: Option<Spanned<u32>>,
+    index: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -647,6 +660,7 @@ impl Config {
             memex_paths = overrides.memex.clone();
         }
         let memex = check.memex(&file.memex)?;
+        let memex_index = file.memex.index.unwrap_or(true);
         let mut privacy_tags = file
             .privacy
             .tags
@@ -693,6 +707,7 @@ impl Config {
             data_dir,
             memex_paths,
             memex,
+            memex_index,
             privacy_tags,
             privacy_patterns,
             privacy_default_patterns,
@@ -1207,6 +1222,10 @@ impl foveal_gate::PrivacyConfig for Config {
     fn privacy_default_patterns(&self) -> bool {
         self.privacy_default_patterns
     }
+
+    fn privacy_index(&self) -> Option<PathBuf> {
+        self.memex_index.then(|| self.private_index_path())
+    }
 }
 
 #[cfg(test)]
@@ -1265,6 +1284,15 @@ mod tests {
         assert_eq!(parse("").unwrap().memex.max_file_mib, None);
         let c = parse("[memex]\nmax_file_mib = 1024\n").unwrap();
         assert_eq!(c.memex.max_file_bytes(), 1 << 30);
+        use foveal_gate::PrivacyConfig as _;
+        assert_eq!(
+            c.privacy_index(),
+            Some(c.data_dir.join("index").join("private.keys"))
+        );
+        assert_eq!(
+            parse("[memex]\nindex = false\n").unwrap().privacy_index(),
+            None
+        );
         let err = parse("[memex]\nmax_file_mib = 0\n")
             .unwrap_err()
             .to_string();

@@ -134,6 +134,8 @@ pub async fn run(
     // for this build rather than starting one of its own.
     {
         let gate = Arc::clone(agent.gate());
+        // A full build after an edit writes the index beside the turn.
+        gate.write_index_in_background();
         let memex = Arc::clone(agent.memex());
         let warm = std::thread::Builder::new()
             .name("foveal-gate".into())
@@ -1119,7 +1121,8 @@ async fn serve_one(
             control::write_reply(stream, &reply).await
         }
         Request::Status => {
-            let status = status.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            let mut status = status.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            status.warm_index = shared.context.gate.matcher_from_index();
             let status = serde_json::to_value(&status).unwrap_or_default();
             control::write_reply(stream, &Reply::Status { status }).await
         }

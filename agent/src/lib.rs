@@ -352,6 +352,10 @@ pub struct Status {
     /// The background embedder ([`foveal_embed::service`]); `None` when
     /// embeddings are off.
     pub embeddings: Option<foveal_embed::service::EmbedStatus>,
+    /// Whether the private-text matcher in use was read from the on-disk
+    /// index at the start (`memex.index`) rather than built; false again
+    /// once an edit changed it.
+    pub warm_index: bool,
 }
 
 /// A skill as `foveal status` shows it.

@@ -612,6 +612,12 @@ pub fn status(config: &Config, json: bool) -> anyhow::Result<Exit> {
         get("loaded_library_bytes").as_u64().unwrap_or(0) as f64 / 1048576.0
     )?;
     writeln!(out, "memex gen:      {}", get("memex_generation"))?;
+    if get("warm_index").as_bool() == Some(true) {
+        writeln!(
+            out,
+            "private text:   matcher read from the index (warm start)"
+        )?;
+    }
     writeln!(
         out,
         "usage:          {}",

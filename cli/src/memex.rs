@@ -368,3 +368,81 @@ pub fn query(config: &Config, args: QueryArgs, json: bool) -> anyhow::Result<Exi
     }
     Ok(Exit::Ok)
 }
+
+/// `foveal memex index`: the private-text index made current.
+pub fn index(config: &Config, json: bool) -> anyhow::Result<Exit> {
+    use std::io::IsTerminal as _;
+    let started = Instant::now();
+    let gate = match foveal_registry::egress::Gate::from_config(config) {
+        Ok(gate) => gate,
+        Err(error) => {
+            eprintln!("error: {error}");
+            return Ok(Exit::Usage);
+        }
+    };
+    let spinner = if json || !std::io::stderr().is_terminal() {
+        indicatif::ProgressBar::hidden()
+    } else {
+        indicatif::ProgressBar::new_spinner()
+    };
+    spinner.set_style(
+        indicatif::ProgressStyle::with_template("{spinner} {msg} ({elapsed})")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+    );
+    spinner.enable_steady_tick(std::time::Duration::from_millis(120));
+    spinner.set_message("reading the memex");
+    let memex = match open(config) {
+        Ok(memex) => memex,
+        Err(exit) => {
+            spinner.finish_and_clear();
+            return Ok(exit);
+        }
+    };
+    let snapshot = memex.snapshot();
+    spinner.set_message(format!(
+        "checking the index against {} files, building the matcher if it is not of them",
+        snapshot.files().count()
+    ));
+    let report = gate.index(&snapshot);
+    spinner.finish_and_clear();
+    let report = match report {
+        Ok(report) => report,
+        Err(message) => {
+            eprintln!("error: {message}");
+            return Ok(Exit::NotFound);
+        }
+    };
+    let seconds = started.elapsed().as_secs_f64();
+    let mut out = std::io::stdout().lock();
+    if json {
+        serde_json::to_writer(
+            &mut out,
+            &serde_json::json!({
+                "path": report.path,
+                "state": match report.state {
+                    foveal_registry::egress::IndexState::Current => "current",
+                    foveal_registry::egress::IndexState::Written => "written",
+                },
+                "keys": report.keys,
+                "bytes": report.bytes,
+                "files": snapshot.files().count(),
+                "seconds": seconds,
+            }),
+        )?;
+        writeln!(out)?;
+    } else {
+        let what = match report.state {
+            foveal_registry::egress::IndexState::Current => "current: built from these files",
+            foveal_registry::egress::IndexState::Written => "written",
+        };
+        writeln!(
+            out,
+            "{}: {what} ({} keys, {:.1} MiB, {:.1} s)",
+            report.path.display(),
+            report.keys,
+            report.bytes as f64 / 1048576.0,
+            seconds
+        )?;
+    }
+    Ok(Exit::Ok)
+}

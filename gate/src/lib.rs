@@ -279,7 +279,7 @@ pub struct Gate {
     /// See [`Gate::derive_matcher_from`].
     delta_from: std::sync::atomic::AtomicUsize,
     /// See [`Gate::with_index`].
-    index: Option<Index>,
+    index: Option<Arc<Index>>,
     skill: Mutex<SkillState>,
 }
 
@@ -294,6 +294,33 @@ struct Index {
     read: std::sync::atomic::AtomicBool,
     /// A failed write was said (once is enough).
     warned: std::sync::atomic::AtomicBool,
+    /// The last write's bytes, or why it failed.
+    written: Mutex<Option<Result<u64, String>>>,
+    /// Whether a build's sets are written on a thread of their own
+    /// ([`Gate::write_index_in_background`]).
+    background: std::sync::atomic::AtomicBool,
+}
+
+/// What [`Gate::index`] found or did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IndexState {
+    /// The file was of this memex: read.
+    Current,
+    /// The matcher was built and written.
+    Written,
+}
+
+/// What [`Gate::index`] reports.
+#[derive(Debug, Clone)]
+pub struct IndexReport {
+    /// The file.
+    pub path: std::path::PathBuf,
+    /// Read or written.
+    pub state: IndexState,
+    /// The keys the matcher looks for.
+    pub keys: usize,
+    /// The file's size.
+    pub bytes: u64,
 }
 
 /// Full builds of fewer keys are not written to the private-text index:
@@ -343,13 +370,74 @@ impl Gate {
     /// build of a large memex writes them.
     #[must_use]
     pub fn with_index(mut self, path: Option<std::path::PathBuf>) -> Self {
-        self.index = path.map(|path| Index {
-            path,
-            from_keys: std::sync::atomic::AtomicUsize::new(INDEX_FROM_KEYS),
-            read: std::sync::atomic::AtomicBool::new(false),
-            warned: std::sync::atomic::AtomicBool::new(false),
+        self.index = path.map(|path| {
+            Arc::new(Index {
+                path,
+                from_keys: std::sync::atomic::AtomicUsize::new(INDEX_FROM_KEYS),
+                read: std::sync::atomic::AtomicBool::new(false),
+                warned: std::sync::atomic::AtomicBool::new(false),
+                written: Mutex::new(None),
+                background: std::sync::atomic::AtomicBool::new(false),
+            })
         });
         self
+    }
+
+    /// Writes the index after a full build on a thread of its own, so the
+    /// turn that built does not wait for the write (a host does; a
+    /// command, which may end right after, writes before it goes on).
+    pub fn write_index_in_background(&self) {
+        if let Some(index) = &self.index {
+            index
+                .background
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    /// Makes the on-disk index of `memex` current (`foveal memex index`):
+    /// reads it when it is of this memex, builds and writes it otherwise,
+    /// whatever the memex's size. An error says why it could not be
+    /// written, or that this gate keeps none.
+    pub fn index(&self, memex: &MemexSnapshot) -> Result<IndexReport, String> {
+        let Some(index) = &self.index else {
+            return Err(
+                "this configuration keeps no private-text index (`memex.index = false`)".to_owned(),
+            );
+        };
+        index
+            .from_keys
+            .store(0, std::sync::atomic::Ordering::Relaxed);
+        *index.written.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        let matcher = crate::logs::unredacted(|| self.private_matcher(memex));
+        let keys = (*matcher).as_ref().map_or(0, Matcher::len);
+        let state = if self.matcher_from_index() {
+            IndexState::Current
+        } else {
+            match index
+                .written
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .take()
+            {
+                Some(Ok(_)) => IndexState::Written,
+                Some(Err(e)) => return Err(e),
+                None => {
+                    return Err(
+                        "the matcher was not built as a whole (this gate already had one)"
+                            .to_owned(),
+                    );
+                }
+            }
+        };
+        let bytes = std::fs::metadata(&index.path)
+            .map_err(|e| format!("{}: {e}", index.path.display()))?
+            .len();
+        Ok(IndexReport {
+            path: index.path.clone(),
+            state,
+            keys,
+            bytes,
+        })
     }
 
     /// Whether the private-text matcher in use was read from the index
@@ -742,41 +830,24 @@ impl Gate {
         }
         drop(cache);
         if let (Some(sets), Some(index)) = (full, &self.index) {
-            self.write_index(index, memex, digest, &sets);
-        }
-        matcher
-    }
-
-    /// Writes the sets of a full build of `memex` to the index.
-    fn write_index(
-        &self,
-        index: &Index,
-        memex: &MemexSnapshot,
-        digest: Option<private::stored::Digest>,
-        sets: &private::Sets,
-    ) {
-        let started = std::time::Instant::now();
-        let digest = digest.unwrap_or_else(|| private::stored::digest(memex, &self.privacy));
-        match private::stored::save(&index.path, &digest, sets) {
-            Ok(bytes) => tracing::debug!(
-                target: "foveal::privacy",
-                bytes,
-                ms = started.elapsed().as_secs_f64() * 1e3,
-                "private-text matcher written to the index"
-            ),
-            Err(e) => {
-                if !index
-                    .warned
-                    .swap(true, std::sync::atomic::Ordering::Relaxed)
-                {
-                    tracing::warn!(
-                        target: "foveal::privacy",
-                        "could not write the private-text index {}: {e} (the next start builds the matcher again)",
-                        index.path.display()
-                    );
+            if index.background.load(std::sync::atomic::Ordering::Relaxed) {
+                let (index, memex, privacy) =
+                    (Arc::clone(index), memex.clone(), self.privacy.clone());
+                let spawned = std::thread::Builder::new()
+                    .name("foveal-index".into())
+                    .spawn(move || {
+                        crate::logs::unredacted(|| {
+                            write_index(&index, &privacy, &memex, digest, &sets);
+                        });
+                    });
+                if let Err(error) = spawned {
+                    tracing::warn!(target: "foveal::privacy", "the private-text index is not written: no thread for it ({error})");
                 }
+            } else {
+                write_index(index, &self.privacy, memex, digest, &sets);
             }
         }
+        matcher
     }
 
     /// Builds the private-text matcher of `memex` now (a host does at its
@@ -821,6 +892,45 @@ impl Gate {
     pub fn derive_matcher_from(&self, keys: usize) {
         self.delta_from
             .store(keys, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// Writes the sets of a full build of `memex` to `index`.
+fn write_index(
+    index: &Index,
+    privacy: &PrivacyTags,
+    memex: &MemexSnapshot,
+    digest: Option<private::stored::Digest>,
+    sets: &private::Sets,
+) {
+    let started = std::time::Instant::now();
+    let digest = digest.unwrap_or_else(|| private::stored::digest(memex, privacy));
+    let saved = private::stored::save(&index.path, &digest, sets);
+    *index.written.lock().unwrap_or_else(|e| e.into_inner()) = Some(
+        saved
+            .as_ref()
+            .copied()
+            .map_err(|e| format!("could not write {}: {e}", index.path.display())),
+    );
+    match saved {
+        Ok(bytes) => tracing::debug!(
+            target: "foveal::privacy",
+            bytes,
+            ms = started.elapsed().as_secs_f64() * 1e3,
+            "private-text matcher written to the index"
+        ),
+        Err(e) => {
+            if !index
+                .warned
+                .swap(true, std::sync::atomic::Ordering::Relaxed)
+            {
+                tracing::warn!(
+                    target: "foveal::privacy",
+                    "could not write the private-text index {}: {e} (the next start builds the matcher again)",
+                    index.path.display()
+                );
+            }
+        }
     }
 }
 

@@ -212,7 +212,14 @@ pub(crate) fn save(path: &Path, digest: &Digest, sets: &Sets) -> std::io::Result
         .mode(0o700)
         .create(dir)?;
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
-    let staging = dir.join(format!(".private.keys.{}", std::process::id()));
+    remove_orphans(dir);
+    // One staging file per write: two writers never share one.
+    static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let staging = dir.join(format!(
+        ".private.keys.{}.{}",
+        std::process::id(),
+        WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    ));
     let written = (|| {
         let file = std::fs::OpenOptions::new()
             .write(true)
@@ -256,6 +263,28 @@ pub(crate) fn save(path: &Path, digest: &Digest, sets: &Sets) -> std::io::Result
         let _ = std::fs::remove_file(&staging);
     }
     written
+}
+
+/// Removes the staging files of writers that ended before renaming
+/// theirs (killed mid-write): each is the size of the index.
+fn remove_orphans(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(".private.keys."))
+            .and_then(|rest| rest.split('.').next())
+            .and_then(|pid| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid != std::process::id() && !Path::new("/proc").join(pid.to_string()).exists() {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
 }
 
 /// A reader or writer that keeps a CRC-32 of what passes.

@@ -36,11 +36,19 @@ fn a_later_gate_reads_the_matcher_a_full_build_wrote_and_cleans_the_same() {
     let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode(&path), 0o600);
     assert_eq!(mode(path.parent().unwrap()), 0o700);
-    // No staging file is left beside it.
-    assert_eq!(
-        std::fs::read_dir(path.parent().unwrap()).unwrap().count(),
-        1
-    );
+    // No staging file is left beside it, nor one of a writer killed
+    // mid-write (a process that is gone), when it is written again.
+    let count = || std::fs::read_dir(path.parent().unwrap()).unwrap().count();
+    assert_eq!(count(), 1);
+    let orphan = path
+        .parent()
+        .unwrap()
+        .join(format!(".private.keys.{}.0", u32::MAX - 1));
+    std::fs::write(&orphan, b"half").unwrap();
+    std::fs::remove_file(&path).unwrap();
+    cleaned(&indexed(&path), &open(dir.path()), BODY);
+    assert!(!orphan.exists());
+    assert_eq!(count(), 1);
 
     // Another process, the same files: read, not built.
     let memex = open(dir.path());
