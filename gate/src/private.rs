@@ -191,6 +191,20 @@ impl KeySet {
                 table.insert_unique(key, key, |&k| k);
             }
         }
+        Self::with_filter(table)
+    }
+
+    /// The set of `keys`, each once (as a [`Self::iter`] gave them).
+    pub(crate) fn of_unique(keys: &[u64]) -> Self {
+        let mut table: hashbrown::HashTable<u64> = hashbrown::HashTable::with_capacity(keys.len());
+        for &key in keys {
+            table.insert_unique(key, key, |&k| k);
+        }
+        Self::with_filter(table)
+    }
+
+    /// The set of the keys of `table`, behind its filter.
+    fn with_filter(table: hashbrown::HashTable<u64>) -> Self {
         // About 16 bits a key: under 1% false positives.
         let words = (table.len() / 4).max(1).next_power_of_two();
         let mut bloom = vec![0u64; words].into_boxed_slice();

@@ -286,10 +286,10 @@ impl Memex {
         let paths = memex.discover();
         // A file reached by several paths (links) is one file: each path
         // is read knowing the others ([`setup::resolve_with`]).
-        let ids: Vec<Option<FileId>> = paths
-            .iter()
-            .map(|p| std::fs::metadata(p).ok().map(|m| FileId::of(&m)))
-            .collect();
+        let metas: Vec<Option<std::fs::Metadata>> =
+            paths.iter().map(|p| std::fs::metadata(p).ok()).collect();
+        let ids: Vec<Option<FileId>> = metas.iter().map(|m| m.as_ref().map(FileId::of)).collect();
+        let bytes: u64 = metas.iter().flatten().map(std::fs::Metadata::len).sum();
         let mut paths_of: std::collections::HashMap<FileId, Vec<&Path>> =
             std::collections::HashMap::new();
         for (path, id) in paths.iter().zip(&ids) {
@@ -297,16 +297,20 @@ impl Memex {
                 paths_of.entry(*id).or_default().push(path);
             }
         }
-        let mut snapshot = MemexSnapshot::default();
-        for (path, id) in paths.iter().zip(&ids) {
-            let names: Vec<PathBuf> = id
+        let read = |at: usize| {
+            let path = &paths[at];
+            let names: Vec<PathBuf> = ids[at]
                 .and_then(|id| paths_of.get(&id))
                 .into_iter()
                 .flatten()
                 .filter(|p| **p != path.as_path())
                 .map(|p| p.to_path_buf())
                 .collect();
-            snapshot = match memex.read(path, &names) {
+            memex.read(path, &names)
+        };
+        let mut snapshot = MemexSnapshot::default();
+        for (path, read) in paths.iter().zip(on_cores(paths.len(), bytes, read)) {
+            snapshot = match read {
                 Ok(file) => snapshot.with_file(Arc::new(file)),
                 Err((error, text)) => snapshot.with_failure(path, error, text),
             };
@@ -832,6 +836,51 @@ impl Memex {
         self.after_publish();
         generation
     }
+}
+
+/// Below this many bytes of files a load reads them on one thread (a
+/// thread's start costs more than the work).
+const PARALLEL_LOAD_BYTES: u64 = 4 << 20;
+
+/// `read(i)` for each `i < n`, in order: on every core when the files
+/// hold at least [`PARALLEL_LOAD_BYTES`] (`bytes`), each thread taking the
+/// next file as it finishes one.
+fn on_cores<R: Send>(n: usize, bytes: u64, read: impl Fn(usize) -> R + Sync) -> Vec<R> {
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    if n < 2 || cores < 2 || bytes < PARALLEL_LOAD_BYTES {
+        return (0..n).map(read).collect();
+    }
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let work = || {
+        let mut done = Vec::new();
+        loop {
+            let at = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            if at >= n {
+                return done;
+            }
+            done.push((at, read(at)));
+        }
+    };
+    let mut all: Vec<(usize, R)> = std::thread::scope(|scope| {
+        let others: Vec<_> = (1..cores.min(n))
+            .filter_map(|_| {
+                std::thread::Builder::new()
+                    .name("foveal-memex-load".into())
+                    .spawn_scoped(scope, work)
+                    .ok()
+            })
+            .collect();
+        let mut all = work();
+        for other in others {
+            match other.join() {
+                Ok(done) => all.extend(done),
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        }
+        all
+    });
+    all.sort_unstable_by_key(|(at, _)| *at);
+    all.into_iter().map(|(_, r)| r).collect()
 }
 
 /// Hands memory freed back to the OS (glibc keeps it in its arenas, one

@@ -192,12 +192,29 @@ pub(crate) fn load(path: &Path, digest: &Digest) -> Result<Option<Sets>, StoreEr
     {
         return Err(StoreError::Damaged);
     }
+    // The largest table on one core, the rest on the other.
+    let (shingles, (shorts, joined, gapped, tri)) = std::thread::scope(|scope| {
+        let other = std::thread::Builder::new()
+            .name("foveal-privacy".into())
+            .spawn_scoped(scope, || KeySet::of_unique(&shingles));
+        let rest = (
+            KeySet::of_unique(&shorts),
+            SortedKeys::of_sorted(joined),
+            SortedKeys::of_sorted(gapped),
+            KeySet::of_unique(&tri),
+        );
+        let shingles = match other.map(|t| t.join()) {
+            Ok(Ok(set)) => set,
+            _ => KeySet::of_unique(&shingles),
+        };
+        (shingles, rest)
+    });
     Ok(Some(Sets {
-        shingles: KeySet::new(shingles.into_iter()),
-        shorts: KeySet::new(shorts.into_iter()),
-        joined: Arc::new(SortedKeys::of_sorted(joined)),
-        gapped: SortedKeys::of_sorted(gapped),
-        tri: KeySet::new(tri.into_iter()),
+        shingles,
+        shorts,
+        joined: Arc::new(joined),
+        gapped,
+        tri,
     }))
 }
 
