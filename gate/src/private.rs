@@ -160,10 +160,16 @@ pub(crate) type KeyMap<V> = HashMap<u64, V, BuildHasherDefault<KeyHasher>>;
 pub(crate) const PRIVATE_SPAN: usize = usize::MAX;
 
 /// A set of keys: a Bloom filter (one 64-bit word per key, three bits)
-/// in front of a hash table.
+/// in front of a hash table of its own (open addressing, linear probing,
+/// at most 5/8 full; a free slot is 0, and the key 0 is kept aside), so
+/// that both are plain arrays the private-text index stores and reads
+/// as they are ([`stored`]).
 pub(crate) struct KeySet {
     bloom: Box<[u64]>,
-    table: hashbrown::HashTable<u64>,
+    slots: Box<[u64]>,
+    /// Whether the key 0 is in the set.
+    zero: bool,
+    len: usize,
 }
 
 impl Default for KeySet {
@@ -175,7 +181,7 @@ impl Default for KeySet {
 impl std::fmt::Debug for KeySet {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("KeySet")
-            .field("keys", &self.table.len())
+            .field("keys", &self.len)
             .field("bloom_words", &self.bloom.len())
             .finish()
     }
@@ -184,34 +190,64 @@ impl std::fmt::Debug for KeySet {
 impl KeySet {
     /// The set of `keys` (duplicates allowed).
     pub(crate) fn new(keys: impl Iterator<Item = u64>) -> Self {
-        let mut table: hashbrown::HashTable<u64> =
-            hashbrown::HashTable::with_capacity(keys.size_hint().0);
+        let keys: Vec<u64> = keys.collect();
+        let mut set = Self::with_room(keys.len());
         for key in keys {
-            if table.find(key, |&k| k == key).is_none() {
-                table.insert_unique(key, key, |&k| k);
+            set.insert(key);
+        }
+        set.fill_filter();
+        set
+    }
+
+    /// An empty set with room for `keys` keys, no filter yet.
+    fn with_room(keys: usize) -> Self {
+        let slots = (keys * 8 / 5 + 1).next_power_of_two().max(2);
+        Self {
+            bloom: Box::default(),
+            slots: vec![0u64; slots].into_boxed_slice(),
+            zero: false,
+            len: 0,
+        }
+    }
+
+    /// Where `key`'s probe starts in a table of `slots` slots (a
+    /// multiplicative hash: the filter takes the key's own bits).
+    #[inline]
+    fn home(key: u64, slots: usize) -> usize {
+        (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - slots.trailing_zeros())) as usize
+    }
+
+    /// Adds `key` (the table has room: see [`Self::with_room`]).
+    fn insert(&mut self, key: u64) {
+        if key == 0 {
+            self.len += usize::from(!self.zero);
+            self.zero = true;
+            return;
+        }
+        let mask = self.slots.len() - 1;
+        let mut at = Self::home(key, self.slots.len());
+        loop {
+            match self.slots[at] {
+                0 => {
+                    self.slots[at] = key;
+                    self.len += 1;
+                    return;
+                }
+                k if k == key => return,
+                _ => at = (at + 1) & mask,
             }
         }
-        Self::with_filter(table)
     }
 
-    /// The set of `keys`, each once (as a [`Self::iter`] gave them).
-    pub(crate) fn of_unique(keys: &[u64]) -> Self {
-        let mut table: hashbrown::HashTable<u64> = hashbrown::HashTable::with_capacity(keys.len());
-        for &key in keys {
-            table.insert_unique(key, key, |&k| k);
-        }
-        Self::with_filter(table)
-    }
-
-    /// The set of the keys of `table`, behind its filter.
-    fn with_filter(table: hashbrown::HashTable<u64>) -> Self {
+    /// Sets the filter's bits for every key.
+    fn fill_filter(&mut self) {
         // About 16 bits a key: under 1% false positives.
-        let words = (table.len() / 4).max(1).next_power_of_two();
+        let words = (self.len / 4).max(1).next_power_of_two();
         let mut bloom = vec![0u64; words].into_boxed_slice();
-        for &key in &table {
+        for key in self.iter() {
             bloom[Self::slot(key, words)] |= Self::bits(key);
         }
-        Self { bloom, table }
+        self.bloom = bloom;
     }
 
     #[inline]
@@ -227,16 +263,59 @@ impl KeySet {
     #[inline]
     pub(crate) fn contains(&self, key: u64) -> bool {
         let bits = Self::bits(key);
-        self.bloom[Self::slot(key, self.bloom.len())] & bits == bits
-            && self.table.find(key, |&k| k == key).is_some()
+        self.bloom[Self::slot(key, self.bloom.len())] & bits == bits && self.find(key).is_some()
+    }
+
+    /// The slot holding `key` (`usize::MAX` for the key 0).
+    #[inline]
+    fn find(&self, key: u64) -> Option<usize> {
+        if key == 0 {
+            return self.zero.then_some(usize::MAX);
+        }
+        let mask = self.slots.len() - 1;
+        let mut at = Self::home(key, self.slots.len());
+        loop {
+            match self.slots[at] {
+                0 => return None,
+                k if k == key => return Some(at),
+                _ => at = (at + 1) & mask,
+            }
+        }
     }
 
     /// Takes `key` out of the set (its filter bits stay: a lookup of it
-    /// costs a table probe, and finds nothing).
+    /// costs a table probe, and finds nothing). The keys probed past it
+    /// move back, so that no probe stops early.
     pub(crate) fn remove(&mut self, key: u64) {
-        if let Ok(entry) = self.table.find_entry(key, |&k| k == key) {
-            entry.remove();
+        let Some(mut hole) = self.find(key) else {
+            return;
+        };
+        self.len -= 1;
+        if hole == usize::MAX {
+            self.zero = false;
+            return;
         }
+        let mask = self.slots.len() - 1;
+        let mut at = hole;
+        loop {
+            at = (at + 1) & mask;
+            let k = self.slots[at];
+            if k == 0 {
+                break;
+            }
+            // `k` may fill the hole when its home is not in (hole, at].
+            let home = Self::home(k, self.slots.len());
+            let between = if hole <= at {
+                hole < home && home <= at
+            } else {
+                hole < home || home <= at
+            };
+            if !between {
+                self.slots[hole] = k;
+                hole = at;
+            }
+        }
+        self.slots[hole] = 0;
     }
 
     /// Starts loading the filter word of `key` into the cache.
@@ -255,21 +334,52 @@ impl KeySet {
     }
 
     pub(crate) fn len(&self) -> usize {
-        self.table.len()
+        self.len
     }
 
     /// Its keys, in no order.
     pub(crate) fn iter(&self) -> impl Iterator<Item = u64> + '_ {
-        self.table.iter().copied()
+        self.zero
+            .then_some(0)
+            .into_iter()
+            .chain(self.slots.iter().copied().filter(|&k| k != 0))
     }
 
     pub(crate) fn is_empty(&self) -> bool {
-        self.table.is_empty()
+        self.len == 0
+    }
+
+    /// Its arrays as the index stores them: the filter, the table, whether
+    /// the key 0 is in, and how many keys.
+    pub(crate) fn parts(&self) -> (&[u64], &[u64], bool, usize) {
+        (&self.bloom, &self.slots, self.zero, self.len)
+    }
+
+    /// The set of [`Self::parts`] read back; `None` when they cannot be
+    /// one (sizes not powers of two, a count that is not the table's).
+    pub(crate) fn from_parts(
+        bloom: Box<[u64]>,
+        slots: Box<[u64]>,
+        zero: bool,
+        len: usize,
+    ) -> Option<Self> {
+        let set = Self {
+            bloom,
+            slots,
+            zero,
+            len,
+        };
+        (set.bloom.len().is_power_of_two()
+            && set.slots.len().is_power_of_two()
+            && set.slots.len() >= 2
+            && set.slots.iter().filter(|&&k| k != 0).count() + usize::from(zero) == len
+            && set.slots.len() * 5 / 8 >= len.saturating_sub(usize::from(zero)))
+        .then_some(set)
     }
 
     /// Bytes held.
     pub(crate) fn memory(&self) -> usize {
-        self.bloom.len() * 8 + self.table.capacity() * 9
+        (self.bloom.len() + self.slots.len()) * 8
     }
 }
 
@@ -392,9 +502,16 @@ impl<K: Kept> SortedKeys<K> {
         Self::of_sorted(keys)
     }
 
-    /// What it keeps of its keys, sorted.
-    pub(crate) fn keys(&self) -> &[K] {
-        &self.keys
+    /// Its filter and its keys, as the index stores them.
+    pub(crate) fn parts(&self) -> (&[u64], &[K]) {
+        (&self.bloom, &self.keys)
+    }
+
+    /// The set of [`Self::parts`] read back; `None` when they cannot be
+    /// one (a filter not a power of two, keys out of order).
+    pub(crate) fn from_parts(bloom: Box<[u64]>, keys: Box<[K]>) -> Option<Self> {
+        (bloom.len().is_power_of_two() && keys.is_sorted_by(|a, b| a < b))
+            .then_some(Self { bloom, keys })
     }
 
     /// Whether the kept key `kept` is in the set.
@@ -1791,6 +1908,45 @@ mod tests {
         assert_eq!(set.len(), keys.len() / 2);
         for (i, &key) in keys.iter().enumerate() {
             assert_eq!(set.contains(key), i % 2 == 1);
+        }
+    }
+
+    proptest::proptest! {
+        /// Removals move the keys probed past a hole back (the table is
+        /// its own): after any mix of keys — crowded into a few home
+        /// slots, wrapping past the table's end, the key 0 — and
+        /// removals, the set is exactly what a `HashSet` holds, and its
+        /// parts read back are the same set.
+        #[test]
+        fn a_key_set_after_removals_holds_what_a_hash_set_holds(
+            keys in proptest::collection::vec(0u64..64, 1..120),
+            removed in proptest::collection::vec(0usize..200, 0..80),
+            spread in proptest::bool::ANY,
+        ) {
+            // Few distinct high bits: many keys share a home slot.
+            let key = |k: u64| if spread { super::super::words::mix(k, 3) } else { k << 58 | k % 3 };
+            let keys: Vec<u64> = keys.into_iter().map(key).collect();
+            let mut set = KeySet::new(keys.iter().copied());
+            let mut model: std::collections::HashSet<u64> = keys.iter().copied().collect();
+            for at in removed {
+                let k = keys[at % keys.len()];
+                set.remove(k);
+                model.remove(&k);
+                proptest::prop_assert_eq!(set.len(), model.len());
+                for &k in &keys {
+                    proptest::prop_assert_eq!(set.contains(k), model.contains(&k), "key {:x}", k);
+                }
+            }
+            let mut seen: Vec<u64> = set.iter().collect();
+            seen.sort_unstable();
+            let mut want: Vec<u64> = model.iter().copied().collect();
+            want.sort_unstable();
+            proptest::prop_assert_eq!(&seen, &want);
+            let (bloom, slots, zero, len) = set.parts();
+            let back = KeySet::from_parts(bloom.into(), slots.into(), zero, len).unwrap();
+            for &k in &keys {
+                proptest::prop_assert_eq!(back.contains(k), model.contains(&k));
+            }
         }
     }
 }

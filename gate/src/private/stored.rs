@@ -38,7 +38,7 @@ const MAGIC: &[u8; 8] = b"FOVPKEYS";
 /// The layout and the rules of the build: raise it when either changes
 /// in a way the sample's keys ([`scheme`]) would not show (which keys
 /// visible text makes public, how the sets are formed).
-const FORMAT: u32 = 1;
+const FORMAT: u32 = 2;
 
 /// What a stored matcher was built from ([`digest`]).
 pub(crate) type Digest = [u8; 32];
@@ -140,11 +140,17 @@ fn scheme() -> &'static [u8] {
     })
 }
 
-/// The length of the header: magic, format, digest, five counts.
-const HEADER: usize = 8 + 4 + 32 + 5 * 8;
+/// The length of the header: magic, format, digest.
+const HEADER: usize = 8 + 4 + 32;
 
 /// Reads the sets stored at `path` when they were built from `digest`:
 /// `Ok(None)` when there is no file or it is of another snapshot.
+///
+/// The file is the header, then each set as its arrays, each array its
+/// length and its keys (a [`KeySet`]: its filter, its table, whether the
+/// key 0 is in and its count; a [`SortedKeys`]: its filter and its keys),
+/// then a CRC-32 of all that comes before. Every array is read as it is:
+/// no key is hashed or inserted again.
 pub(crate) fn load(path: &Path, digest: &Digest) -> Result<Option<Sets>, StoreError> {
     let file = match std::fs::File::open(path) {
         Ok(file) => file,
@@ -152,11 +158,12 @@ pub(crate) fn load(path: &Path, digest: &Digest) -> Result<Option<Sets>, StoreEr
         Err(e) => return Err(e.into()),
     };
     let size = file.metadata()?.len();
-    let mut reader = Checked::new(std::io::BufReader::with_capacity(1 << 20, file));
-    let mut header = [0u8; HEADER];
     if size < HEADER as u64 + 4 {
         return Err(StoreError::Foreign);
     }
+    let mut reader = Checked::new(std::io::BufReader::with_capacity(1 << 20, file));
+    reader.left = size - 4;
+    let mut header = [0u8; HEADER];
     reader.read_exact(&mut header)?;
     if &header[..8] != MAGIC || header[8..12] != FORMAT.to_le_bytes() {
         return Err(StoreError::Foreign);
@@ -164,51 +171,28 @@ pub(crate) fn load(path: &Path, digest: &Digest) -> Result<Option<Sets>, StoreEr
     if header[12..44] != digest[..] {
         return Ok(None);
     }
-    let count = |i: usize| {
-        let at = 44 + 8 * i;
-        u64::from_le_bytes(header[at..at + 8].try_into().unwrap_or_default())
+    let sets = (|| {
+        let shingles = reader.key_set()?;
+        let shorts = reader.key_set()?;
+        let joined = reader.sorted::<u64>()?;
+        let gapped = reader.sorted::<u32>()?;
+        let tri = reader.key_set()?;
+        Ok::<_, StoreError>((shingles, shorts, joined, gapped, tri))
+    })();
+    let sets = match sets {
+        Ok(sets) => sets,
+        Err(StoreError::Io(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+            return Err(StoreError::Damaged);
+        }
+        Err(e) => return Err(e),
     };
-    let counts: [u64; 5] = std::array::from_fn(count);
-    let expected = counts
-        .iter()
-        .zip([8u64, 8, 8, 4, 8])
-        .try_fold(HEADER as u64 + 4, |sum, (&n, width)| {
-            n.checked_mul(width).and_then(|b| sum.checked_add(b))
-        });
-    if expected != Some(size) {
-        return Err(StoreError::Damaged);
-    }
-    let shingles = reader.keys::<u64>(counts[0])?;
-    let shorts = reader.keys::<u64>(counts[1])?;
-    let joined = reader.keys::<u64>(counts[2])?;
-    let gapped = reader.keys::<u32>(counts[3])?;
-    let tri = reader.keys::<u64>(counts[4])?;
     let sum = reader.crc.clone().finalize();
     let mut stored = [0u8; 4];
     reader.inner.read_exact(&mut stored)?;
-    if u32::from_le_bytes(stored) != sum
-        || !joined.is_sorted_by(|a, b| a < b)
-        || !gapped.is_sorted_by(|a, b| a < b)
-    {
+    if reader.left != 0 || u32::from_le_bytes(stored) != sum {
         return Err(StoreError::Damaged);
     }
-    // The largest table on one core, the rest on the other.
-    let (shingles, (shorts, joined, gapped, tri)) = std::thread::scope(|scope| {
-        let other = std::thread::Builder::new()
-            .name("foveal-privacy".into())
-            .spawn_scoped(scope, || KeySet::of_unique(&shingles));
-        let rest = (
-            KeySet::of_unique(&shorts),
-            SortedKeys::of_sorted(joined),
-            SortedKeys::of_sorted(gapped),
-            KeySet::of_unique(&tri),
-        );
-        let shingles = match other.map(|t| t.join()) {
-            Ok(Ok(set)) => set,
-            _ => KeySet::of_unique(&shingles),
-        };
-        (shingles, rest)
-    });
+    let (shingles, shorts, joined, gapped, tri) = sets;
     Ok(Some(Sets {
         shingles,
         shorts,
@@ -245,29 +229,14 @@ pub(crate) fn save(path: &Path, digest: &Digest, sets: &Sets) -> std::io::Result
             .mode(0o600)
             .open(&staging)?;
         let mut out = Checked::new(std::io::BufWriter::with_capacity(1 << 20, file));
-        let sets_keys = |set: &KeySet| set.iter().collect::<Vec<u64>>();
-        let (shingles, shorts, tri) = (
-            sets_keys(&sets.shingles),
-            sets_keys(&sets.shorts),
-            sets_keys(&sets.tri),
-        );
         out.write_all(MAGIC)?;
         out.write_all(&FORMAT.to_le_bytes())?;
         out.write_all(digest)?;
-        for n in [
-            shingles.len(),
-            shorts.len(),
-            sets.joined.len(),
-            sets.gapped.len(),
-            tri.len(),
-        ] {
-            out.write_all(&(n as u64).to_le_bytes())?;
-        }
-        out.put(&shingles)?;
-        out.put(&shorts)?;
-        out.put(sets.joined.keys())?;
-        out.put(sets.gapped.keys())?;
-        out.put(&tri)?;
+        out.put_key_set(&sets.shingles)?;
+        out.put_key_set(&sets.shorts)?;
+        out.put_sorted(&sets.joined)?;
+        out.put_sorted(&sets.gapped)?;
+        out.put_key_set(&sets.tri)?;
         let sum = out.crc.clone().finalize();
         out.inner.write_all(&sum.to_le_bytes())?;
         let file = out.inner.into_inner().map_err(|e| e.into_error())?;
@@ -304,10 +273,12 @@ fn remove_orphans(dir: &Path) {
     }
 }
 
-/// A reader or writer that keeps a CRC-32 of what passes.
+/// A reader or writer that keeps a CRC-32 of what passes (and, reading,
+/// the bytes left before the checksum: no array is longer).
 struct Checked<T> {
     inner: T,
     crc: crc32fast::Hasher,
+    left: u64,
 }
 
 impl<T> Checked<T> {
@@ -315,6 +286,7 @@ impl<T> Checked<T> {
         Self {
             inner,
             crc: crc32fast::Hasher::new(),
+            left: 0,
         }
     }
 }
@@ -323,6 +295,7 @@ impl<R: Read> Read for Checked<R> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         let n = self.inner.read(buf)?;
         self.crc.update(&buf[..n]);
+        self.left = self.left.saturating_sub(n as u64);
         Ok(n)
     }
 }
@@ -369,7 +342,23 @@ impl Stored for u32 {
 const BLOCK: usize = 1 << 16;
 
 impl<W: Write> Checked<W> {
+    fn put_key_set(&mut self, set: &KeySet) -> std::io::Result<()> {
+        let (bloom, slots, zero, len) = set.parts();
+        self.put(bloom)?;
+        self.put(slots)?;
+        self.write_all(&u64::from(zero).to_le_bytes())?;
+        self.write_all(&(len as u64).to_le_bytes())
+    }
+
+    fn put_sorted<K: Stored>(&mut self, set: &SortedKeys<K>) -> std::io::Result<()> {
+        let (bloom, keys) = set.parts();
+        self.put(bloom)?;
+        self.put(keys)
+    }
+
+    /// An array: its length, its keys.
     fn put<K: Stored>(&mut self, keys: &[K]) -> std::io::Result<()> {
+        self.write_all(&(keys.len() as u64).to_le_bytes())?;
         let mut block = vec![0u8; BLOCK];
         for chunk in keys.chunks(BLOCK / K::WIDTH) {
             let bytes = &mut block[..chunk.len() * K::WIDTH];
@@ -383,8 +372,40 @@ impl<W: Write> Checked<W> {
 }
 
 impl<R: Read> Checked<R> {
-    fn keys<K: Stored>(&mut self, count: u64) -> std::io::Result<Vec<K>> {
-        let count = usize::try_from(count).map_err(std::io::Error::other)?;
+    fn word(&mut self) -> std::io::Result<u64> {
+        let mut word = [0u8; 8];
+        self.read_exact(&mut word)?;
+        Ok(u64::from_le_bytes(word))
+    }
+
+    fn key_set(&mut self) -> Result<KeySet, StoreError> {
+        let bloom = self.keys::<u64>()?;
+        let slots = self.keys::<u64>()?;
+        let zero = self.word()?;
+        let len = usize::try_from(self.word()?).map_err(|_| StoreError::Damaged)?;
+        if zero > 1 {
+            return Err(StoreError::Damaged);
+        }
+        KeySet::from_parts(bloom.into(), slots.into(), zero == 1, len).ok_or(StoreError::Damaged)
+    }
+
+    fn sorted<K: Stored>(&mut self) -> Result<SortedKeys<K>, StoreError> {
+        let bloom = self.keys::<u64>()?;
+        let keys = self.keys::<K>()?;
+        SortedKeys::from_parts(bloom.into(), keys.into()).ok_or(StoreError::Damaged)
+    }
+
+    /// An array: its length, its keys (a length past the file's end is
+    /// damage, found before anything is allocated for it).
+    fn keys<K: Stored>(&mut self) -> Result<Vec<K>, StoreError> {
+        let count = self.word()?;
+        if count
+            .checked_mul(K::WIDTH as u64)
+            .is_none_or(|bytes| bytes > self.left)
+        {
+            return Err(StoreError::Damaged);
+        }
+        let count = usize::try_from(count).map_err(|_| StoreError::Damaged)?;
         let mut keys = Vec::with_capacity(count);
         let mut block = vec![0u8; BLOCK];
         let mut left = count;
