@@ -630,6 +630,106 @@ async fn a_host_builds_the_private_text_matcher_at_its_start_and_after_edits_not
     assert!(wait_exit(&mut host).success());
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_started_on_an_indexed_memex_reads_its_matcher_says_so_and_gates_with_it() {
+    let dir = workspace();
+    std::fs::write(
+        dir.path().join("memex/diary.org"),
+        "* Diary :@personal:\nMet Ann at the harbour on a windy morning.\n",
+    )
+    .unwrap();
+    let server = Server::start(vec![text_reply("Noted.")]).await;
+    let index = run_to_end(command(
+        dir.path(),
+        &server,
+        &["memex", "index", "--memex", "memex", "--json"],
+    ))
+    .await;
+    assert!(index.status.success(), "{}", stderr(&index));
+    assert!(
+        stdout(&index).contains("\"state\":\"written\""),
+        "{}",
+        stdout(&index)
+    );
+    let mut host = command(dir.path(), &server, &["run", "--no-repl"])
+        .env("FOVEAL_LOG", "foveal::privacy=debug")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pipe = host.stderr.take().unwrap();
+    let (lines, seen) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(pipe).lines().map_while(Result::ok) {
+            if lines.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let next = |what: &str| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        std::iter::from_fn(|| {
+            seen.recv_timeout(deadline.saturating_duration_since(std::time::Instant::now()))
+                .ok()
+        })
+        .find(|line| line.contains(what))
+        .unwrap_or_else(|| panic!("the host did not say `{what}` in a minute"))
+    };
+    next("private-text matcher read from the index");
+    // The full build later edits derive from, made beside it.
+    next("full build made beside the index's");
+    let status = |dir: &Path| {
+        let output = command(dir, &server, &["status", "--json"])
+            .output()
+            .unwrap();
+        serde_json::from_slice::<serde_json::Value>(&output.stdout).unwrap()
+    };
+    assert_eq!(status(dir.path())["warm_index"], true);
+    let shown = command(dir.path(), &server, &["status"]).output().unwrap();
+    assert!(
+        stdout(&shown).contains("matcher read from the index (warm start)"),
+        "{}",
+        stdout(&shown)
+    );
+    // A turn the host runs is gated with it.
+    let ask = run_to_end(command(
+        dir.path(),
+        &server,
+        &["ask", "Met Ann at the harbour on a windy morning."],
+    ))
+    .await;
+    assert!(ask.status.success(), "{}", stderr(&ask));
+    let requests = server.requests();
+    assert_eq!(requests.len(), 1);
+    assert!(
+        !requests[0].body.contains("harbour"),
+        "{}",
+        requests[0].body
+    );
+    assert!(
+        requests[0].body.contains("[REDACTED private]"),
+        "{}",
+        requests[0].body
+    );
+    // An edit: the matcher is no longer the index's.
+    std::fs::write(
+        dir.path().join("memex/diary.org"),
+        "* Diary :@personal:\nMet Ann at the harbour on a windy morning.\n** Later\nA second private line here.\n",
+    )
+    .unwrap();
+    next("private-text matcher");
+    assert!(
+        wait_for(Duration::from_secs(10), || status(dir.path())["warm_index"]
+            == false),
+        "{}",
+        status(dir.path())
+    );
+    let stop = run_to_end(command(dir.path(), &server, &["stop"])).await;
+    assert!(stop.status.success(), "{}", stderr(&stop));
+    assert!(wait_exit(&mut host).success());
+}
+
 /// The `generation` field of a log line (its colours taken out).
 fn generation(line: &str) -> u64 {
     let mut plain = String::new();

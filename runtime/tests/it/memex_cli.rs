@@ -423,3 +423,114 @@ fn check_names_no_private_failed_file_and_only_check_and_stats_name_a_file_never
     assert!(not_loaded(&err, "huge.org"), "{err}");
     assert!(!err.contains("note:"), "{err}");
 }
+
+/// `foveal` with the privacy gate's log on stderr.
+fn foveal_logged(cwd: &std::path::Path, args: &[&str]) -> Output {
+    crate::support::foveal_command(cwd, args)
+        .env("FOVEAL_LOG", "foveal::privacy=debug")
+        .output()
+        .unwrap()
+}
+
+const DIARY: &str = "* Diary :@personal:\nMet Ann at the harbour on a windy morning.\n";
+
+#[test]
+fn memex_index_writes_the_private_text_index_and_a_later_prompt_reads_it_while_the_memex_is_unchanged()
+ {
+    let dir = sandbox();
+    std::fs::write(dir.path().join("memex/diary.org"), DIARY).unwrap();
+    let index = |expected: &str| {
+        let output = foveal(
+            dir.path(),
+            &["memex", "index", "--memex", "memex", "--json"],
+        );
+        assert!(output.status.success(), "{}", text(&output.stderr));
+        let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+        assert_eq!(report["state"], expected, "{report}");
+        assert_eq!(report["files"], 2);
+        assert!(report["keys"].as_u64().unwrap() > 0, "{report}");
+        report
+    };
+    let written = index("written");
+    let path = dir.path().join("data/index/private.keys");
+    assert_eq!(written["path"], path.to_str().unwrap());
+    assert_eq!(
+        written["bytes"].as_u64(),
+        Some(std::fs::metadata(&path).unwrap().len())
+    );
+    use std::os::unix::fs::PermissionsExt as _;
+    assert_eq!(
+        std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    // It holds keys, not text.
+    let bytes = std::fs::read(&path).unwrap();
+    assert!(!bytes.windows(7).any(|w| w == b"harbour"));
+    index("current");
+
+    // The prompt a command assembles is gated with the matcher read
+    // from the index.
+    let prompt = |message: &str| {
+        let output = foveal_logged(
+            dir.path(),
+            &["prompt", "--memex", "memex", "--message", message],
+        );
+        assert!(output.status.success(), "{}", text(&output.stderr));
+        (text(&output.stdout), text(&output.stderr))
+    };
+    let (out, log) = prompt("Met Ann at the harbour on a windy morning.");
+    assert!(log.contains("read from the index"), "{log}");
+    assert!(!out.contains("harbour"), "{out}");
+    assert!(out.contains("[REDACTED private]"), "{out}");
+
+    // An edit: the index is not of this memex, and the new private text
+    // is found.
+    std::fs::write(
+        dir.path().join("memex/diary.org"),
+        "* Diary :@personal:\nThe spare key is under the blue flower pot.\n",
+    )
+    .unwrap();
+    let (out, log) = prompt("The spare key is under the blue flower pot.");
+    assert!(!log.contains("read from the index"), "{log}");
+    assert!(log.contains("private-text matcher built"), "{log}");
+    assert!(!out.contains("flower pot"), "{out}");
+    index("written");
+
+    // Turned off: said, exit 1, nothing read.
+    std::fs::write(dir.path().join("foveal.toml"), "[memex]\nindex = false\n").unwrap();
+    let off = foveal(
+        dir.path(),
+        &[
+            "memex",
+            "index",
+            "--config",
+            "foveal.toml",
+            "--memex",
+            "memex",
+        ],
+    );
+    assert_eq!(off.status.code(), Some(1));
+    assert!(
+        text(&off.stderr).contains("keeps no private-text index (`memex.index = false`)"),
+        "{}",
+        text(&off.stderr)
+    );
+    let output = foveal_logged(
+        dir.path(),
+        &[
+            "prompt",
+            "--config",
+            "foveal.toml",
+            "--memex",
+            "memex",
+            "--message",
+            "hello",
+        ],
+    );
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    assert!(
+        !text(&output.stderr).contains("index"),
+        "{}",
+        text(&output.stderr)
+    );
+}
