@@ -9,7 +9,8 @@
 //! - `memex stats` as a whole process: wall time and peak RSS (the load);
 //! - `ask` as a whole process against a scripted model server run here
 //!   (one short streamed reply, so what is measured is the host): wall
-//!   time and peak RSS, `--runs` times, median;
+//!   time and peak RSS, `--runs` times, median — cold (no private-text
+//!   index in the data dir) and warm (the index the cold runs wrote);
 //! - in this process, the private-text matcher's first build on the
 //!   memex, and its rebuild after a small file of the memex is edited
 //!   (the gate's own path: `Gate::clean` after `Memex::reload_file`), and
@@ -43,6 +44,12 @@ pub struct ScaleBench {
     pub ask: Run,
     /// Every `ask` run.
     pub ask_runs: Vec<Run>,
+    /// `ask` with the private-text index the cold runs wrote, median.
+    pub ask_warm: Run,
+    /// Every warm `ask` run.
+    pub ask_warm_runs: Vec<Run>,
+    /// The index's bytes.
+    pub index_bytes: u64,
     /// `ask` while a host serves the memex.
     pub host: HostAsks,
     /// The matcher's first build, in this process.
@@ -96,25 +103,32 @@ pub fn scale(
         &server,
         &["memex", "stats", "--memex", &memex_arg],
     )?;
+    let ask_args = [
+        "ask",
+        "Say hello",
+        "--provider",
+        "openai",
+        "--memex",
+        &memex_arg,
+    ];
+    let index = work.path().join("data/index");
     let mut ask_runs = Vec::with_capacity(runs);
     for run in 1..=runs {
-        eprintln!("ask {run}/{runs} …");
-        ask_runs.push(child(
-            work.path(),
-            &server,
-            &[
-                "ask",
-                "Say hello",
-                "--provider",
-                "openai",
-                "--memex",
-                &memex_arg,
-            ],
-        )?);
+        eprintln!("ask {run}/{runs}, cold (no index) …");
+        match std::fs::remove_dir_all(&index) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
+            _ => {}
+        }
+        ask_runs.push(child(work.path(), &server, &ask_args)?);
     }
-    let mut sorted = ask_runs.clone();
-    sorted.sort_by(|a, b| a.wall_ms.total_cmp(&b.wall_ms));
-    let ask = sorted[sorted.len() / 2];
+    let index_bytes = std::fs::metadata(index.join("private.keys")).map_or(0, |m| m.len());
+    let mut ask_warm_runs = Vec::with_capacity(runs);
+    for run in 1..=runs {
+        eprintln!("ask {run}/{runs}, warm (the index the cold runs wrote) …");
+        ask_warm_runs.push(child(work.path(), &server, &ask_args)?);
+    }
+    let ask = median_run(&ask_runs);
+    let ask_warm = median_run(&ask_warm_runs);
     eprintln!("ask while a host serves the memex …");
     let host = host_asks(work.path(), &server, &memex_arg, runs)?;
     eprintln!("matcher …");
@@ -126,6 +140,9 @@ pub fn scale(
         stats,
         ask,
         ask_runs,
+        ask_warm,
+        ask_warm_runs,
+        index_bytes,
         host,
         matcher_build_ms: times.build,
         matcher_rebuild_ms: times.small_edit,
@@ -141,6 +158,13 @@ pub fn scale(
     Ok(Exit::Ok)
 }
 
+/// The run of median wall time.
+fn median_run(runs: &[Run]) -> Run {
+    let mut sorted = runs.to_vec();
+    sorted.sort_by(|a, b| a.wall_ms.total_cmp(&b.wall_ms));
+    sorted[sorted.len() / 2]
+}
+
 fn print(b: &ScaleBench) {
     let mib = b.org_bytes as f64 / f64::from(1 << 20);
     println!(
@@ -152,11 +176,18 @@ fn print(b: &ScaleBench) {
         b.stats.wall_ms, b.stats.peak_rss_mib
     );
     println!(
-        "ask, whole process (median of {})    {:>9.0} ms  {:>7.0} MiB peak ({:.2}× the Org bytes)",
+        "ask, whole process, cold (median of {}) {:>6.0} ms  {:>7.0} MiB peak ({:.2}× the Org bytes)",
         b.ask_runs.len(),
         b.ask.wall_ms,
         b.ask.peak_rss_mib,
         b.ask.peak_rss_mib / mib
+    );
+    println!(
+        "ask, warm index ({:.0} MiB)          {:>9.0} ms  {:>7.0} MiB peak ({:.2}× the Org bytes)",
+        b.index_bytes as f64 / f64::from(1 << 20),
+        b.ask_warm.wall_ms,
+        b.ask_warm.peak_rss_mib,
+        b.ask_warm.peak_rss_mib / mib
     );
     println!(
         "host: socket open after {:>9.0} ms  {:>7.0} MiB peak of `run`",

@@ -299,6 +299,10 @@ struct Index {
     /// Whether a build's sets are written on a thread of their own
     /// ([`Gate::write_index_in_background`]).
     background: std::sync::atomic::AtomicBool,
+    /// The newest write waiting for the writer thread.
+    pending: Mutex<Option<PendingWrite>>,
+    /// Whether the writer thread runs.
+    writing: std::sync::atomic::AtomicBool,
 }
 
 /// What [`Gate::index`] found or did.
@@ -378,6 +382,8 @@ impl Gate {
                 warned: std::sync::atomic::AtomicBool::new(false),
                 written: Mutex::new(None),
                 background: std::sync::atomic::AtomicBool::new(false),
+                pending: Mutex::new(None),
+                writing: std::sync::atomic::AtomicBool::new(false),
             })
         });
         self
@@ -768,11 +774,16 @@ impl Gate {
                     target: "foveal::privacy",
                     "the private-text index is of another memex or configuration: building"
                 ),
-                Err(e) => tracing::warn!(
-                    target: "foveal::privacy",
-                    "the private-text index {} is not usable ({e}): building the matcher again",
-                    index.path.display()
-                ),
+                Err(e) => {
+                    tracing::warn!(
+                        target: "foveal::privacy",
+                        "the private-text index {} is not usable ({e}): building the matcher again",
+                        index.path.display()
+                    );
+                    // Not read again by every start (a small memex's
+                    // build does not write one over it).
+                    let _ = std::fs::remove_file(&index.path);
+                }
             }
             digest = Some(of_memex);
         }
@@ -831,18 +842,7 @@ impl Gate {
         drop(cache);
         if let (Some(sets), Some(index)) = (full, &self.index) {
             if index.background.load(std::sync::atomic::Ordering::Relaxed) {
-                let (index, memex, privacy) =
-                    (Arc::clone(index), memex.clone(), self.privacy.clone());
-                let spawned = std::thread::Builder::new()
-                    .name("foveal-index".into())
-                    .spawn(move || {
-                        crate::logs::unredacted(|| {
-                            write_index(&index, &privacy, &memex, digest, &sets);
-                        });
-                    });
-                if let Err(error) = spawned {
-                    tracing::warn!(target: "foveal::privacy", "the private-text index is not written: no thread for it ({error})");
-                }
+                write_in_background(index, &self.privacy, memex, digest, sets);
             } else {
                 write_index(index, &self.privacy, memex, digest, &sets);
             }
@@ -860,11 +860,12 @@ impl Gate {
             let stored = |cache: &Option<PrivateCache>| {
                 cache
                     .as_ref()
-                    .is_some_and(|c| c.is_stored() && c.is_for(memex))
+                    .filter(|c| c.is_stored() && c.is_for(memex))
+                    .map(PrivateCache::sets)
             };
-            if !stored(&self.private.lock().unwrap_or_else(|e| e.into_inner())) {
+            let Some(read) = stored(&self.private.lock().unwrap_or_else(|e| e.into_inner())) else {
                 return;
-            }
+            };
             let started = std::time::Instant::now();
             let (built, _) = private::update(
                 None,
@@ -872,15 +873,35 @@ impl Gate {
                 &self.privacy,
                 self.delta_from.load(std::sync::atomic::Ordering::Relaxed),
             );
+            // The index's sets are those this build makes, or the index
+            // is of another program than its digest says: said, and
+            // written again from the build.
+            let agrees = built.full_sets().is_some_and(|sets| sets.same_keys(&read));
+            let rewrite = (!agrees).then(|| built.full_sets()).flatten();
             let mut cache = self.private.lock().unwrap_or_else(|e| e.into_inner());
-            if stored(&cache) {
+            if stored(&cache).is_some() {
                 *cache = Some(built);
                 tracing::debug!(
                     target: "foveal::privacy",
                     generation = memex.generation(),
+                    agrees,
                     ms = started.elapsed().as_secs_f64() * 1e3,
                     "private-text matcher's full build made beside the index's"
                 );
+            }
+            drop(cache);
+            if !agrees && let Some(index) = &self.index {
+                tracing::warn!(
+                    target: "foveal::privacy",
+                    "the private-text index {} did not hold what a build of the same memex makes: the build's matcher is used, and the index written again",
+                    index.path.display()
+                );
+                match rewrite {
+                    Some(sets) => write_index(index, &self.privacy, memex, None, &sets),
+                    None => {
+                        let _ = std::fs::remove_file(&index.path);
+                    }
+                }
             }
         });
     }
@@ -892,6 +913,80 @@ impl Gate {
     pub fn derive_matcher_from(&self, keys: usize) {
         self.delta_from
             .store(keys, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// A write of the index waiting for the writer.
+struct PendingWrite {
+    memex: MemexSnapshot,
+    digest: Option<private::stored::Digest>,
+    sets: Arc<private::Sets>,
+}
+
+impl std::fmt::Debug for PendingWrite {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PendingWrite")
+            .field("generation", &self.memex.generation())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Hands the sets of a full build of `memex` to the index's one writer
+/// thread, starting it when none runs: a build that comes while it
+/// writes replaces any write still waiting (the newest wins), so builds
+/// in a row never pile up threads, copies of the memex or staging files.
+fn write_in_background(
+    index: &Arc<Index>,
+    privacy: &PrivacyTags,
+    memex: &MemexSnapshot,
+    digest: Option<private::stored::Digest>,
+    sets: Arc<private::Sets>,
+) {
+    use std::sync::atomic::Ordering::SeqCst;
+    *index.pending.lock().unwrap_or_else(|e| e.into_inner()) = Some(PendingWrite {
+        memex: memex.clone(),
+        digest,
+        sets,
+    });
+    if index.writing.swap(true, SeqCst) {
+        return;
+    }
+    let (writing, privacy) = (Arc::clone(index), privacy.clone());
+    let writer = move || {
+        let index = writing;
+        crate::logs::unredacted(|| {
+            loop {
+                let next = index
+                    .pending
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .take();
+                match next {
+                    Some(job) => write_index(&index, &privacy, &job.memex, job.digest, &job.sets),
+                    None => {
+                        index.writing.store(false, SeqCst);
+                        // A write handed over between the take and the
+                        // store: this thread writes it, unless another
+                        // writer started for it.
+                        let waiting = index
+                            .pending
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .is_some();
+                        if !waiting || index.writing.swap(true, SeqCst) {
+                            return;
+                        }
+                    }
+                }
+            }
+        });
+    };
+    if let Err(error) = std::thread::Builder::new()
+        .name("foveal-index".into())
+        .spawn(writer)
+    {
+        index.writing.store(false, SeqCst);
+        tracing::warn!(target: "foveal::privacy", "the private-text index is not written: no thread for it ({error})");
     }
 }
 

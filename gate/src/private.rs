@@ -159,6 +159,11 @@ pub(crate) type KeyMap<V> = HashMap<u64, V, BuildHasherDefault<KeyHasher>>;
 /// The span pattern index that marks a private passage.
 pub(crate) const PRIVATE_SPAN: usize = usize::MAX;
 
+/// The longest run of taken slots a [`KeySet`] read back may have: a
+/// table at most 5/8 full has runs of a few hundred at a hundred million
+/// slots; a longer one would make its lookups linear.
+const MAX_RUN: usize = 1 << 12;
+
 /// A set of keys: a Bloom filter (one 64-bit word per key, three bits)
 /// in front of a hash table of its own (open addressing, linear probing,
 /// at most 5/8 full; a free slot is 0, and the key 0 is kept aside), so
@@ -373,8 +378,48 @@ impl KeySet {
             && set.slots.len().is_power_of_two()
             && set.slots.len() >= 2
             && set.slots.iter().filter(|&&k| k != 0).count() + usize::from(zero) == len
-            && set.slots.len() * 5 / 8 >= len.saturating_sub(usize::from(zero)))
+            && set.slots.len() * 5 / 8 >= len.saturating_sub(usize::from(zero))
+            && set.every_key_is_found())
         .then_some(set)
+    }
+
+    /// Whether a lookup finds every key of the table: its filter bits are
+    /// set, no free slot lies between its home and its slot, and no run
+    /// of taken slots is longer than [`MAX_RUN`] (lookups stay short).
+    /// One pass, from a free slot on.
+    fn every_key_is_found(&self) -> bool {
+        let words = self.bloom.len();
+        let filtered = |key: u64| {
+            let bits = Self::bits(key);
+            self.bloom[Self::slot(key, words)] & bits == bits
+        };
+        if self.zero && !filtered(0) {
+            return false;
+        }
+        let slots = self.slots.len();
+        let mask = slots - 1;
+        let Some(free) = self.slots.iter().position(|&k| k == 0) else {
+            return false;
+        };
+        // Taken slots before this one in its run.
+        let mut run = 0;
+        for step in 1..=slots {
+            let at = (free + step) & mask;
+            let key = self.slots[at];
+            if key == 0 {
+                run = 0;
+                continue;
+            }
+            let from_home = at.wrapping_sub(Self::home(key, slots)) & mask;
+            if from_home > run || !filtered(key) {
+                return false;
+            }
+            run += 1;
+            if run > MAX_RUN {
+                return false;
+            }
+        }
+        true
     }
 
     /// Bytes held.
@@ -1398,6 +1443,20 @@ impl Sets {
     /// The number of keys that are looked for.
     pub(crate) fn len(&self) -> usize {
         self.shingles.len() + self.shorts.len() + self.joined.len() + self.gapped.len()
+    }
+
+    /// Whether `other` holds the same keys of every kind.
+    pub(crate) fn same_keys(&self, other: &Self) -> bool {
+        // A table's filter may hold the bits of keys taken out after it
+        // was made (a build that removed its public keys): each key is
+        // looked up through `other`'s filter instead. A sorted set's
+        // filter is made from its keys alone.
+        let same = |a: &KeySet, b: &KeySet| a.len() == b.len() && a.iter().all(|k| b.contains(k));
+        same(&self.shingles, &other.shingles)
+            && same(&self.shorts, &other.shorts)
+            && same(&self.tri, &other.tri)
+            && self.joined.parts() == other.joined.parts()
+            && self.gapped.parts() == other.gapped.parts()
     }
 
     /// Bytes held.

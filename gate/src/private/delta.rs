@@ -255,6 +255,11 @@ impl PrivateCache {
         }
     }
 
+    /// The sets of its full build (or read from the index).
+    pub(crate) fn sets(&self) -> Arc<Sets> {
+        Arc::clone(&self.base.sets)
+    }
+
     /// Whether its matcher was read from the private-text index.
     pub(crate) fn is_stored(&self) -> bool {
         self.base.stored

@@ -30,7 +30,7 @@ use foveal_memex::file::MemexFile;
 use foveal_memex::privacy::PrivacyTags;
 use foveal_memex::snapshot::MemexSnapshot;
 
-use super::{Kept, KeySet, Sets, SortedKeys, file_keys, on_cores};
+use super::{Build, Kept, KeySet, Sets, SortedKeys, file_keys, on_cores};
 
 /// The first bytes of the file.
 const MAGIC: &[u8; 8] = b"FOVPKEYS";
@@ -67,6 +67,7 @@ pub(crate) fn digest(memex: &MemexSnapshot, privacy: &PrivacyTags) -> Digest {
     part(MAGIC);
     part(&FORMAT.to_le_bytes());
     part(env!("CARGO_PKG_VERSION").as_bytes());
+    part(build_identity());
     part(scheme());
     let mut tags: Vec<&str> = privacy.names().collect();
     tags.sort_unstable();
@@ -94,6 +95,35 @@ pub(crate) fn digest(memex: &MemexSnapshot, privacy: &PrivacyTags) -> Digest {
     all.finalize().into()
 }
 
+/// A SHA-256 of the running program (computed once): another build of
+/// foveal — a fix in how keys are made or which are public, another
+/// toolchain's Unicode tables — never reads an index this one wrote.
+fn build_identity() -> &'static [u8] {
+    static IDENTITY: OnceLock<Digest> = OnceLock::new();
+    IDENTITY.get_or_init(|| {
+        let mut hash = Sha256::new();
+        match std::env::current_exe().and_then(std::fs::File::open) {
+            Ok(mut exe) => {
+                let mut block = vec![0u8; 1 << 20];
+                loop {
+                    match exe.read(&mut block) {
+                        Ok(0) => break,
+                        Ok(n) => hash.update(&block[..n]),
+                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                        Err(_) => {
+                            hash.update(std::process::id().to_le_bytes());
+                            break;
+                        }
+                    }
+                }
+            }
+            // No program to know: a digest of this process alone.
+            Err(_) => hash.update(std::process::id().to_le_bytes()),
+        }
+        hash.finalize().into()
+    })
+}
+
 /// A text private in every way a key is made of: its keys change when
 /// the way keys are made does.
 const SAMPLE: &str = "#+TITLE: Sample\n\
@@ -107,34 +137,62 @@ My doctor said the biopsy results look clear, no follow-up needed.\n\
 - [ ] Call Ann back about the insurance claim 12 345 678\n\
 PIN 4471 and code B12X\n\
 mydoctorsaid the results\n\
+Ship the quarterly report to the whole team\n\
 T h e  s p e l l e d  w o r d s\n";
 
-/// The keys of [`SAMPLE`], hashed (computed once).
+/// A visible file holding some of [`SAMPLE`]'s private text: the build
+/// makes those keys public.
+const SAMPLE_VISIBLE: &str = "* Notes\n\
+Call Ann back about the insurance claim 12 345 678\n\
+the biopsy results look clear, no follow-up needed.\n";
+
+/// The sets a full build makes of [`SAMPLE`] and [`SAMPLE_VISIBLE`],
+/// hashed (computed once): a change in how keys are made, which are
+/// kept, or which visible text makes public is another digest.
 fn scheme() -> &'static [u8] {
     static SCHEME: OnceLock<Digest> = OnceLock::new();
     SCHEME.get_or_init(|| {
         let mut hash = Sha256::new();
         let privacy = PrivacyTags::new(["@sample"]);
-        match MemexFile::parse(Path::new("/sample/sample.org"), "sample", SAMPLE.to_owned()) {
-            Ok(file) => {
-                let keys = file_keys(&file, &privacy);
-                for run in [&keys.shingles, &keys.shorts, &keys.joined, &keys.tri] {
-                    hash.update((run.len() as u64).to_le_bytes());
-                    for key in run.iter() {
-                        hash.update(key.to_le_bytes());
-                    }
-                }
-                hash.update((keys.gapped.len() as u64).to_le_bytes());
-                for key in keys.gapped.iter() {
-                    hash.update(key.to_le_bytes());
-                }
+        let parsed = [
+            ("/sample/sample.org", "sample", SAMPLE),
+            ("/sample/visible.org", "visible", SAMPLE_VISIBLE),
+        ]
+        .map(|(path, id, text)| MemexFile::parse(Path::new(path), id, text.to_owned()));
+        match parsed {
+            [Ok(private), Ok(visible)] => {
+                let keys = file_keys(&private, &privacy);
                 for (start, end) in keys.visible.iter() {
                     hash.update(start.to_le_bytes());
                     hash.update(end.to_le_bytes());
                 }
+                let snapshot =
+                    MemexSnapshot::default().with_files(vec![Arc::new(private), Arc::new(visible)]);
+                let mut build = Build::new((Vec::new(), Vec::new()), &snapshot, &privacy);
+                let sets = build.run().0.unwrap_or_default();
+                for set in [&sets.shingles, &sets.shorts, &sets.tri] {
+                    let mut keys: Vec<u64> = set.iter().collect();
+                    keys.sort_unstable();
+                    hash.update((keys.len() as u64).to_le_bytes());
+                    for key in keys {
+                        hash.update(key.to_le_bytes());
+                    }
+                }
+                let (_, joined) = sets.joined.parts();
+                hash.update((joined.len() as u64).to_le_bytes());
+                for key in joined {
+                    hash.update(key.to_le_bytes());
+                }
+                let (_, gapped) = sets.gapped.parts();
+                hash.update((gapped.len() as u64).to_le_bytes());
+                for key in gapped {
+                    hash.update(key.to_le_bytes());
+                }
             }
-            // Never for this text; a digest no file has, then.
-            Err(e) => hash.update(e.to_string().as_bytes()),
+            // Never for these texts; a digest no file has, then.
+            [private, visible] => {
+                hash.update(format!("{:?} {:?}", private.err(), visible.err()).as_bytes());
+            }
         }
         hash.finalize().into()
     })
@@ -152,11 +210,15 @@ const HEADER: usize = 8 + 4 + 32;
 /// then a CRC-32 of all that comes before. Every array is read as it is:
 /// no key is hashed or inserted again.
 pub(crate) fn load(path: &Path, digest: &Digest) -> Result<Option<Sets>, StoreError> {
-    let file = match std::fs::File::open(path) {
-        Ok(file) => file,
+    // Only a regular file is opened: a FIFO put there would block the
+    // open, and with it every turn.
+    match std::fs::metadata(path) {
+        Ok(meta) if meta.is_file() => {}
+        Ok(_) => return Err(StoreError::Foreign),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e.into()),
-    };
+    }
+    let file = std::fs::File::open(path)?;
     let size = file.metadata()?.len();
     if size < HEADER as u64 + 4 {
         return Err(StoreError::Foreign);
@@ -212,7 +274,10 @@ pub(crate) fn save(path: &Path, digest: &Digest, sets: &Sets) -> std::io::Result
         .recursive(true)
         .mode(0o700)
         .create(dir)?;
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+    // The folder's mode, not that of one a link points to.
+    if std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir()) {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+    }
     remove_orphans(dir);
     // One staging file per write: two writers never share one.
     static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -222,10 +287,11 @@ pub(crate) fn save(path: &Path, digest: &Digest, sets: &Sets) -> std::io::Result
         WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
     ));
     let written = (|| {
+        // A new file: never one a link at this name points to.
+        let _ = std::fs::remove_file(&staging);
         let file = std::fs::OpenOptions::new()
             .write(true)
-            .create(true)
-            .truncate(true)
+            .create_new(true)
             .mode(0o600)
             .open(&staging)?;
         let mut out = Checked::new(std::io::BufWriter::with_capacity(1 << 20, file));
@@ -251,23 +317,29 @@ pub(crate) fn save(path: &Path, digest: &Digest, sets: &Sets) -> std::io::Result
     written
 }
 
+/// A staging file not written to for this long is a writer's that ended
+/// before renaming it (killed mid-write); a live writer writes it
+/// without pause.
+const ORPHAN_AFTER: std::time::Duration = std::time::Duration::from_secs(600);
+
 /// Removes the staging files of writers that ended before renaming
-/// theirs (killed mid-write): each is the size of the index.
+/// theirs: each is the size of the index.
 fn remove_orphans(dir: &Path) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
     for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(pid) = name
+        let staging = entry
+            .file_name()
             .to_str()
-            .and_then(|n| n.strip_prefix(".private.keys."))
-            .and_then(|rest| rest.split('.').next())
-            .and_then(|pid| pid.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        if pid != std::process::id() && !Path::new("/proc").join(pid.to_string()).exists() {
+            .is_some_and(|n| n.starts_with(".private.keys."));
+        let idle = entry
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|idle| idle >= ORPHAN_AFTER);
+        if staging && idle {
             let _ = std::fs::remove_file(entry.path());
         }
     }
@@ -417,5 +489,39 @@ impl<R: Read> Checked<R> {
             left -= n;
         }
         Ok(keys)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The digest's sample is worth its name only if its build has keys
+    /// of every kind and some that visible text makes public.
+    #[test]
+    fn the_sample_build_has_keys_of_every_kind_and_public_ones() {
+        let privacy = PrivacyTags::new(["@sample"]);
+        let files = [
+            ("/sample/sample.org", "sample", SAMPLE),
+            ("/sample/visible.org", "visible", SAMPLE_VISIBLE),
+        ]
+        .map(|(path, id, text)| {
+            Arc::new(MemexFile::parse(Path::new(path), id, text.to_owned()).unwrap())
+        });
+        let snapshot = MemexSnapshot::default().with_files(files.to_vec());
+        let mut build = Build::new((Vec::new(), Vec::new()), &snapshot, &privacy);
+        let (sets, counts) = build.run();
+        let sets = sets.unwrap();
+        assert!(counts.public > 0, "{counts:?}");
+        for (name, len) in [
+            ("shingles", sets.shingles.len()),
+            ("shorts", sets.shorts.len()),
+            ("joined", sets.joined.len()),
+            ("gapped", sets.gapped.len()),
+            ("tri", sets.tri.len()),
+        ] {
+            assert!(len > 0, "{name}: {sets:?}");
+        }
+        assert_eq!(scheme().len(), 32);
     }
 }

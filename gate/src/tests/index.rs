@@ -45,9 +45,21 @@ fn a_later_gate_reads_the_matcher_a_full_build_wrote_and_cleans_the_same() {
         .unwrap()
         .join(format!(".private.keys.{}.0", u32::MAX - 1));
     std::fs::write(&orphan, b"half").unwrap();
+    let hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+    std::fs::File::options()
+        .write(true)
+        .open(&orphan)
+        .unwrap()
+        .set_modified(hour_ago)
+        .unwrap();
+    // A writer's staging file written to a moment ago stays.
+    let live = path.parent().unwrap().join(".private.keys.1.0");
+    std::fs::write(&live, b"writing").unwrap();
     std::fs::remove_file(&path).unwrap();
     cleaned(&indexed(&path), &open(dir.path()), BODY);
     assert!(!orphan.exists());
+    assert!(live.exists());
+    std::fs::remove_file(&live).unwrap();
     assert_eq!(count(), 1);
 
     // Another process, the same files: read, not built.
@@ -269,5 +281,76 @@ fn a_host_reading_the_index_builds_the_base_of_later_edits_beside_it() {
             "The spare key is under the blue pot. Buy the ring in June."
         ),
         "[REDACTED private]. Buy the ring in June."
+    );
+}
+
+#[test]
+fn a_table_whose_keys_a_lookup_would_miss_is_not_read_back() {
+    let keys: Vec<u64> = (1..200u64).map(|k| crate::words::mix(k, 9)).collect();
+    let set = crate::private::KeySet::new(keys.iter().copied());
+    let (bloom, slots, zero, len) = set.parts();
+    assert!(crate::private::KeySet::from_parts(bloom.into(), slots.into(), zero, len).is_some());
+    // A key moved one slot on past a free slot: a lookup stops before it.
+    let mut moved = slots.to_vec();
+    let n = moved.len();
+    let at = (0..n)
+        .find(|&i| moved[i] != 0 && moved[(i + 1) % n] == 0 && moved[(i + 2) % n] == 0)
+        .unwrap();
+    moved[(at + 2) % n] = moved[at];
+    moved[at] = 0;
+    assert!(crate::private::KeySet::from_parts(bloom.into(), moved.into(), zero, len).is_none());
+    // A filter without a key's bits.
+    let empty = vec![0u64; bloom.len()];
+    assert!(crate::private::KeySet::from_parts(empty.into(), slots.into(), zero, len).is_none());
+}
+
+#[test]
+fn a_host_whose_build_disagrees_with_the_index_says_so_and_writes_it_again() {
+    // An index of another memex's sets under this memex's digest (as a
+    // build of foveal with other rules would leave it).
+    let (other, _memex) = memex("* Other :@personal:\nThe spare key is under the blue pot.\n");
+    let (dir, _memex) = memex(DIARY);
+    let store = tempfile::tempdir().unwrap();
+    let path = store.path().join("private.keys");
+    let privacy = PrivacyTags::new(["@personal"]);
+    let (cache, _) = crate::private::update(None, &open(other.path()).snapshot(), &privacy, 0);
+    let digest = crate::private::stored::digest(&open(dir.path()).snapshot(), &privacy);
+    crate::private::stored::save(&path, &digest, &cache.sets()).unwrap();
+
+    let ring = LogRing::new(100);
+    let subscriber = tracing_subscriber::registry().with(ring.layer());
+    let _anchor = tracing::Dispatch::new(tracing::subscriber::NoSubscriber::default());
+    let memex = open(dir.path());
+    let gate = indexed(&path);
+    tracing::subscriber::with_default(subscriber, || {
+        tracing::callsite::rebuild_interest_cache();
+        gate.prepare(&memex.snapshot());
+    });
+    let lines = ring.recent(100);
+    assert!(
+        lines.iter().any(
+            |l| l.starts_with("WARN foveal::privacy: the private-text index")
+                && l.contains("did not hold what a build of the same memex makes")
+        ),
+        "{lines:?}"
+    );
+    // The build's matcher is in use, and the index now holds it.
+    assert_eq!(cleaned(&gate, &memex, BODY), CLEAN);
+    let again = indexed(&path);
+    assert_eq!(cleaned(&again, &open(dir.path()), BODY), CLEAN);
+    assert!(again.matcher_from_index());
+    // One that agrees is not said.
+    let ring = LogRing::new(100);
+    let subscriber = tracing_subscriber::registry().with(ring.layer());
+    let gate = indexed(&path);
+    tracing::subscriber::with_default(subscriber, || {
+        tracing::callsite::rebuild_interest_cache();
+        gate.prepare(&open(dir.path()).snapshot());
+    });
+    assert!(gate.matcher_from_index());
+    assert!(
+        !ring.recent(100).iter().any(|l| l.contains("did not hold")),
+        "{:?}",
+        ring.recent(100)
     );
 }
