@@ -299,9 +299,21 @@ fn a_table_whose_keys_a_lookup_would_miss_is_not_read_back() {
     moved[(at + 2) % n] = moved[at];
     moved[at] = 0;
     assert!(crate::private::KeySet::from_parts(bloom.into(), moved.into(), zero, len).is_none());
-    // A filter without a key's bits.
-    let empty = vec![0u64; bloom.len()];
-    assert!(crate::private::KeySet::from_parts(empty.into(), slots.into(), zero, len).is_none());
+    // A run of taken slots too long for a lookup to stay short: keys
+    // whose home is one slot (the table's hash is a multiplication by an
+    // odd constant; its inverse makes keys with the same high bits).
+    let odd: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut inverse = odd;
+    for _ in 0..6 {
+        inverse = inverse.wrapping_mul(2u64.wrapping_sub(odd.wrapping_mul(inverse)));
+    }
+    assert_eq!(odd.wrapping_mul(inverse), 1);
+    let crowded = crate::private::KeySet::new((1..5_000u64).map(|i| i.wrapping_mul(inverse)));
+    let (bloom, slots, zero, len) = crowded.parts();
+    assert!(crate::private::KeySet::from_parts(bloom.into(), slots.into(), zero, len).is_none());
+    let fine = crate::private::KeySet::new((1..4_000u64).map(|i| i.wrapping_mul(inverse)));
+    let (bloom, slots, zero, len) = fine.parts();
+    assert!(crate::private::KeySet::from_parts(bloom.into(), slots.into(), zero, len).is_some());
 }
 
 #[test]
