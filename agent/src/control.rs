@@ -56,6 +56,12 @@ pub enum Request {
         /// --json` prints it.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         report: bool,
+        /// The configuration the client expects the host to serve (its
+        /// `config_id`): a host serving another answers
+        /// [`Reply::OtherConfig`] and runs nothing (a host restarted with
+        /// other settings since the client asked `status`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        config_id: Option<String>,
     },
     /// The host's status.
     Status,
@@ -99,8 +105,16 @@ pub enum Request {
     /// (`foveal context`, `foveal prompt`), on the host's loaded memex and
     /// skills: answered [`Reply::Printed`] (what the command prints, and
     /// how it ended), or [`Reply::OtherSession`] when a prompt's session
-    /// is not the host's.
-    Command(crate::commands::Command),
+    /// is not the host's, or [`Reply::OtherConfig`] when `prompt_id` is
+    /// given and is not the host's.
+    Command {
+        /// The command: `name` and its fields.
+        #[serde(flatten)]
+        command: crate::commands::Command,
+        /// The host's `prompt_id` the client expects.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        prompt_id: Option<String>,
+    },
     /// Move the foveal focus: to the object `id`, or to the object at
     /// `line` of `file` (the headline nearest at or above it, see
     /// [`super::focus::object_at`]), or — with neither — clear it. Applied
@@ -192,6 +206,14 @@ pub enum Reply {
     OtherSession {
         /// The host's session.
         session: String,
+    },
+    /// The configuration the request expected (`config_id` of a `send`,
+    /// `prompt_id` of a `command`) is not the host's: nothing was run.
+    OtherConfig {
+        /// The host's `config_id`.
+        config_id: String,
+        /// The host's `prompt_id`.
+        prompt_id: String,
     },
     /// The request was not understood.
     Error {
@@ -652,24 +674,45 @@ mod tests {
     fn a_command_and_what_it_printed_read_as_documented() {
         use crate::commands::{Command, Exit, Printed};
         let parse = |line: &str| serde_json::from_str::<Request>(line).unwrap();
-        let Request::Command(Command::Context(options)) =
-            parse(r#"{"cmd":"command","name":"context","focus":"docs","json":true}"#)
+        let Request::Command {
+            command: Command::Context(options),
+            prompt_id: None,
+        } = parse(r#"{"cmd":"command","name":"context","focus":"docs","json":true}"#)
         else {
             panic!("not a context command");
         };
         assert_eq!(options.focus.as_deref(), Some("docs"));
         assert!(options.json && !options.explain && options.threshold.is_none());
-        let Request::Command(Command::Prompt(options)) =
-            parse(r#"{"cmd":"command","name":"prompt","message":"hi","session":"default"}"#)
+        let Request::Command {
+            command: Command::Prompt(options),
+            prompt_id,
+        } = parse(
+            r#"{"cmd":"command","name":"prompt","message":"hi","session":"default","prompt_id":"ab12"}"#,
+        )
         else {
             panic!("not a prompt command");
         };
         assert_eq!(options.message.as_deref(), Some("hi"));
         assert_eq!(options.session.as_deref(), Some("default"));
-        let line = serde_json::to_string(&Request::Command(Command::Prompt(options))).unwrap();
+        assert_eq!(prompt_id.as_deref(), Some("ab12"));
+        let request = Request::Command {
+            command: Command::Prompt(options),
+            prompt_id,
+        };
+        let line = serde_json::to_string(&request).unwrap();
         assert!(
             line.starts_with(r#"{"cmd":"command","name":"prompt","#),
             "{line}"
+        );
+        assert!(line.ends_with(r#""prompt_id":"ab12"}"#), "{line}");
+        assert_eq!(parse(&line), request);
+        let other = Reply::OtherConfig {
+            config_id: "c1".to_owned(),
+            prompt_id: "p1".to_owned(),
+        };
+        assert_eq!(
+            serde_json::to_string(&other).unwrap(),
+            r#"{"event":"other_config","config_id":"c1","prompt_id":"p1"}"#
         );
         let printed = Reply::Printed(Printed {
             stdout: "out".to_owned(),
@@ -687,11 +730,14 @@ mod tests {
             panic!("not a send");
         };
         assert!(!report);
-        let Request::Send { report, .. } = parse(r#"{"cmd":"send","text":"hi","report":true}"#)
+        let Request::Send {
+            report, config_id, ..
+        } = parse(r#"{"cmd":"send","text":"hi","report":true,"config_id":"c1"}"#)
         else {
             panic!("not a send");
         };
         assert!(report);
+        assert_eq!(config_id.as_deref(), Some("c1"));
         let done = Reply::Done {
             stop: StopReason::Replied,
             error: None,

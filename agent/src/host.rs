@@ -83,6 +83,9 @@ struct Shared {
     model: Option<String>,
     /// The control clients served at once ([`clients_for`]).
     max_clients: usize,
+    /// The host's `config_id` and `prompt_id` ([`crate::config::Config::id`],
+    /// [`crate::config::Config::prompt_id`]).
+    ids: (String, String),
 }
 
 /// What the `context` request assembles from.
@@ -216,6 +219,7 @@ pub async fn run(
             },
             model: agent.config().provider.model.clone(),
             max_clients,
+            ids: (agent.config().id(), agent.config().prompt_id()),
         });
         let clients = Arc::clone(&clients);
         let beyond = Arc::new(tokio::sync::Semaphore::new(max_clients));
@@ -973,6 +977,24 @@ async fn subscribed(
 /// command's answer.
 const SAID_FAILURES: usize = 8;
 
+/// [`Reply::OtherConfig`] when the `config_id` or `prompt_id` a request
+/// expects is not the host's (it was restarted with other settings since
+/// the client read its status): nothing is run, and the client runs the
+/// command itself.
+fn other_config(
+    shared: &Shared,
+    config_id: Option<&str>,
+    prompt_id: Option<&str>,
+) -> Option<Reply> {
+    let (own_config, own_prompt) = &shared.ids;
+    let differs = config_id.is_some_and(|id| id != own_config)
+        || prompt_id.is_some_and(|id| id != own_prompt);
+    differs.then(|| Reply::OtherConfig {
+        config_id: own_config.clone(),
+        prompt_id: own_prompt.clone(),
+    })
+}
+
 /// Runs `command` on the host's parts, off the runtime's threads.
 async fn command_reply(command: crate::commands::Command, shared: &Shared) -> Reply {
     use crate::commands::{self, Command, Parts};
@@ -1099,8 +1121,11 @@ async fn serve_one(
             };
             control::write_reply(stream, &reply).await
         }
-        Request::Command(command) => {
-            let reply = command_reply(command, shared).await;
+        Request::Command { command, prompt_id } => {
+            let reply = match other_config(shared, None, prompt_id.as_deref()) {
+                Some(other) => other,
+                None => command_reply(command, shared).await,
+            };
             control::write_reply(stream, &reply).await
         }
         Request::Focus { id, file, line } => {
@@ -1159,7 +1184,11 @@ async fn serve_one(
             focus,
             signal,
             report,
+            config_id,
         } => {
+            if let Some(other) = other_config(shared, config_id.as_deref(), None) {
+                return control::write_reply(stream, &other).await;
+            }
             let (tx, mut rx) = mpsc::unbounded_channel();
             let signal = Signal {
                 source: signal,

@@ -328,10 +328,19 @@ fn through_host(
     // A host that sends the turn's report shows `prompt_id` too (an older
     // one would run the turn and send none).
     let needs = json.then_some("prompt_id");
-    if !serving_host(config, ("config_id", config.id()), Some(&session), needs)? {
+    let config_id = config.id();
+    if !serving_host(
+        config,
+        ("config_id", config_id.clone()),
+        Some(&session),
+        needs,
+    )? {
         return Ok(None);
     }
-    turn_on_host(config, text, None, false, json).map(Some)
+    // The id again with the turn: a host restarted with other settings
+    // since its status was read answers `other_config`, and the turn runs
+    // here.
+    turn_on_host(config, text, None, false, json, Some(config_id))
 }
 
 /// Whether a host answers on the configured socket whose status holds
@@ -383,13 +392,17 @@ pub(crate) fn host_command(
     session: Option<&str>,
     command: Command,
 ) -> anyhow::Result<Option<Printed>> {
-    if !serving_host(config, ("prompt_id", config.prompt_id()), session, None)? {
+    let prompt_id = config.prompt_id();
+    if !serving_host(config, ("prompt_id", prompt_id.clone()), session, None)? {
         return Ok(None);
     }
     let mut answer = None;
     let asked = runtime()?.block_on(control::request(
         &socket(config),
-        &Request::Command(command),
+        &Request::Command {
+            command,
+            prompt_id: Some(prompt_id),
+        },
         |reply| {
             answer = Some(reply);
             false
@@ -397,6 +410,10 @@ pub(crate) fn host_command(
     ));
     Ok(match (asked, answer) {
         (Ok(()), Some(Reply::Printed(printed))) => Some(printed),
+        (Ok(()), Some(Reply::OtherConfig { .. })) => {
+            other_config_now();
+            None
+        }
         (Ok(()), Some(Reply::Error { message })) => {
             eprintln!("warning: the running host could not answer ({message}); running here");
             None
@@ -408,6 +425,15 @@ pub(crate) fn host_command(
         // Another session, or an answer this client does not know.
         _ => None,
     })
+}
+
+/// Says (at `FOVEAL_LOG=foveal=info`) that the host changed its
+/// configuration between its status and the request.
+fn other_config_now() {
+    tracing::info!(
+        target: "foveal::agent",
+        "the host now serves another configuration (restarted since its status was read): the command runs here"
+    );
 }
 
 /// `foveal ask`'s output: the reply's text as it comes; tools on stderr.
@@ -454,18 +480,22 @@ pub fn send(
     focus: Option<String>,
     delegation: bool,
 ) -> anyhow::Result<Exit> {
-    turn_on_host(config, text, focus, delegation, false)
+    turn_on_host(config, text, focus, delegation, false, None)
+        .map(|exit| exit.unwrap_or(Exit::NotFound))
 }
 
 /// One turn on the running host: its reply streams to stdout — or, with
 /// `json`, only the turn's report is printed at its end (`ask --json`).
+/// With `config_id`, a host serving another configuration runs nothing:
+/// `None` then (never for a `send` without it).
 fn turn_on_host(
     config: &Config,
     text: &str,
     focus: Option<String>,
     delegation: bool,
     json: bool,
-) -> anyhow::Result<Exit> {
+    config_id: Option<String>,
+) -> anyhow::Result<Option<Exit>> {
     let request = Request::Send {
         text: text.to_owned(),
         focus,
@@ -475,13 +505,22 @@ fn turn_on_host(
             SignalSource::UserInput
         },
         report: json,
+        config_id,
     };
     let mut exit = Exit::Ok;
     let mut answered = false;
+    let mut other = false;
     let result = runtime()?.block_on(control::request(&socket(config), &request, |reply| {
         let mut out = std::io::stdout().lock();
-        answered |= matches!(reply, Reply::Done { .. } | Reply::Error { .. });
+        answered |= matches!(
+            reply,
+            Reply::Done { .. } | Reply::Error { .. } | Reply::OtherConfig { .. }
+        );
         match reply {
+            Reply::OtherConfig { .. } => {
+                other = true;
+                false
+            }
             Reply::Text { text } => {
                 if !json {
                     let _ = out.write_all(text.as_bytes());
@@ -531,15 +570,19 @@ fn turn_on_host(
             _ => true,
         }
     }));
+    if result.is_ok() && other {
+        other_config_now();
+        return Ok(None);
+    }
     if result.is_ok() && !answered {
         // The connection closed without the end of the turn: the host
         // stopped or crashed in the middle of it.
         eprintln!(
             "error: the host closed the connection before its reply was complete (it stopped or crashed); the message may not have been answered"
         );
-        return Ok(Exit::NotFound);
+        return Ok(Some(Exit::NotFound));
     }
-    client_result(result, exit)
+    client_result(result, exit).map(Some)
 }
 
 fn client_result(result: Result<(), control::ClientError>, exit: Exit) -> anyhow::Result<Exit> {

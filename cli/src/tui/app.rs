@@ -297,11 +297,13 @@ impl App {
                 self.note(format!("the host serves session `{session}`"));
             }
             Reply::Stopping => self.note("the host is stopping"),
-            // The TUI asks no command of the host.
+            // The TUI asks no command of the host, and expects no
+            // configuration of it.
             Reply::Subscribed
             | Reply::CycleStarted { .. }
             | Reply::Cancelled { .. }
-            | Reply::Printed(_) => {}
+            | Reply::Printed(_)
+            | Reply::OtherConfig { .. } => {}
         }
     }
 

@@ -244,6 +244,7 @@ fn act(action: Action, socket: &Path, tx: &mpsc::UnboundedSender<FromHost>) {
             focus,
             signal: foveal_agent::SignalSource::UserInput,
             report: false,
+            config_id: None,
         },
         Action::Cancel => Request::Cancel,
         Action::Context => Request::Context { focus: None },

@@ -126,3 +126,48 @@ async fn focus_by_file_and_line_takes_the_headline_above_and_refuses_a_private_o
     assert!(wait_exit(&mut host).success());
     assert!(server.requests().is_empty(), "no model was asked");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_expecting_another_configuration_is_answered_other_config_and_runs_nothing() {
+    let dir = workspace();
+    let server = Server::start(vec![crate::live::text_reply("Hello.")]).await;
+    let mut host = start_host(dir.path(), &server, &["--no-repl"]);
+    let socket = dir.path().join("run/control.sock");
+    let own = status(dir.path(), &server).await;
+    let other = json!({
+        "event": "other_config",
+        "config_id": own["config_id"],
+        "prompt_id": own["prompt_id"],
+    });
+
+    // Another configuration expected: nothing runs.
+    let answer = ask(
+        &socket,
+        &json!({"cmd": "send", "text": "hi", "config_id": "0000000000000000"}),
+    );
+    assert_eq!(answer, [other.clone()]);
+    let answer = ask(
+        &socket,
+        &json!({"cmd": "command", "name": "context", "prompt_id": "0000000000000000"}),
+    );
+    assert_eq!(answer, [other]);
+    assert!(server.requests().is_empty());
+    assert_eq!(status(dir.path(), &server).await["cycles"], 0);
+
+    // Its own: answered.
+    let answer = ask(
+        &socket,
+        &json!({"cmd": "command", "name": "context", "prompt_id": own["prompt_id"]}),
+    );
+    assert_eq!(answer[0]["event"], "printed", "{answer:?}");
+    let answer = ask(
+        &socket,
+        &json!({"cmd": "send", "text": "hi", "config_id": own["config_id"]}),
+    );
+    assert_eq!(answer.last().unwrap()["event"], "done", "{answer:?}");
+    assert_eq!(server.requests().len(), 1);
+
+    let stop = run_to_end(command(dir.path(), &server, &["stop"])).await;
+    assert!(stop.status.success(), "{}", stderr(&stop));
+    assert!(wait_exit(&mut host).success());
+}
