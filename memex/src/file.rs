@@ -188,8 +188,24 @@ impl MemexFile {
         settings: Settings,
         setup: Arc<Setup>,
     ) -> Result<Self, ParseError> {
+        Self::parse_or_give_back(path, id_base, text, settings, setup).map_err(|(error, _)| error)
+    }
+
+    /// [`Self::parse_with`], giving `text` back when it does not parse
+    /// (so a caller keeps a failed file's text without copying every
+    /// file's beforehand).
+    pub fn parse_or_give_back(
+        path: &Path,
+        id_base: &str,
+        text: String,
+        settings: Settings,
+        setup: Arc<Setup>,
+    ) -> Result<Self, (ParseError, String)> {
         let started = std::time::Instant::now();
-        let parsed = parse::parse_with(&text, settings)?;
+        let parsed = match parse::parse_with(&text, settings) {
+            Ok(parsed) => parsed,
+            Err(error) => return Err((error, text)),
+        };
         let mut warnings = setup.warnings.clone();
         let count = parsed.headlines.len();
 

@@ -657,18 +657,18 @@ impl Memex {
         modified: Option<std::time::SystemTime>,
     ) -> Result<MemexFile, Failure> {
         let id_base = self.id_base(path);
-        let kept = Arc::<str>::from(text.as_str());
-        let mut file = MemexFile::parse_with(path, &id_base, text, settings, Arc::new(setup))
-            .map_err(|e| {
-                (
-                    MemexError::Parse {
-                        path: path.to_owned(),
-                        line: e.line,
-                        message: e.message,
-                    },
-                    Some(kept),
-                )
-            })?;
+        let mut file =
+            MemexFile::parse_or_give_back(path, &id_base, text, settings, Arc::new(setup))
+                .map_err(|(e, text)| {
+                    (
+                        MemexError::Parse {
+                            path: path.to_owned(),
+                            line: e.line,
+                            message: e.message,
+                        },
+                        Some(Arc::<str>::from(text)),
+                    )
+                })?;
         file.modified = modified;
         Ok(file)
     }
