@@ -150,6 +150,19 @@ pub async fn run(
     let (queue, mut signals) = mpsc::unbounded_channel::<Queued>();
     let (focus_tx, mut focus_changes) = mpsc::unbounded_channel::<FocusChange>();
     let (stop_tx, mut stop) = watch::channel(false);
+    // The matcher derived after edits is built in full beside it once the
+    // memex has been quiet for a while ([`Gate::heal`]).
+    {
+        let gate = Arc::clone(agent.gate());
+        let memex = Arc::clone(agent.memex());
+        let stopping = stop_tx.subscribe();
+        let healer = std::thread::Builder::new()
+            .name("foveal-heal".into())
+            .spawn(move || heal_when_quiet(&gate, &memex, &stopping, heal_after()));
+        if let Err(error) = healer {
+            tracing::warn!(target: "foveal::privacy", "the matcher derived after edits is not rebuilt in full while the host runs: no thread for it ({error})");
+        }
+    }
     let status = agent.status();
     let window = Arc::clone(agent.window());
     let pending: PendingConfirm = Arc::default();
@@ -977,6 +990,52 @@ async fn subscribed(
 /// command's answer.
 const SAID_FAILURES: usize = 8;
 
+/// How long the memex stays unchanged before a matcher derived after
+/// edits is built in full beside it: a minute (`FOVEAL_TEST_HEAL_AFTER_MS`
+/// sets it for tests).
+fn heal_after() -> std::time::Duration {
+    std::env::var("FOVEAL_TEST_HEAL_AFTER_MS")
+        .ok()
+        .and_then(|ms| ms.parse().ok())
+        .map_or(
+            std::time::Duration::from_secs(60),
+            std::time::Duration::from_millis,
+        )
+}
+
+/// Builds the private-text matcher in full ([`Gate::heal`]) once the
+/// memex has not changed for `quiet` and the matcher in use was derived
+/// after an edit, at a lower priority than the host's turns; until the
+/// host stops.
+fn heal_when_quiet(
+    gate: &foveal_registry::egress::Gate,
+    memex: &foveal_memex::Memex,
+    stopping: &watch::Receiver<bool>,
+    quiet: std::time::Duration,
+) {
+    // SAFETY: `setpriority` on this thread (its id from `gettid`); the
+    // threads the build starts inherit it. Failure leaves the priority.
+    unsafe {
+        libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, 10);
+    }
+    let poll = (quiet / 4).clamp(
+        std::time::Duration::from_millis(20),
+        std::time::Duration::from_secs(5),
+    );
+    let mut seen = memex.snapshot().generation();
+    let mut since = std::time::Instant::now();
+    while !*stopping.borrow() {
+        std::thread::sleep(poll);
+        let snapshot = memex.snapshot();
+        if snapshot.generation() != seen {
+            seen = snapshot.generation();
+            since = std::time::Instant::now();
+        } else if since.elapsed() >= quiet && gate.matcher_is_derived() {
+            gate.heal(&snapshot);
+        }
+    }
+}
+
 /// [`Reply::OtherConfig`] when the `config_id` or `prompt_id` a request
 /// expects is not the host's (it was restarted with other settings since
 /// the client read its status): nothing is run, and the client runs the
@@ -1317,5 +1376,68 @@ impl Output for ClientOutput {
             ok,
             result,
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_matcher_derived_after_an_edit_is_built_in_full_once_the_memex_is_quiet() {
+        let dir = tempfile::tempdir().unwrap();
+        let visible = "* Plans\nThe quarterly report ships on Friday morning.\n";
+        std::fs::write(dir.path().join("a.org"), visible).unwrap();
+        let diary = dir.path().join("b.org");
+        std::fs::write(&diary, "* Diary :@personal:\nMet Ann at the harbour.\n").unwrap();
+        let memex = Arc::new(foveal_memex::Memex::open(&[dir.path().to_path_buf()]).unwrap());
+        let gate = Arc::new(
+            foveal_gate::Gate::new(
+                foveal_memex::privacy::PrivacyTags::new(["@personal"]),
+                &[],
+                true,
+            )
+            .unwrap(),
+        );
+        gate.derive_matcher_from(0);
+        let quote = "The quarterly report ships on Friday morning.";
+        let clean = |text: &str| {
+            gate.clean(text, &memex.snapshot(), &foveal_gate::NoSkills)
+                .unwrap()
+                .text
+                .into_owned()
+        };
+        assert_eq!(clean(quote), quote);
+        let (stop, stopping) = watch::channel(false);
+        let healer = {
+            let (gate, memex) = (Arc::clone(&gate), Arc::clone(&memex));
+            std::thread::spawn(move || {
+                heal_when_quiet(
+                    &gate,
+                    &memex,
+                    &stopping,
+                    std::time::Duration::from_millis(300),
+                );
+            })
+        };
+        // Private text that only the unchanged a.org's visible text holds:
+        // derived, it is redacted; once the memex is quiet, it is not.
+        std::fs::write(
+            &diary,
+            format!("* Diary :@personal:\nMet Ann at the harbour.\n{quote}\n"),
+        )
+        .unwrap();
+        memex.reload_file(&diary);
+        assert_eq!(clean(quote), "[REDACTED private].");
+        assert!(gate.matcher_is_derived());
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while gate.matcher_is_derived() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        assert!(!gate.matcher_is_derived(), "not built in full in 20 s");
+        assert_eq!(clean(quote), quote);
+        assert_eq!(clean("Met Ann at the harbour."), "[REDACTED private].");
+        stop.send_replace(true);
+        healer.join().unwrap();
     }
 }

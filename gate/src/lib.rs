@@ -825,14 +825,7 @@ impl Gate {
                 "private-text matcher derived from the last full build"
             ),
         }
-        let full = match update {
-            Update::Full(counts) => built.full_sets().filter(|_| {
-                self.index.as_ref().is_some_and(|index| {
-                    counts.keys >= index.from_keys.load(std::sync::atomic::Ordering::Relaxed)
-                })
-            }),
-            Update::Derived { .. } => None,
-        };
+        let full = self.to_index(&built, update);
         *cache = Some(built);
         if let Some(index) = &self.index {
             index
@@ -840,14 +833,83 @@ impl Gate {
                 .store(false, std::sync::atomic::Ordering::Relaxed);
         }
         drop(cache);
-        if let (Some(sets), Some(index)) = (full, &self.index) {
+        self.write_full(memex, digest, full);
+        matcher
+    }
+
+    /// The sets of `built` to write to the index: those of a full build
+    /// large enough.
+    fn to_index(&self, built: &PrivateCache, update: Update) -> Option<Arc<private::Sets>> {
+        match update {
+            Update::Full(counts) => built.full_sets().filter(|_| {
+                self.index.as_ref().is_some_and(|index| {
+                    counts.keys >= index.from_keys.load(std::sync::atomic::Ordering::Relaxed)
+                })
+            }),
+            Update::Derived { .. } => None,
+        }
+    }
+
+    /// Writes `sets`, a full build of `memex`, to the index (on the
+    /// writer thread when [`Self::write_index_in_background`]).
+    fn write_full(
+        &self,
+        memex: &MemexSnapshot,
+        digest: Option<private::stored::Digest>,
+        sets: Option<Arc<private::Sets>>,
+    ) {
+        if let (Some(sets), Some(index)) = (sets, &self.index) {
             if index.background.load(std::sync::atomic::Ordering::Relaxed) {
                 write_in_background(index, &self.privacy, memex, digest, sets);
             } else {
                 write_index(index, &self.privacy, memex, digest, &sets);
             }
         }
-        matcher
+    }
+
+    /// Whether the matcher in use was derived after an edit rather than
+    /// built in full: it may redact a run that new private text brings
+    /// and only an unchanged file's visible text holds ([`Self::heal`]).
+    pub fn matcher_is_derived(&self) -> bool {
+        let cache = self.private.lock().unwrap_or_else(|e| e.into_inner());
+        cache.as_ref().is_some_and(PrivateCache::is_derived)
+    }
+
+    /// Builds the matcher of `memex` in full beside the one derived after
+    /// edits, outside the lock (turns go on with the derived one), reusing
+    /// every file version's work, and puts it in its place when the memex
+    /// has not moved on meanwhile: what the derivation redacted too much
+    /// is visible again, later edits derive from this build, and the index
+    /// is written. A host does this once its memex has been quiet for a
+    /// while. Returns whether it did.
+    pub fn heal(&self, memex: &MemexSnapshot) -> bool {
+        crate::logs::unredacted(|| {
+            let _ = self.private_matcher(memex);
+            let work = {
+                let cache = self.private.lock().unwrap_or_else(|e| e.into_inner());
+                match cache.as_ref() {
+                    Some(cache) if cache.is_for(memex) && cache.is_derived() => cache.work(),
+                    _ => return false,
+                }
+            };
+            let started = std::time::Instant::now();
+            let (built, update) = private::full(work, memex, &self.privacy);
+            let full = self.to_index(&built, update);
+            let mut cache = self.private.lock().unwrap_or_else(|e| e.into_inner());
+            if !cache.as_ref().is_some_and(|c| c.is_for(memex)) {
+                return false;
+            }
+            *cache = Some(built);
+            drop(cache);
+            tracing::debug!(
+                target: "foveal::privacy",
+                generation = memex.generation(),
+                ms = started.elapsed().as_secs_f64() * 1e3,
+                "private-text matcher built in full in place of the derived one"
+            );
+            self.write_full(memex, None, full);
+            true
+        })
     }
 
     /// Builds the private-text matcher of `memex` now (a host does at its

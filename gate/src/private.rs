@@ -81,7 +81,7 @@ use foveal_memex::snapshot::MemexSnapshot;
 
 mod delta;
 pub(crate) mod stored;
-pub(crate) use delta::{DELTA_FROM_KEYS, Matcher, PrivateCache, Update, update};
+pub(crate) use delta::{DELTA_FROM_KEYS, Matcher, PrivateCache, Update, full, update};
 
 /// Runs of this many words of private text are looked for wherever they
 /// appear: a quote of five consecutive words of a private line is private.
@@ -1482,6 +1482,19 @@ pub(crate) struct CachedFile {
     /// full build's work), or only those known when the file was seen
     /// after an edit (see [`delta`](super::private::delta)).
     pub(crate) complete: bool,
+}
+
+impl CachedFile {
+    /// The same work (its keys shared).
+    pub(crate) fn copy(&self) -> Self {
+        Self {
+            version: self.version,
+            path: self.path.clone(),
+            keys: Arc::clone(&self.keys),
+            hits: self.hits.clone(),
+            complete: self.complete,
+        }
+    }
 }
 
 impl std::fmt::Debug for CachedFile {

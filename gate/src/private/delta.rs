@@ -260,6 +260,23 @@ impl PrivateCache {
         Arc::clone(&self.base.sets)
     }
 
+    /// Whether its matcher was derived after an edit (not a full build):
+    /// it may redact a run that only an unchanged file's visible text
+    /// holds, until a full build.
+    pub(crate) fn is_derived(&self) -> bool {
+        !self.base.stored
+            && (!self.changed.is_empty()
+                || (*self.matcher).as_ref().is_some_and(|m| m.delta.is_some()))
+    }
+
+    /// A copy of the work it was made from (every file version's keys and
+    /// hits, the failed files' keys), for a full build beside it.
+    pub(crate) fn work(&self) -> (Vec<CachedFile>, Vec<FailedKeys>) {
+        let mut files: Vec<CachedFile> = self.base.files.iter().map(CachedFile::copy).collect();
+        files.extend(self.changed.iter().map(CachedFile::copy));
+        (files, self.base.failed.clone())
+    }
+
     /// Whether its matcher was read from the private-text index.
     pub(crate) fn is_stored(&self) -> bool {
         self.base.stored
@@ -311,6 +328,16 @@ pub(crate) fn update(
         files.extend(cache.changed);
         (files, cache.base.failed)
     });
+    full(parts, memex, privacy)
+}
+
+/// The full build of `memex`, reusing `parts` (file versions' work, the
+/// failed files' keys) wherever the version is the same.
+pub(crate) fn full(
+    parts: (Vec<CachedFile>, Vec<FailedKeys>),
+    memex: &MemexSnapshot,
+    privacy: &PrivacyTags,
+) -> (PrivateCache, Update) {
     let mut build = Build::new(parts, memex, privacy);
     let (sets, counts) = build.run();
     let (files, failed, public) = build.into_parts();

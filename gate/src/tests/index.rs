@@ -366,3 +366,60 @@ fn a_host_whose_build_disagrees_with_the_index_says_so_and_writes_it_again() {
         ring.recent(100)
     );
 }
+
+#[test]
+fn a_full_build_beside_a_derived_matcher_shows_what_the_derivation_redacted_too_much_and_is_indexed()
+ {
+    let visible = "* Plans\nThe quarterly report ships on Friday morning.\n";
+    let (dir, memex) = memex(visible);
+    std::fs::write(
+        dir.path().join("b.org"),
+        "* Diary :@personal:\nMet Ann at the harbour about the loan.\n",
+    )
+    .unwrap();
+    memex.reload_file(&dir.path().join("b.org"));
+    let store = tempfile::tempdir().unwrap();
+    let path = store.path().join("private.keys");
+    let gate = indexed(&path);
+    gate.derive_matcher_from(0);
+    let quote = "The quarterly report ships on Friday morning.";
+    assert_eq!(cleaned(&gate, &memex, quote), quote);
+    assert!(!gate.matcher_is_derived());
+    assert!(!gate.heal(&memex.snapshot()), "nothing to heal");
+
+    // New private text that only the unchanged a.org's visible text also
+    // holds: the derivation, which does not scan a.org again, redacts it.
+    std::fs::write(
+        dir.path().join("b.org"),
+        "* Diary :@personal:\nMet Ann at the harbour about the loan.\nThe quarterly report ships on Friday morning.\n",
+    )
+    .unwrap();
+    memex.reload_file(&dir.path().join("b.org"));
+    assert_eq!(cleaned(&gate, &memex, quote), "[REDACTED private].");
+    assert!(gate.matcher_is_derived());
+
+    // The full build beside it: visible again, the private text still
+    // private, and the index holds this build.
+    assert!(gate.heal(&memex.snapshot()));
+    assert!(!gate.matcher_is_derived());
+    assert_eq!(cleaned(&gate, &memex, quote), quote);
+    assert_eq!(
+        cleaned(&gate, &memex, "Met Ann at the harbour about the loan."),
+        "[REDACTED private]."
+    );
+    let next = indexed(&path);
+    assert_eq!(cleaned(&next, &open(dir.path()), quote), quote);
+    assert!(next.matcher_from_index());
+    // Later edits derive from it.
+    std::fs::write(
+        dir.path().join("b.org"),
+        "* Diary :@personal:\nThe spare key is under the blue pot.\n",
+    )
+    .unwrap();
+    memex.reload_file(&dir.path().join("b.org"));
+    assert_eq!(
+        cleaned(&gate, &memex, "The spare key is under the blue pot."),
+        "[REDACTED private]."
+    );
+    assert!(gate.matcher_is_derived());
+}
