@@ -1416,7 +1416,7 @@ mod tests {
                     &gate,
                     &memex,
                     &stopping,
-                    std::time::Duration::from_millis(300),
+                    std::time::Duration::from_secs(1),
                 );
             })
         };
