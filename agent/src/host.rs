@@ -1412,12 +1412,7 @@ mod tests {
         let healer = {
             let (gate, memex) = (Arc::clone(&gate), Arc::clone(&memex));
             std::thread::spawn(move || {
-                heal_when_quiet(
-                    &gate,
-                    &memex,
-                    &stopping,
-                    std::time::Duration::from_secs(1),
-                );
+                heal_when_quiet(&gate, &memex, &stopping, std::time::Duration::from_secs(1));
             })
         };
         // Private text that only the unchanged a.org's visible text holds:

@@ -8,8 +8,10 @@
 //! of its text, its file tags, its TODO keywords and whether its setup
 //! files' tags are known; every file read but not loaded, by path and a
 //! SHA-256 of its text; the privacy tags; the format, the version of
-//! foveal and the keys of a sample text (so that a change in how keys are
-//! made is another digest). A process uses the file only when the digest
+//! foveal, the running program's file (its device, inode, size and
+//! change times: another build is another file) and the sets a build
+//! makes of a sample memex (so that a change in how keys are made, or
+//! which are public, is another digest). A process uses the file only when the digest
 //! of its own snapshot is the same — so the sets are those a build would
 //! make, and privacy is never decided from a stale entry — and builds the
 //! matcher (and writes the file again) otherwise. A file that is cut
@@ -95,26 +97,29 @@ pub(crate) fn digest(memex: &MemexSnapshot, privacy: &PrivacyTags) -> Digest {
     all.finalize().into()
 }
 
-/// A SHA-256 of the running program (computed once): another build of
-/// foveal — a fix in how keys are made or which are public, another
-/// toolchain's Unicode tables — never reads an index this one wrote.
+/// The running program, as the file system knows it (computed once): its
+/// device, inode, size and times of change — another build of foveal (a
+/// fix in how keys are made or which are public, another toolchain's
+/// Unicode tables) is another file, so it never reads an index this one
+/// wrote. Its metadata, not a hash of its 30 MB: a start must not pay
+/// for it. The change time (`ctime`) cannot be set back by anyone.
 fn build_identity() -> &'static [u8] {
     static IDENTITY: OnceLock<Digest> = OnceLock::new();
     IDENTITY.get_or_init(|| {
+        use std::os::unix::fs::MetadataExt as _;
         let mut hash = Sha256::new();
-        match std::env::current_exe().and_then(std::fs::File::open) {
-            Ok(mut exe) => {
-                let mut block = vec![0u8; 1 << 20];
-                loop {
-                    match exe.read(&mut block) {
-                        Ok(0) => break,
-                        Ok(n) => hash.update(&block[..n]),
-                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                        Err(_) => {
-                            hash.update(std::process::id().to_le_bytes());
-                            break;
-                        }
-                    }
+        match std::env::current_exe().and_then(std::fs::metadata) {
+            Ok(meta) => {
+                for field in [
+                    meta.dev(),
+                    meta.ino(),
+                    meta.size(),
+                    meta.mtime() as u64,
+                    meta.mtime_nsec() as u64,
+                    meta.ctime() as u64,
+                    meta.ctime_nsec() as u64,
+                ] {
+                    hash.update(field.to_le_bytes());
                 }
             }
             // No program to know: a digest of this process alone.
