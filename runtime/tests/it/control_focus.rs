@@ -145,7 +145,7 @@ async fn a_request_expecting_another_configuration_is_answered_other_config_and_
         &socket,
         &json!({"cmd": "send", "text": "hi", "config_id": "0000000000000000"}),
     );
-    assert_eq!(answer, [other.clone()]);
+    assert_eq!(answer, std::slice::from_ref(&other));
     let answer = ask(
         &socket,
         &json!({"cmd": "command", "name": "context", "prompt_id": "0000000000000000"}),
