@@ -142,7 +142,10 @@ pub async fn run(
         let memex = Arc::clone(agent.memex());
         let warm = std::thread::Builder::new()
             .name("foveal-gate".into())
-            .spawn(move || gate.prepare(&memex.snapshot()));
+            .spawn(move || {
+                lower_priority();
+                gate.prepare(&memex.snapshot());
+            });
         if let Err(error) = warm {
             tracing::warn!(target: "foveal::privacy", "the private-text matcher is built at the first turn: no thread for it now ({error})");
         }
@@ -1003,6 +1006,19 @@ fn heal_after() -> std::time::Duration {
         )
 }
 
+/// Lowers this thread's priority (nice 10) below the host's turns: the
+/// threads it starts inherit it. A build that a turn waits for still runs
+/// at full speed, since the waiting turn takes no processor; one beside
+/// the turns (the full build after reading the index, a heal) yields to
+/// them.
+fn lower_priority() {
+    // SAFETY: `setpriority` on this thread (its id from `gettid`).
+    // Failure leaves the priority as it was.
+    unsafe {
+        libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, 10);
+    }
+}
+
 /// Builds the private-text matcher in full ([`Gate::heal`]) once the
 /// memex has not changed for `quiet` and the matcher in use was derived
 /// after an edit, at a lower priority than the host's turns; until the
@@ -1013,11 +1029,7 @@ fn heal_when_quiet(
     stopping: &watch::Receiver<bool>,
     quiet: std::time::Duration,
 ) {
-    // SAFETY: `setpriority` on this thread (its id from `gettid`); the
-    // threads the build starts inherit it. Failure leaves the priority.
-    unsafe {
-        libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, 10);
-    }
+    lower_priority();
     let poll = (quiet / 4).clamp(
         std::time::Duration::from_millis(20),
         std::time::Duration::from_secs(5),
