@@ -110,6 +110,8 @@ fn agent(config: &Config, options: &AgentOptions, watch_views: bool) -> Result<A
         let gate = Arc::clone(agent.gate());
         let memex = Arc::clone(agent.memex());
         foveal_gate::logs::set_redactor(move |line| gate.clean_quietly(line, &memex.snapshot()));
+        // A panic's message too.
+        foveal_gate::logs::gate_panics();
     }
     // Said once the gate stands: a file private as a whole that failed to
     // load keeps its name private.

@@ -133,6 +133,49 @@ pub fn redact(line: &str) -> std::borrow::Cow<'_, str> {
     }
 }
 
+/// Makes a panic's report pass the log's filter too: the default hook
+/// writes a panic's message to stderr as it is, and a message may quote
+/// the text being worked on (a slice's panic quotes the string; a skill
+/// in the host's process may panic with what it was lent). The report
+/// says the thread and the place, and the message through [`redact`] —
+/// or, for a panic inside the gate itself (whose thread may hold the
+/// gate's lock, and whose text is not checked), that it is withheld. A
+/// backtrace (`RUST_BACKTRACE=1`) names functions and places only.
+pub fn gate_panics() {
+    std::panic::set_hook(Box::new(|info| {
+        let message = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "Box<dyn Any>".to_owned());
+        let location = info
+            .location()
+            .map(|l| format!("{}:{}:{}", l.file(), l.line(), l.column()))
+            .unwrap_or_else(|| "an unknown place".to_owned());
+        let thread = std::thread::current();
+        let mut report = panic_report(thread.name().unwrap_or("<unnamed>"), &location, &message);
+        let backtrace = std::backtrace::Backtrace::capture();
+        if backtrace.status() == std::backtrace::BacktraceStatus::Captured {
+            let _ = write!(report, "\n{backtrace}");
+        }
+        eprintln!("{report}");
+    }));
+}
+
+/// What [`gate_panics`] writes for a panic of `thread` at `location`
+/// with `message`.
+fn panic_report(thread: &str, location: &str, message: &str) -> String {
+    let message = if REDACTING.with(std::cell::Cell::get) {
+        std::borrow::Cow::Borrowed(
+            "(withheld: the panic came from inside the privacy gate, whose text is not checked)",
+        )
+    } else {
+        redact(message)
+    };
+    format!("thread '{thread}' panicked at {location}:\n{message}")
+}
+
 /// A `tracing_subscriber` writer for stderr that passes each line (each
 /// event) through [`redact`] before writing it.
 #[derive(Debug, Clone, Copy, Default)]
@@ -251,5 +294,27 @@ mod tests {
         );
         assert!(recent[1].contains("line 3"), "{recent:?}");
         assert_eq!(ring.recent(20).len(), 3);
+    }
+
+    #[test]
+    fn a_panic_report_passes_the_filter_and_one_from_inside_the_gate_is_withheld() {
+        // A filter that changes only this test's token (the filter is the
+        // process's: other tests' lines pass it unchanged).
+        set_redactor(|line| {
+            line.contains("QZXV-PANIC-TOKEN")
+                .then(|| line.replace("QZXV-PANIC-TOKEN", "[REDACTED private]"))
+        });
+        let report = panic_report(
+            "foveal-gate",
+            "gate/src/x.rs:1:2",
+            "byte index 9 is out of range of `QZXV-PANIC-TOKEN`",
+        );
+        assert_eq!(
+            report,
+            "thread 'foveal-gate' panicked at gate/src/x.rs:1:2:\nbyte index 9 is out of range of `[REDACTED private]`"
+        );
+        let inside = unredacted(|| panic_report("t", "here", "QZXV-PANIC-TOKEN"));
+        assert!(!inside.contains("QZXV"), "{inside}");
+        assert!(inside.contains("withheld"), "{inside}");
     }
 }
