@@ -161,7 +161,7 @@ pub async fn run(
         let stopping = stop_tx.subscribe();
         let healer = std::thread::Builder::new()
             .name("foveal-heal".into())
-            .spawn(move || heal_when_quiet(&gate, &memex, &stopping, heal_after()));
+            .spawn(move || heal_when_quiet(&gate, &memex, &stopping, HEAL_AFTER));
         if let Err(error) = healer {
             tracing::warn!(target: "foveal::privacy", "the matcher derived after edits is not rebuilt in full while the host runs: no thread for it ({error})");
         }
@@ -994,17 +994,8 @@ async fn subscribed(
 const SAID_FAILURES: usize = 8;
 
 /// How long the memex stays unchanged before a matcher derived after
-/// edits is built in full beside it: a minute (`FOVEAL_TEST_HEAL_AFTER_MS`
-/// sets it for tests).
-fn heal_after() -> std::time::Duration {
-    std::env::var("FOVEAL_TEST_HEAL_AFTER_MS")
-        .ok()
-        .and_then(|ms| ms.parse().ok())
-        .map_or(
-            std::time::Duration::from_secs(60),
-            std::time::Duration::from_millis,
-        )
-}
+/// edits is built in full beside it.
+const HEAL_AFTER: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Lowers this thread's priority (nice 10) below the host's turns: the
 /// threads it starts inherit it. A build that a turn waits for still runs

@@ -419,10 +419,7 @@ pub fn index(config: &Config, json: bool) -> anyhow::Result<Exit> {
             &mut out,
             &serde_json::json!({
                 "path": report.path,
-                "state": match report.state {
-                    foveal_registry::egress::IndexState::Current => "current",
-                    foveal_registry::egress::IndexState::Written => "written",
-                },
+                "state": report.state.as_str(),
                 "keys": report.keys,
                 "bytes": report.bytes,
                 "files": snapshot.files().count(),

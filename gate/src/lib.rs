@@ -314,6 +314,16 @@ pub enum IndexState {
     Written,
 }
 
+impl IndexState {
+    /// Its name, as `foveal memex index --json` gives it.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::Current => "current",
+            Self::Written => "written",
+        }
+    }
+}
+
 /// What [`Gate::index`] reports.
 #[derive(Debug, Clone)]
 pub struct IndexReport {
@@ -938,8 +948,9 @@ impl Gate {
             // The index's sets are those this build makes, or the index
             // is of another program than its digest says: said, and
             // written again from the build.
-            let agrees = built.full_sets().is_some_and(|sets| sets.same_keys(&read));
-            let rewrite = (!agrees).then(|| built.full_sets()).flatten();
+            let full = built.full_sets();
+            let agrees = full.as_ref().is_some_and(|sets| sets.same_keys(&read));
+            let rewrite = full.filter(|_| !agrees);
             let mut cache = self.private.lock().unwrap_or_else(|e| e.into_inner());
             if stored(&cache).is_some() {
                 *cache = Some(built);

@@ -151,53 +151,58 @@ const SAMPLE_VISIBLE: &str = "* Notes\n\
 Call Ann back about the insurance claim 12 345 678\n\
 the biopsy results look clear, no follow-up needed.\n";
 
-/// The sets a full build makes of [`SAMPLE`] and [`SAMPLE_VISIBLE`],
-/// hashed (computed once): a change in how keys are made, which are
-/// kept, or which visible text makes public is another digest.
+/// The full build of [`SAMPLE`] and [`SAMPLE_VISIBLE`] (private as
+/// `@sample`): its sets and counts, and the sample file's own keys.
+/// `None` should the samples not parse (never for these texts).
+fn sample_build() -> Option<(Sets, super::BuildCounts, super::FileKeys)> {
+    let privacy = PrivacyTags::new(["@sample"]);
+    let private = MemexFile::parse(Path::new("/sample/sample.org"), "sample", SAMPLE.to_owned());
+    let visible = MemexFile::parse(
+        Path::new("/sample/visible.org"),
+        "visible",
+        SAMPLE_VISIBLE.to_owned(),
+    );
+    let (private, visible) = (private.ok()?, visible.ok()?);
+    let keys = file_keys(&private, &privacy);
+    let snapshot = MemexSnapshot::default().with_files(vec![Arc::new(private), Arc::new(visible)]);
+    let mut build = Build::new((Vec::new(), Vec::new()), &snapshot, &privacy);
+    let (sets, counts) = build.run();
+    Some((sets.unwrap_or_default(), counts, keys))
+}
+
+/// The sets of [`sample_build`], hashed (computed once): a change in how
+/// keys are made, which are kept, or which visible text makes public is
+/// another digest.
 fn scheme() -> &'static [u8] {
     static SCHEME: OnceLock<Digest> = OnceLock::new();
     SCHEME.get_or_init(|| {
         let mut hash = Sha256::new();
-        let privacy = PrivacyTags::new(["@sample"]);
-        let parsed = [
-            ("/sample/sample.org", "sample", SAMPLE),
-            ("/sample/visible.org", "visible", SAMPLE_VISIBLE),
-        ]
-        .map(|(path, id, text)| MemexFile::parse(Path::new(path), id, text.to_owned()));
-        match parsed {
-            [Ok(private), Ok(visible)] => {
-                let keys = file_keys(&private, &privacy);
-                for (start, end) in keys.visible.iter() {
-                    hash.update(start.to_le_bytes());
-                    hash.update(end.to_le_bytes());
-                }
-                let snapshot =
-                    MemexSnapshot::default().with_files(vec![Arc::new(private), Arc::new(visible)]);
-                let mut build = Build::new((Vec::new(), Vec::new()), &snapshot, &privacy);
-                let sets = build.run().0.unwrap_or_default();
-                for set in [&sets.shingles, &sets.shorts, &sets.tri] {
-                    let mut keys: Vec<u64> = set.iter().collect();
-                    keys.sort_unstable();
-                    hash.update((keys.len() as u64).to_le_bytes());
-                    for key in keys {
-                        hash.update(key.to_le_bytes());
-                    }
-                }
-                let (_, joined) = sets.joined.parts();
-                hash.update((joined.len() as u64).to_le_bytes());
-                for key in joined {
-                    hash.update(key.to_le_bytes());
-                }
-                let (_, gapped) = sets.gapped.parts();
-                hash.update((gapped.len() as u64).to_le_bytes());
-                for key in gapped {
-                    hash.update(key.to_le_bytes());
-                }
+        let Some((sets, _, keys)) = sample_build() else {
+            // A digest no file has, then.
+            hash.update(b"the samples did not parse");
+            return hash.finalize().into();
+        };
+        for (start, end) in keys.visible.iter() {
+            hash.update(start.to_le_bytes());
+            hash.update(end.to_le_bytes());
+        }
+        for set in [&sets.shingles, &sets.shorts, &sets.tri] {
+            let mut keys: Vec<u64> = set.iter().collect();
+            keys.sort_unstable();
+            hash.update((keys.len() as u64).to_le_bytes());
+            for key in keys {
+                hash.update(key.to_le_bytes());
             }
-            // Never for these texts; a digest no file has, then.
-            [private, visible] => {
-                hash.update(format!("{:?} {:?}", private.err(), visible.err()).as_bytes());
-            }
+        }
+        let (_, joined) = sets.joined.parts();
+        hash.update((joined.len() as u64).to_le_bytes());
+        for key in joined {
+            hash.update(key.to_le_bytes());
+        }
+        let (_, gapped) = sets.gapped.parts();
+        hash.update((gapped.len() as u64).to_le_bytes());
+        for key in gapped {
+            hash.update(key.to_le_bytes());
         }
         hash.finalize().into()
     })
@@ -505,18 +510,7 @@ mod tests {
     /// of every kind and some that visible text makes public.
     #[test]
     fn the_sample_build_has_keys_of_every_kind_and_public_ones() {
-        let privacy = PrivacyTags::new(["@sample"]);
-        let files = [
-            ("/sample/sample.org", "sample", SAMPLE),
-            ("/sample/visible.org", "visible", SAMPLE_VISIBLE),
-        ]
-        .map(|(path, id, text)| {
-            Arc::new(MemexFile::parse(Path::new(path), id, text.to_owned()).unwrap())
-        });
-        let snapshot = MemexSnapshot::default().with_files(files.to_vec());
-        let mut build = Build::new((Vec::new(), Vec::new()), &snapshot, &privacy);
-        let (sets, counts) = build.run();
-        let sets = sets.unwrap();
+        let (sets, counts, _) = sample_build().unwrap();
         assert!(counts.public > 0, "{counts:?}");
         for (name, len) in [
             ("shingles", sets.shingles.len()),

@@ -116,13 +116,7 @@ fn a_byte_changed_with_the_same_size_and_time_is_not_read_from_the_index() {
         .unwrap()
         .set_modified(modified)
         .unwrap();
-    let memex = open(dir.path());
-    let gate = indexed(&path);
-    assert_eq!(
-        cleaned(&gate, &memex, "Buy the rink in June."),
-        "[REDACTED private]."
-    );
-    assert!(!gate.matcher_from_index());
+    built_not_read(dir.path(), &path, "Buy the rink in June.");
 }
 
 #[test]
@@ -139,51 +133,26 @@ fn a_file_replaced_by_rename_or_made_private_while_no_process_ran_is_not_read_fr
     )
     .unwrap();
     std::fs::rename(&other, dir.path().join("a.org")).unwrap();
-    let memex = open(dir.path());
-    let gate = indexed(&path);
-    assert_eq!(
-        cleaned(&gate, &memex, "Met Bob at the station about the loan."),
-        "[REDACTED private]."
-    );
-    assert!(!gate.matcher_from_index());
+    built_not_read(dir.path(), &path, "Met Bob at the station about the loan.");
 
-    // A file that became private: a new file's tag, then the same file.
-    std::fs::write(
-        dir.path().join("b.org"),
-        "* Notes\nThe locker code is behind the painting.\n",
-    )
-    .unwrap();
-    write_index(dir.path(), &path);
-    std::fs::write(
-        dir.path().join("b.org"),
+    // A file that became private: by a headline's tag, by its file tags.
+    let notes = "* Notes\nThe locker code is behind the painting.\n";
+    for private in [
         "* Notes :@personal:\nThe locker code is behind the painting.\n",
-    )
-    .unwrap();
-    let memex = open(dir.path());
-    let gate = indexed(&path);
-    assert_eq!(
-        cleaned(&gate, &memex, "The locker code is behind the painting."),
-        "[REDACTED private]."
-    );
-    assert!(!gate.matcher_from_index());
-    // And a file made private by its file tags alone.
-    std::fs::write(
-        dir.path().join("b.org"),
-        "* Notes\nThe locker code is behind the painting.\n",
-    )
-    .unwrap();
-    write_index(dir.path(), &path);
-    std::fs::write(
-        dir.path().join("b.org"),
         "#+FILETAGS: :@personal:\n* Notes\nThe locker code is behind the painting.\n",
-    )
-    .unwrap();
-    let memex = open(dir.path());
-    let gate = indexed(&path);
-    assert_eq!(
-        cleaned(&gate, &memex, "The locker code is behind the painting."),
-        "[REDACTED private]."
-    );
+    ] {
+        std::fs::write(dir.path().join("b.org"), notes).unwrap();
+        write_index(dir.path(), &path);
+        std::fs::write(dir.path().join("b.org"), private).unwrap();
+        built_not_read(dir.path(), &path, "The locker code is behind the painting.");
+    }
+}
+
+/// A new process on `dir`'s memex, its index at `path`: `text` (a line
+/// ending in a full stop) is redacted, and the matcher was built, not read.
+fn built_not_read(dir: &std::path::Path, path: &std::path::Path, text: &str) {
+    let gate = indexed(path);
+    assert_eq!(cleaned(&gate, &open(dir), text), "[REDACTED private].");
     assert!(!gate.matcher_from_index());
 }
 

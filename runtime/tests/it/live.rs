@@ -583,30 +583,9 @@ async fn a_host_builds_the_private_text_matcher_at_its_start_and_after_edits_not
     )
     .unwrap();
     let server = Server::start(vec![]).await;
-    let mut host = command(dir.path(), &server, &["run", "--no-repl"])
-        .env("FOVEAL_LOG", "foveal::privacy=debug")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pipe = host.stderr.take().unwrap();
-    let (lines, seen) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(pipe).lines().map_while(Result::ok) {
-            if lines.send(line).is_err() {
-                break;
-            }
-        }
-    });
+    let (mut host, log) = host_logging_privacy(dir.path(), &server);
     // No message is sent: the build is the host's own.
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    let built = std::iter::from_fn(|| {
-        seen.recv_timeout(deadline.saturating_duration_since(std::time::Instant::now()))
-            .ok()
-    })
-    .find(|line| line.contains("private-text matcher built"));
-    let built = built.expect("the host said nothing of its matcher in a minute");
+    let built = next_line(&log, "private-text matcher built");
     assert!(built.contains("searched"), "{built}");
     assert!(!built.contains("harbour"), "{built}");
     // An edit: the matcher follows it, still without a turn (the host's
@@ -617,13 +596,7 @@ async fn a_host_builds_the_private_text_matcher_at_its_start_and_after_edits_not
         "* Diary :@personal:\nMet Ann at the harbour on a windy morning.\n** Later\nA second private line here.\n",
     )
     .unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    let again = std::iter::from_fn(|| {
-        seen.recv_timeout(deadline.saturating_duration_since(std::time::Instant::now()))
-            .ok()
-    })
-    .find(|line| line.contains("private-text matcher"));
-    let again = again.expect("the host's matcher did not follow the edit in a minute");
+    let again = next_line(&log, "private-text matcher");
     assert!(generation(&again) > generation(&built), "{built}\n{again}");
     let stop = run_to_end(command(dir.path(), &server, &["stop"])).await;
     assert!(stop.status.success(), "{}", stderr(&stop));
@@ -651,34 +624,10 @@ async fn a_host_started_on_an_indexed_memex_reads_its_matcher_says_so_and_gates_
         "{}",
         stdout(&index)
     );
-    let mut host = command(dir.path(), &server, &["run", "--no-repl"])
-        .env("FOVEAL_LOG", "foveal::privacy=debug")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pipe = host.stderr.take().unwrap();
-    let (lines, seen) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(pipe).lines().map_while(Result::ok) {
-            if lines.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let next = |what: &str| {
-        let deadline = std::time::Instant::now() + Duration::from_secs(60);
-        std::iter::from_fn(|| {
-            seen.recv_timeout(deadline.saturating_duration_since(std::time::Instant::now()))
-                .ok()
-        })
-        .find(|line| line.contains(what))
-        .unwrap_or_else(|| panic!("the host did not say `{what}` in a minute"))
-    };
-    next("private-text matcher read from the index");
+    let (mut host, log) = host_logging_privacy(dir.path(), &server);
+    next_line(&log, "private-text matcher read from the index");
     // The full build later edits derive from, made beside it.
-    next("full build made beside the index's");
+    next_line(&log, "full build made beside the index's");
     let status = |dir: &Path| {
         let output = command(dir, &server, &["status", "--json"])
             .output()
@@ -718,7 +667,7 @@ async fn a_host_started_on_an_indexed_memex_reads_its_matcher_says_so_and_gates_
         "* Diary :@personal:\nMet Ann at the harbour on a windy morning.\n** Later\nA second private line here.\n",
     )
     .unwrap();
-    next("private-text matcher");
+    next_line(&log, "private-text matcher");
     assert!(
         wait_for(Duration::from_secs(10), || status(dir.path())["warm_index"]
             == false),
@@ -728,6 +677,39 @@ async fn a_host_started_on_an_indexed_memex_reads_its_matcher_says_so_and_gates_
     let stop = run_to_end(command(dir.path(), &server, &["stop"])).await;
     assert!(stop.status.success(), "{}", stderr(&stop));
     assert!(wait_exit(&mut host).success());
+}
+
+/// `foveal run --no-repl` in `dir` with the privacy gate's debug log,
+/// and its stderr's lines as they come.
+fn host_logging_privacy(dir: &Path, server: &Server) -> (Child, std::sync::mpsc::Receiver<String>) {
+    let mut host = command(dir, server, &["run", "--no-repl"])
+        .env("FOVEAL_LOG", "foveal::privacy=debug")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pipe = host.stderr.take().unwrap();
+    let (lines, log) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(pipe).lines().map_while(Result::ok) {
+            if lines.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    (host, log)
+}
+
+/// The next line of `log` that holds `what`, within a minute.
+fn next_line(log: &std::sync::mpsc::Receiver<String>, what: &str) -> String {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    std::iter::from_fn(|| {
+        log.recv_timeout(deadline.saturating_duration_since(std::time::Instant::now()))
+            .ok()
+    })
+    .find(|line| line.contains(what))
+    .unwrap_or_else(|| panic!("the host did not say `{what}` in a minute"))
 }
 
 /// The `generation` field of a log line (its colours taken out).
