@@ -306,14 +306,19 @@ impl Memex {
                 .filter(|p| **p != path.as_path())
                 .map(|p| p.to_path_buf())
                 .collect();
-            memex.read(path, &names)
+            // The file's id keys too, on this thread: the snapshot is
+            // filled on one.
+            memex.read(path, &names).map(|file| {
+                let keys = snapshot::id_keys(&file);
+                (file, keys)
+            })
         };
         let mut snapshot = MemexSnapshot::default();
         for (path, read) in paths.iter().zip(on_cores(paths.len(), bytes, read)) {
-            snapshot = match read {
-                Ok(file) => snapshot.with_file(Arc::new(file)),
-                Err((error, text)) => snapshot.with_failure(path, error, text),
-            };
+            match read {
+                Ok((file, keys)) => snapshot.add_file_keyed(Arc::new(file), &keys),
+                Err((error, text)) => snapshot.add_failure(path, error, text),
+            }
         }
         memex.current.store(Arc::new(snapshot));
         memex.after_publish();
@@ -325,9 +330,9 @@ impl Memex {
     /// `privacy` before publishing it, so the first cycle after an edit
     /// does not pay for it; and build it now for the files already loaded.
     pub fn prepare_views(&self, privacy: PrivacyTags) {
-        for file in self.snapshot().files() {
-            view::cached(file, &privacy);
-        }
+        let snapshot = self.snapshot();
+        let files: Vec<&Arc<MemexFile>> = snapshot.files().collect();
+        view::prepare_all(&files, &privacy);
         *self.views.lock().unwrap_or_else(|e| e.into_inner()) = Some(privacy);
     }
 
@@ -845,7 +850,7 @@ const PARALLEL_LOAD_BYTES: u64 = 4 << 20;
 /// `read(i)` for each `i < n`, in order: on every core when the files
 /// hold at least [`PARALLEL_LOAD_BYTES`] (`bytes`), each thread taking the
 /// next file as it finishes one.
-fn on_cores<R: Send>(n: usize, bytes: u64, read: impl Fn(usize) -> R + Sync) -> Vec<R> {
+pub(crate) fn on_cores<R: Send>(n: usize, bytes: u64, read: impl Fn(usize) -> R + Sync) -> Vec<R> {
     let cores = std::thread::available_parallelism().map_or(1, usize::from);
     if n < 2 || cores < 2 || bytes < PARALLEL_LOAD_BYTES {
         return (0..n).map(read).collect();

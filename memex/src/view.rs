@@ -486,6 +486,27 @@ pub fn cached(file: &MemexFile, privacy: &PrivacyTags) -> Arc<Prepared> {
     prepared
 }
 
+/// [`cached`] for each of `files`, in order: on every core when those not
+/// prepared yet hold 4 MiB or more (a first view of a large memex: at a
+/// million headlines, 1.5 s on one core).
+pub(crate) fn prepare_all(files: &[&Arc<MemexFile>], privacy: &PrivacyTags) -> Vec<Arc<Prepared>> {
+    let unprepared: u64 = files
+        .iter()
+        .filter(|f| !is_cached(f, privacy))
+        .map(|f| f.text.len() as u64)
+        .sum();
+    crate::on_cores(files.len(), unprepared, |at| cached(files[at], privacy))
+}
+
+/// Whether `file`'s view for `privacy` is prepared already.
+fn is_cached(file: &MemexFile, privacy: &PrivacyTags) -> bool {
+    let cache = file.view_cache.lock().unwrap_or_else(|e| e.into_inner());
+    cache
+        .as_deref()
+        .and_then(|c| c.downcast_ref::<Lent>())
+        .is_some_and(|(tags, _)| tags == privacy)
+}
+
 /// What a file's view cache holds: the privacy tags and what was prepared
 /// for them.
 type Lent = (PrivacyTags, Arc<Prepared>);
@@ -503,11 +524,13 @@ impl SnapshotView {
     /// Prepares (or takes from cache) every file; files private as a whole
     /// are left out.
     pub fn new(snapshot: &MemexSnapshot, privacy: &PrivacyTags) -> Self {
+        let files: Vec<&Arc<MemexFile>> = snapshot.files().collect();
         Self {
             generation: snapshot.generation(),
-            prepared: snapshot
-                .files()
-                .map(|f| (Arc::clone(f), cached(f, privacy)))
+            prepared: prepare_all(&files, privacy)
+                .into_iter()
+                .zip(files)
+                .map(|(prepared, f)| (Arc::clone(f), prepared))
                 .filter(|(_, prepared)| prepared.is_lent())
                 .collect(),
         }
