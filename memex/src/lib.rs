@@ -1575,6 +1575,81 @@ mod tests {
     }
 
     #[test]
+    fn a_memex_loaded_on_both_cores_maps_every_id_to_the_first_file_and_lends_the_same_views() {
+        // Over 4 MiB: the files are read, keyed and prepared on every core,
+        // and the snapshot is filled in place.
+        let file = |name: &str, n: usize| {
+            let mut org = String::new();
+            for i in 0..n {
+                let tag = if i % 7 == 0 { " :@personal:" } else { "" };
+                org.push_str(&format!(
+                    "* Heading {i} of {name}{tag}\n:PROPERTIES:\n:ID: {name}-{i}\n:END:\nA body long enough to make the file large, {i}.\n"
+                ));
+            }
+            // One id in two files: the first file (by path) keeps it.
+            org.push_str(&format!(
+                "* Shared in {name}\n:PROPERTIES:\n:ID: shared\n:END:\n"
+            ));
+            org
+        };
+        let names = ["a", "b", "c", "d"];
+        let texts: Vec<String> = names.iter().map(|n| file(n, 12_000)).collect();
+        assert!(texts.iter().map(String::len).sum::<usize>() >= PARALLEL_LOAD_BYTES as usize);
+        let files: Vec<(String, &[u8])> = names
+            .iter()
+            .zip(&texts)
+            .map(|(n, t)| (format!("{n}.org"), t.as_bytes()))
+            .collect();
+        let files: Vec<(&str, &[u8])> = files.iter().map(|(n, t)| (n.as_str(), *t)).collect();
+        let (dir, memex) = memex_with(&files);
+        let root = dir.path().canonicalize().unwrap();
+        let s = memex.snapshot();
+        assert_eq!(s.generation(), names.len() as u64);
+        for name in names {
+            for i in (0..12_000).step_by(97) {
+                let id = format!("{name}-{i}");
+                assert_eq!(
+                    s.id_owner(&id),
+                    Some(root.join(format!("{name}.org")).as_path()),
+                    "{id}"
+                );
+            }
+        }
+        assert_eq!(s.id_owner("shared"), Some(root.join("a.org").as_path()));
+        assert_eq!(s.id_owner("nowhere"), None);
+
+        // A snapshot filled file by file as a copy each time agrees.
+        let mut copied = MemexSnapshot::default();
+        for f in s.files() {
+            copied = copied.with_file(Arc::clone(f));
+        }
+        for id in ["a-0", "b-97", "c-11931", "d-5", "shared"] {
+            assert_eq!(copied.id_owner(id), s.id_owner(id), "{id}");
+        }
+
+        // The views, prepared on both cores, are those prepared one by one.
+        let privacy = PrivacyTags::new(["@personal"]);
+        let view = view::SnapshotView::new(&s, &privacy);
+        let lent: Vec<_> = view.prepared().collect();
+        assert_eq!(lent.len(), names.len());
+        for (file, prepared) in lent {
+            let alone = view::prepare(file, &privacy);
+            assert_eq!(prepared.text(file), alone.text(file));
+            assert_eq!(prepared.index.objects.len(), alone.index.objects.len());
+            assert!(!prepared.text(file).contains("@personal"));
+        }
+
+        // The first file losing the shared id hands it to the next.
+        let a = root.join("a.org");
+        std::fs::write(&a, texts[0].replace(":ID: shared", ":ID: a-only")).unwrap();
+        memex.reload_file(&a);
+        assert_eq!(
+            memex.snapshot().id_owner("shared"),
+            Some(root.join("b.org").as_path())
+        );
+    }
+
+    #[test]
     fn republishing_one_file_keeps_ids_of_the_others_and_drops_its_old_ones() {
         let (dir, memex) = memex_with(&[
             ("a.org", b"* A\n:PROPERTIES:\n:ID: a1\n:END:\n"),

@@ -283,6 +283,13 @@ impl MemexSnapshot {
         self.files.values().all(|f| f.objects.is_empty())
     }
 
+    /// The file the id map gives for `id` (without [`MemexSnapshot::get`]'s
+    /// fallback scan).
+    #[cfg(test)]
+    pub(crate) fn id_owner(&self, id: &str) -> Option<&Path> {
+        self.ids.get(&id_hash(id)).map(|p| &**p)
+    }
+
     /// The object with id `id` (seed 000 `lookup-object`).
     pub fn get(&self, id: &str) -> Option<ObjectRef<'_>> {
         if let Some(path) = self.ids.get(&id_hash(id))
