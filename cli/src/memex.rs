@@ -25,11 +25,15 @@ use foveal_agent::config::Config;
 use foveal_memex::privacy::PrivacyTags;
 use foveal_memex::{Memex, MemexFile, MemexSnapshot, ObjectRef, ObjectType, Query};
 
+/// Opens the configured memex for this process: its memory is left to
+/// the process's end ([`Memex::free_at_exit`]).
 pub(crate) fn open(config: &Config) -> Result<Memex, Exit> {
-    Memex::open_with(&config.memex_paths, config.memex.clone()).map_err(|error| {
+    let memex = Memex::open_with(&config.memex_paths, config.memex.clone()).map_err(|error| {
         eprintln!("error: {error}");
         Exit::NotFound
-    })
+    })?;
+    memex.free_at_exit();
+    Ok(memex)
 }
 
 /// The counts `memex stats` prints.
