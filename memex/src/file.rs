@@ -743,40 +743,117 @@ mod tests {
         assert_eq!(f.warnings[0].line, 10, "the headline's line");
     }
 
+    /// Splitting and `str::parse`, bit for bit: every number, or none when
+    /// one is not a finite number.
+    fn reference_vector(text: &str) -> Option<Vec<u32>> {
+        let mut out = Vec::new();
+        for token in text.split_ascii_whitespace() {
+            match token.parse::<f32>() {
+                Ok(x) if x.is_finite() => out.push(x.to_bits()),
+                _ => return None,
+            }
+        }
+        (!out.is_empty()).then_some(out)
+    }
+
+    /// `parse_vector` after a number already there, which stays.
+    fn read_vector(text: &str) -> Option<Vec<u32>> {
+        let mut out = vec![7.0];
+        let n = parse_vector(text, &mut out);
+        assert_eq!(out[0], 7.0, "{text:?}");
+        let read: Vec<u32> = out[1..].iter().map(|x| x.to_bits()).collect();
+        assert_eq!(n.unwrap_or(0), read.len(), "{text:?}");
+        n.map(|_| read)
+    }
+
     #[test]
-    fn the_fast_float_path_agrees_with_str_parse() {
-        for token in [
+    fn a_vector_reads_each_number_as_str_parse_does() {
+        let tokens = [
             "0",
             "1",
             "-1",
+            "+1",
             "0.1234",
             "-0.9999",
             "+0.5",
             "12345.67",
             "1234567",
+            "12345678",
+            "1234.5678",
+            "99999999",
+            "9999999",
+            "-9999999",
             "0.0000001",
+            "0.00000001",
             ".5",
+            "-.5",
+            "+.5",
             "5.",
-            "-0.0",
-            "1e3",
-            "0.12345678",
-            "123456789",
-            "nan",
-            "inf",
+            "-5.",
+            ".",
+            "-.",
+            "..",
+            "1..2",
             "1.2.3",
+            "-0.0",
+            "0.0000000",
+            "00000001",
+            "1e3",
+            "1E-3",
+            "0x10",
+            "1_0",
+            "nan",
+            "-inf",
+            "inf",
             "-",
-            "",
-        ] {
-            assert_eq!(
-                parse_f32(token).map(f32::to_bits),
-                token.parse::<f32>().ok().map(f32::to_bits),
-                "{token}"
-            );
+            "+",
+            "--1",
+            "+-1",
+            "1-",
+            "١",
+            "0.12\u{e9}",
+            "12345678901234567890",
+        ];
+        // Each alone, and among others with every whitespace, at the end
+        // of the text (fewer than 8 bytes after it) and before more.
+        for token in tokens {
+            for text in [
+                token.to_owned(),
+                format!("{token} "),
+                format!("0.5\t{token}\n -1.25\r\n"),
+                format!("{token}\x0c0.25 0.125 0.0625 0.03125"),
+                format!("   {token}            "),
+            ] {
+                assert_eq!(read_vector(&text), reference_vector(&text), "{text:?}");
+            }
         }
-        // Exhaustively over the 4-decimal range the generator writes.
-        for m in (0..=99_999u32).step_by(7) {
-            let token = format!("-{}.{:04}", m / 10_000, m % 10_000);
-            assert_eq!(parse_f32(&token), token.parse::<f32>().ok(), "{token}");
+        // Exhaustively over the 4-decimal range the generator writes, and
+        // other widths, 16 numbers at a time.
+        let numbers: Vec<String> = (0..=99_999u32)
+            .step_by(7)
+            .flat_map(|m| {
+                let (int, frac) = (m / 10_000, m % 10_000);
+                [
+                    format!("-{int}.{frac:04}"),
+                    format!("{int}.{frac:04}"),
+                    format!("{m}.{}", m % 100),
+                    format!("-0.{m:06}"),
+                    format!("{m}"),
+                ]
+            })
+            .collect();
+        for chunk in numbers.chunks(16) {
+            let text = chunk.join(" ");
+            assert_eq!(read_vector(&text), reference_vector(&text), "{text}");
+        }
+        assert_eq!(read_vector(""), None);
+        assert_eq!(read_vector(" \n "), None);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_text_reads_as_splitting_and_str_parse_read_it(text in "[-+0-9. \t\ne]{0,48}") {
+            proptest::prop_assert_eq!(read_vector(&text), reference_vector(&text));
         }
     }
 
