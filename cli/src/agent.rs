@@ -113,6 +113,9 @@ fn agent(config: &Config, options: &AgentOptions, watch_views: bool) -> Result<A
         // A panic's message too.
         foveal_gate::logs::gate_panics();
     }
+    if !watch_views {
+        prepare_meanwhile(&agent, PrivacyTags::new(&config.privacy_tags));
+    }
     // Said once the gate stands: a file private as a whole that failed to
     // load keeps its name private.
     for error in agent.memex().snapshot().failed().values() {
@@ -125,6 +128,36 @@ fn agent(config: &Config, options: &AgentOptions, watch_views: bool) -> Result<A
         return Err(Exit::NotFound);
     }
     Ok(agent)
+}
+
+/// For one turn on a large memex: the skills' view of its files and the
+/// privacy gate's matcher (read from the index, whose read runs on one
+/// core, or built) are made on threads of their own while the command
+/// starts; the turn finds them ready, or waits for the one being made
+/// (never making it twice). A small memex's are made by the turn as it
+/// needs them.
+fn prepare_meanwhile(agent: &Agent, privacy: PrivacyTags) {
+    const LARGE: usize = 4 << 20;
+    let snapshot = agent.memex().snapshot();
+    if snapshot.files().map(|f| f.text.len()).sum::<usize>() < LARGE {
+        return;
+    }
+    let memex = Arc::clone(agent.memex());
+    let gate = Arc::clone(agent.gate());
+    for (name, work) in [
+        (
+            "foveal-views",
+            Box::new(move || memex.prepare_views(privacy)) as Box<dyn FnOnce() + Send>,
+        ),
+        (
+            "foveal-matcher",
+            Box::new(move || gate.matcher_now(&snapshot)),
+        ),
+    ] {
+        if let Err(error) = std::thread::Builder::new().name(name.into()).spawn(work) {
+            tracing::debug!(target: "foveal::memex", "{name} left to the turn: {error}");
+        }
+    }
 }
 
 /// `foveal run`: the long-running host.

@@ -922,6 +922,16 @@ impl Gate {
         })
     }
 
+    /// Reads (from the index) or builds the private-text matcher of
+    /// `memex` now, and nothing more: a command does on a thread of its own
+    /// while it starts, so that its turn finds the matcher ready, or waits
+    /// for this read (never making it twice).
+    pub fn matcher_now(&self, memex: &MemexSnapshot) {
+        crate::logs::unredacted(|| {
+            let _ = self.private_matcher(memex);
+        });
+    }
+
     /// Builds the private-text matcher of `memex` now (a host does at its
     /// start, so that its first turn does not wait for it). When it was
     /// read from the index, the full build a later edit derives from is
