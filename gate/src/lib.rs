@@ -456,6 +456,12 @@ impl Gate {
         })
     }
 
+    /// Whether there is an index file to read the matcher from (whether
+    /// it holds this memex's is known only once read).
+    pub fn has_index_file(&self) -> bool {
+        self.index.as_ref().is_some_and(|i| i.path.is_file())
+    }
+
     /// Whether the private-text matcher in use was read from the index
     /// ([`Self::with_index`]) rather than built.
     pub fn matcher_from_index(&self) -> bool {
@@ -923,10 +929,20 @@ impl Gate {
     }
 
     /// Reads (from the index) or builds the private-text matcher of
-    /// `memex` now, and nothing more: a command does on a thread of its own
-    /// while it starts, so that its turn finds the matcher ready, or waits
-    /// for this read (never making it twice).
+    /// `memex` now, unless one was made already (for any snapshot: a turn
+    /// that edited the memex first has the matcher it needs), and nothing
+    /// more: a command does on a thread of its own while it starts, so
+    /// that its turn finds the matcher ready, or waits for this read
+    /// (never making it twice).
     pub fn matcher_now(&self, memex: &MemexSnapshot) {
+        if self
+            .private
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some()
+        {
+            return;
+        }
         crate::logs::unredacted(|| {
             let _ = self.private_matcher(memex);
         });

@@ -202,7 +202,11 @@ impl Drop for GatedLine {
             return;
         }
         let text = String::from_utf8_lossy(&self.0);
-        let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), redact(&text).as_bytes());
+        // Redacted before stderr is locked: the redactor takes the gate's
+        // lock, and a thread holding that lock may be logging (waiting for
+        // stderr) at the same time.
+        let line = redact(&text);
+        let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), line.as_bytes());
     }
 }
 

@@ -1671,6 +1671,41 @@ mod tests {
     }
 
     #[test]
+    fn an_id_two_files_hold_passes_to_the_other_and_one_file_holds_goes_with_it() {
+        let (dir, memex) = memex_with(&[
+            (
+                "a.org",
+                b"* A\n:PROPERTIES:\n:ID: both\n:END:\n* A2\n:PROPERTIES:\n:ID: only-a\n:END:\n",
+            ),
+            ("b.org", b"* B\n:PROPERTIES:\n:ID: both\n:END:\n"),
+        ]);
+        let root = dir.path().canonicalize().unwrap();
+        let (a, b) = (root.join("a.org"), root.join("b.org"));
+        let owner = |id: &str| memex.snapshot().id_owner(id).map(Path::to_path_buf);
+        assert_eq!(owner("both"), Some(a.clone()));
+        assert_eq!(owner("only-a"), Some(a.clone()));
+        // `a.org` edited without either id: `both` passes to `b.org`,
+        // `only-a` is gone.
+        std::fs::write(&a, "* A\n").unwrap();
+        memex.reload_file(&a);
+        assert_eq!(owner("both"), Some(b.clone()));
+        assert_eq!(owner("only-a"), None);
+        // Back in `a.org`: `b.org` claimed it first now, and keeps it.
+        std::fs::write(&a, "* A\n:PROPERTIES:\n:ID: both\n:END:\n").unwrap();
+        memex.reload_file(&a);
+        assert_eq!(owner("both"), Some(b.clone()));
+        assert_eq!(memex.snapshot().get("both").unwrap().title(), "B");
+        // `b.org` removed: `a.org` holds it again; then neither does.
+        std::fs::remove_file(&b).unwrap();
+        memex.reload_file(&b);
+        assert_eq!(owner("both"), Some(a.clone()));
+        std::fs::remove_file(&a).unwrap();
+        memex.reload_file(&a);
+        assert_eq!(owner("both"), None);
+        assert!(memex.snapshot().get("both").is_none());
+    }
+
+    #[test]
     fn republishing_one_file_keeps_ids_of_the_others_and_drops_its_old_ones() {
         let (dir, memex) = memex_with(&[
             ("a.org", b"* A\n:PROPERTIES:\n:ID: a1\n:END:\n"),

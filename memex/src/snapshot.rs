@@ -35,6 +35,14 @@ pub struct MemexSnapshot {
     /// `id_hash(id)` → the file holding it (ids are not copied; a lookup
     /// checks the file, and falls back to a scan on a hash collision).
     ids: IdMap,
+    /// The keys of [`MemexSnapshot::ids`] more than one file has claimed
+    /// (or had, once): only for these does a file's removal look for
+    /// another holder. A key may stay after its other holders left.
+    contested: imbl::GenericHashSet<
+        u64,
+        std::hash::BuildHasherDefault<KeyHasher>,
+        imbl::shared_ptr::DefaultSharedPtr,
+    >,
     tag_files: imbl::HashMap<Box<str>, imbl::OrdSet<Arc<Path>>>,
     failed: BTreeMap<PathBuf, Arc<MemexError>>,
     /// The text (read lossily) of each file whose latest version was read
@@ -412,7 +420,10 @@ impl MemexSnapshot {
         self.forget_indexes_of(&path);
         for &key in keys {
             // The first file to claim an id keeps it.
-            self.ids.entry(key).or_insert_with(|| Arc::clone(&path));
+            let owner = self.ids.entry(key).or_insert_with(|| Arc::clone(&path));
+            if !Arc::ptr_eq(owner, &path) {
+                self.contested.insert(key);
+            }
         }
         for tag in file.tags() {
             self.tag_files
@@ -484,14 +495,24 @@ impl MemexSnapshot {
             let key = id_hash(id);
             if self.ids.get(&key).is_some_and(|p| &**p == path) {
                 self.ids.remove(&key);
-                // Another file claiming the same id inherits it.
+                if !self.contested.contains(&key) {
+                    continue;
+                }
+                // Another file claiming the same id inherits it (looked
+                // for only when one did: a scan of every file for each id
+                // of a large file was quadratic).
                 let other = self
                     .files
                     .iter()
                     .find(|(p, f)| &***p != path && f.index_of(id).is_some())
                     .map(|(p, _)| Arc::clone(p));
-                if let Some(other) = other {
-                    self.ids.insert(key, other);
+                match other {
+                    Some(other) => {
+                        self.ids.insert(key, other);
+                    }
+                    None => {
+                        self.contested.remove(&key);
+                    }
                 }
             }
         }

@@ -2054,3 +2054,53 @@ async fn a_send_whose_host_dies_mid_turn_exits_non_zero() {
         stderr(&send)
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ask_on_a_large_indexed_memex_reads_its_matcher_beside_the_views_and_gates_the_request()
+{
+    // Over 4 MiB of Org with the privacy matcher in the index: `ask`
+    // prepares the skills' view and reads the matcher on threads of their
+    // own while it starts, and its turn waits for them.
+    let dir = workspace();
+    let mut org = String::with_capacity(4_500_000);
+    for i in 0..36_000 {
+        org.push_str(&format!(
+            "* Note {i}\n:PROPERTIES:\n:ID: note-{i}\n:END:\nA public line about topic {i}, kept for the size of the memex.\n** Detail {i}\nMore public words, number {i}.\n"
+        ));
+    }
+    org.push_str("* Diary :@personal:\nCANARY-5e1d met Ann at the harbour on a windy morning.\n");
+    assert!(org.len() > 4 << 20);
+    std::fs::write(dir.path().join("memex/large.org"), &org).unwrap();
+    let index = run_to_end(command(
+        dir.path(),
+        &Server::start(vec![]).await,
+        &["memex", "index", "--memex", "memex", "--json"],
+    ))
+    .await;
+    assert!(index.status.success(), "{}", stderr(&index));
+    assert!(stdout(&index).contains("\"written\""), "{}", stdout(&index));
+
+    let server = Server::start(vec![text_reply("Noted.")]).await;
+    let mut ask = command(
+        dir.path(),
+        &server,
+        &["ask", "Did I meet Ann at the harbour on a windy morning?"],
+    );
+    ask.env("FOVEAL_LOG", "foveal::privacy=debug");
+    let output = run_to_end(ask).await;
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(stdout(&output), "Noted.\n");
+    assert!(
+        stderr(&output).contains("private-text matcher read from the index"),
+        "{}",
+        stderr(&output)
+    );
+    let requests = server.requests();
+    assert_eq!(requests.len(), 1);
+    let body = &requests[0].body;
+    assert!(!body.contains("CANARY"), "the private canary left");
+    assert!(!body.contains("harbour"), "the private words left");
+    assert!(body.contains("[REDACTED private]"), "{body}");
+    // The outline (the project of the other file) is in the request.
+    assert!(body.contains("Launch"), "{body}");
+}
