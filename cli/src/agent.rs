@@ -138,13 +138,10 @@ fn agent(config: &Config, options: &AgentOptions, watch_views: bool) -> Result<A
 /// memory (the views made beside it raised a cold `ask`'s peak by 12 %),
 /// and a small memex's are made by the turn as it needs them.
 fn prepare_meanwhile(agent: &Agent, privacy: PrivacyTags) {
-    const LARGE: usize = 4 << 20;
-    let snapshot = agent.memex().snapshot();
-    if !agent.gate().has_index_file()
-        || snapshot.files().map(|f| f.text.len()).sum::<usize>() < LARGE
-    {
+    if !agent.gate().has_index_file() || agent.memex().bytes() < foveal_memex::PARALLEL_LOAD_BYTES {
         return;
     }
+    let snapshot = agent.memex().snapshot();
     let memex = Arc::clone(agent.memex());
     let gate = Arc::clone(agent.gate());
     let mut started = MEANWHILE.lock().unwrap_or_else(|e| e.into_inner());

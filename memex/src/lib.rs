@@ -337,6 +337,11 @@ impl Memex {
         Ok(memex)
     }
 
+    /// The bytes of the files of the current snapshot.
+    pub fn bytes(&self) -> u64 {
+        self.snapshot().files().map(|f| f.text.len() as u64).sum()
+    }
+
     /// For a process that ends when this memex is dropped (a command):
     /// the drop leaves the last snapshot, its files and their views to the
     /// process's end, which hands their memory back at once, instead of
@@ -865,8 +870,9 @@ impl Memex {
 }
 
 /// Below this many bytes of files a load reads them on one thread (a
-/// thread's start costs more than the work).
-const PARALLEL_LOAD_BYTES: u64 = 4 << 20;
+/// thread's start costs more than the work); a memex of fewer is small
+/// enough that nothing is worth starting beside a turn either.
+pub const PARALLEL_LOAD_BYTES: u64 = 4 << 20;
 
 /// `read(i)` for each `i < n`, in order: on every core when the files
 /// hold at least [`PARALLEL_LOAD_BYTES`] (`bytes`), each thread taking the

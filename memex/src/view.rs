@@ -476,35 +476,55 @@ fn vectors_hash(dim: u32, vectors: &[f32]) -> u64 {
 /// the file.
 pub fn cached(file: &MemexFile, privacy: &PrivacyTags) -> Arc<Prepared> {
     let mut cache = file.view_cache.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some((tags, prepared)) = cache.as_deref().and_then(|c| c.downcast_ref::<Lent>())
-        && tags == privacy
-    {
-        return Arc::clone(prepared);
+    if let Some(prepared) = lent(cache.as_deref(), privacy) {
+        return prepared;
     }
     let prepared = Arc::new(prepare(file, privacy));
     *cache = Some(Arc::new((privacy.clone(), Arc::clone(&prepared)) as Lent));
     prepared
 }
 
-/// [`cached`] for each of `files`, in order: on every core when those not
-/// prepared yet hold 4 MiB or more (a first view of a large memex: at a
-/// million headlines, 1.5 s on one core).
-pub(crate) fn prepare_all(files: &[&Arc<MemexFile>], privacy: &PrivacyTags) -> Vec<Arc<Prepared>> {
-    let unprepared: u64 = files
-        .iter()
-        .filter(|f| !is_cached(f, privacy))
-        .map(|f| f.text.len() as u64)
-        .sum();
-    crate::on_cores(files.len(), unprepared, |at| cached(files[at], privacy))
+/// What a file's view cache holds for `privacy`, if anything.
+fn lent(
+    cache: Option<&(dyn std::any::Any + Send + Sync)>,
+    privacy: &PrivacyTags,
+) -> Option<Arc<Prepared>> {
+    cache
+        .and_then(|c| c.downcast_ref::<Lent>())
+        .filter(|(tags, _)| tags == privacy)
+        .map(|(_, prepared)| Arc::clone(prepared))
 }
 
-/// Whether `file`'s view for `privacy` is prepared already.
-fn is_cached(file: &MemexFile, privacy: &PrivacyTags) -> bool {
-    let cache = file.view_cache.lock().unwrap_or_else(|e| e.into_inner());
-    cache
-        .as_deref()
-        .and_then(|c| c.downcast_ref::<Lent>())
-        .is_some_and(|(tags, _)| tags == privacy)
+/// [`cached`] for each of `files`, in order: on every core when those not
+/// prepared yet hold 4 MiB or more (a first view of a large memex: at a
+/// million headlines, 1.5 s on one core). Each file's cache is looked at
+/// once when all are prepared (a host's every cycle).
+pub(crate) fn prepare_all(files: &[&Arc<MemexFile>], privacy: &PrivacyTags) -> Vec<Arc<Prepared>> {
+    let found: Vec<Option<Arc<Prepared>>> = files
+        .iter()
+        .map(|f| {
+            lent(
+                f.view_cache
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .as_deref(),
+                privacy,
+            )
+        })
+        .collect();
+    let unprepared: u64 = files
+        .iter()
+        .zip(&found)
+        .filter(|(_, found)| found.is_none())
+        .map(|(f, _)| f.text.len() as u64)
+        .sum();
+    if unprepared == 0 {
+        return found.into_iter().flatten().collect();
+    }
+    crate::on_cores(files.len(), unprepared, |at| match &found[at] {
+        Some(prepared) => Arc::clone(prepared),
+        None => cached(files[at], privacy),
+    })
 }
 
 /// What a file's view cache holds: the privacy tags and what was prepared
