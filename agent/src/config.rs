@@ -659,8 +659,9 @@ impl Config {
         if !overrides.memex.is_empty() {
             memex_paths = overrides.memex.clone();
         }
-        let memex = check.memex(&file.memex)?;
+        let mut memex = check.memex(&file.memex)?;
         let memex_index = file.memex.index.unwrap_or(true);
+        memex.vector_store = memex_index.then(|| data_dir.join("index").join("vectors"));
         let mut privacy_tags = file
             .privacy
             .tags

@@ -14,6 +14,7 @@ use std::time::{Duration, SystemTime};
 use crate::parse::{self, Headline, ParseError, Settings, Span, TodoKeywords};
 use crate::setup::Setup;
 pub use crate::setup::Warning;
+use crate::stored::VectorStore;
 
 /// How an object got its id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -148,6 +149,8 @@ pub struct MemexFile {
     /// A hash of the text: write-back checks it against the disk to detect
     /// an edit made behind the memex's back.
     pub content_hash: u64,
+    /// The SHA-256 of the text, once computed ([`Self::text_sha256`]).
+    sha256: std::sync::OnceLock<[u8; 32]>,
     /// Which parse this is, unique in the process: a new one for every
     /// text read or written, kept only by a copy that gains vectors and
     /// nothing else (the embedding worker's refill). What is derived from
@@ -201,6 +204,20 @@ impl MemexFile {
         settings: Settings,
         setup: Arc<Setup>,
     ) -> Result<Self, (ParseError, String)> {
+        Self::parse_stored(path, id_base, text, settings, setup, None)
+    }
+
+    /// [`Self::parse_or_give_back`], with the numbers of its
+    /// `:EMBEDDING:` values taken from `store` when it holds them for this
+    /// text, and put there when it does not.
+    pub(crate) fn parse_stored(
+        path: &Path,
+        id_base: &str,
+        text: String,
+        settings: Settings,
+        setup: Arc<Setup>,
+        store: Option<&VectorStore>,
+    ) -> Result<Self, (ParseError, String)> {
         let started = std::time::Instant::now();
         let parsed = match parse::parse_with(&text, settings) {
             Ok(parsed) => parsed,
@@ -233,8 +250,19 @@ impl MemexFile {
         }
 
         let ids = assign_ids(&text, id_base, &parsed.headlines);
-        let mut dim = 0usize;
-        let mut vectors = Vec::new();
+        let sha256 = std::sync::OnceLock::new();
+        let spans = embedding_spans(&text, &parsed.headlines);
+        let embeddings = if spans.is_empty() {
+            Embeddings::default()
+        } else if let Some(store) = store {
+            let digest = *sha256.get_or_init(|| text_sha256(&text));
+            store.embeddings(&digest, &spans, || Embeddings::read(&text, &spans))
+        } else {
+            Embeddings::read(&text, &spans)
+        };
+        let dim = embeddings.dim as usize;
+        let mut outcomes = embeddings.outcomes.iter().zip(&spans).peekable();
+        let mut row = 0u32;
         let mut objects = Vec::with_capacity(count);
         let mut by_tag: HashMap<Box<str>, Vec<u32>> = HashMap::new();
         let mut by_todo: HashMap<Box<str>, Vec<u32>> = HashMap::new();
@@ -242,28 +270,21 @@ impl MemexFile {
         for (i, (headline, (id, id_source))) in parsed.headlines.into_iter().zip(ids).enumerate() {
             let index = i as u32;
             let mut vector = None;
-            if let Some(p) = headline
-                .properties
-                .iter()
-                .find(|p| slice(&text, &p.key).eq_ignore_ascii_case("EMBEDDING"))
-            {
-                match parse_vector(slice(&text, &p.value), &mut vectors) {
-                    Some(n) if dim == 0 || n == dim => {
-                        dim = n;
-                        vector = Some((vectors.len() / n - 1) as u32);
+            if let Some((&outcome, _)) = outcomes.next_if(|(_, (at, _))| *at == index) {
+                match outcome {
+                    Embeddings::ROW => {
+                        vector = Some(row);
+                        row += 1;
                     }
-                    Some(n) => {
-                        vectors.truncate(vectors.len() - n);
-                        warnings.push(Warning {
-                            line: headline.line,
-                            message: format!(
-                                "`:EMBEDDING:` has {n} numbers, the file's first has {dim}; ignored"
-                            ),
-                        });
-                    }
-                    None => warnings.push(Warning {
+                    Embeddings::NOT_NUMBERS => warnings.push(Warning {
                         line: headline.line,
                         message: "`:EMBEDDING:` is not a list of numbers; ignored".into(),
+                    }),
+                    n => warnings.push(Warning {
+                        line: headline.line,
+                        message: format!(
+                            "`:EMBEDDING:` has {n} numbers, the file's first has {dim}; ignored"
+                        ),
                     }),
                 }
             }
@@ -322,10 +343,11 @@ impl MemexFile {
             objects,
             children,
             dim,
-            vectors,
+            vectors: embeddings.vectors,
             warnings,
             agenda,
             content_hash,
+            sha256,
             version: VERSIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1,
             parse_time: started.elapsed(),
             by_tag,
@@ -414,6 +436,7 @@ impl MemexFile {
             warnings: self.warnings.clone(),
             agenda: self.agenda.clone(),
             content_hash: self.content_hash,
+            sha256: self.sha256.clone(),
             // The same text, tags and objects: only vectors are added.
             version: self.version,
             parse_time: self.parse_time,
@@ -422,6 +445,12 @@ impl MemexFile {
             by_id: self.by_id.clone(),
             view_cache: std::sync::Mutex::new(None),
         }
+    }
+
+    /// The SHA-256 of the text: computed once per version (at load, for
+    /// a file with `:EMBEDDING:` values read through a [`VectorStore`]).
+    pub fn text_sha256(&self) -> [u8; 32] {
+        *self.sha256.get_or_init(|| text_sha256(&self.text))
     }
 
     /// The embedding of object `index`.
@@ -434,6 +463,89 @@ impl MemexFile {
 #[inline]
 fn slice<'a>(text: &'a str, span: &Span) -> &'a str {
     &text[span.start as usize..span.end as usize]
+}
+
+/// The SHA-256 of `text`.
+pub(crate) fn text_sha256(text: &str) -> [u8; 32] {
+    use sha2::Digest as _;
+    sha2::Sha256::digest(text.as_bytes()).into()
+}
+
+/// Each headline with an `:EMBEDDING:` property: its index and the
+/// value's span, in order.
+fn embedding_spans(text: &str, headlines: &[Headline]) -> Vec<(u32, Span)> {
+    headlines
+        .iter()
+        .enumerate()
+        .filter_map(|(i, headline)| {
+            let p = headline
+                .properties
+                .iter()
+                .find(|p| slice(text, &p.key).eq_ignore_ascii_case("EMBEDDING"))?;
+            Some((i as u32, p.value.clone()))
+        })
+        .collect()
+}
+
+/// What a file's `:EMBEDDING:` values give: for each (in order) whether it
+/// is a row of the table, and the table. Read from the text, or from a
+/// [`VectorStore`] that holds them for the same text.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct Embeddings {
+    /// The length of every row (the first value's count of numbers).
+    pub dim: u32,
+    /// The headline of each value, in order.
+    pub objects: Vec<u32>,
+    /// For each value, [`Self::ROW`] (the next row), [`Self::NOT_NUMBERS`],
+    /// or the count of its numbers when that is not `dim`.
+    pub outcomes: Vec<u32>,
+    /// The rows, `dim` numbers each.
+    pub vectors: Vec<f32>,
+}
+
+impl Embeddings {
+    /// A value that is the table's next row.
+    pub const ROW: u32 = 0;
+    /// A value that is not a list of finite numbers.
+    pub const NOT_NUMBERS: u32 = u32::MAX;
+
+    /// Reads the numbers of the values at `spans` of `text`.
+    fn read(text: &str, spans: &[(u32, Span)]) -> Self {
+        let mut read = Self {
+            objects: spans.iter().map(|(i, _)| *i).collect(),
+            outcomes: Vec::with_capacity(spans.len()),
+            ..Self::default()
+        };
+        let mut dim = 0usize;
+        for (_, span) in spans {
+            let outcome = match parse_vector(slice(text, span), &mut read.vectors) {
+                Some(n) if dim == 0 || n == dim => {
+                    dim = n;
+                    Self::ROW
+                }
+                Some(n) => {
+                    read.vectors.truncate(read.vectors.len() - n);
+                    n as u32
+                }
+                None => Self::NOT_NUMBERS,
+            };
+            read.outcomes.push(outcome);
+        }
+        read.dim = dim as u32;
+        read
+    }
+
+    /// Whether these are of values at the headlines of `spans`, and whole:
+    /// one outcome each, `dim` numbers for each row.
+    pub(crate) fn fits(&self, spans: &[(u32, Span)]) -> bool {
+        let rows = self.outcomes.iter().filter(|&&o| o == Self::ROW).count();
+        self.objects.len() == spans.len()
+            && self.outcomes.len() == spans.len()
+            && self.objects.iter().zip(spans).all(|(a, (b, _))| a == b)
+            && self.outcomes.iter().all(|&o| o != self.dim || o == Self::ROW)
+            && Some(self.vectors.len()) == rows.checked_mul(self.dim as usize)
+            && (rows == 0) == (self.dim == 0)
+    }
 }
 
 /// Appends the numbers of `text` to `out`; how many, or none (and `out`

@@ -51,6 +51,7 @@ pub use foveal_org as parse;
 pub mod privacy;
 pub mod setup;
 pub mod snapshot;
+mod stored;
 pub mod view;
 pub mod watch;
 pub mod write;
@@ -66,6 +67,7 @@ use arc_swap::ArcSwap;
 
 pub use file::{FileId, IdSource, MemexFile, ObjectType};
 use privacy::PrivacyTags;
+use stored::VectorStore;
 pub use snapshot::{MemexSnapshot, ObjectRef, Query};
 
 /// Why a memex path or file could not be loaded. Every variant names the
@@ -199,6 +201,11 @@ pub struct MemexOptions {
     /// [`MAX_FILE_BYTES`]. A larger file is refused before a byte of it is
     /// read, and said with its size and this limit.
     pub max_file_mib: Option<u32>,
+    /// Where a load keeps the numbers of files' `:EMBEDDING:` values
+    /// between processes ([`stored`]: `<data dir>/index/vectors`, unless
+    /// `[memex] index = false`); `None`: every load reads them from the
+    /// text.
+    pub vector_store: Option<PathBuf>,
 }
 
 impl MemexOptions {
@@ -308,6 +315,7 @@ impl Memex {
                 paths_of.entry(*id).or_default().push(path);
             }
         }
+        let store = memex.options.vector_store.clone().map(VectorStore::new);
         let read = |at: usize| {
             let path = &paths[at];
             let names: Vec<PathBuf> = ids[at]
@@ -319,7 +327,7 @@ impl Memex {
                 .collect();
             // The file's id keys too, on this thread: the snapshot is
             // filled on one.
-            memex.read(path, &names).map(|file| {
+            memex.read(path, &names, store.as_ref()).map(|file| {
                 let keys = snapshot::id_keys(&file);
                 (file, keys)
             })
@@ -333,6 +341,9 @@ impl Memex {
         }
         memex.current.store(Arc::new(snapshot));
         memex.after_publish();
+        if let Some(store) = store {
+            store.sweep();
+        }
         release_free_memory();
         Ok(memex)
     }
@@ -644,7 +655,12 @@ impl Memex {
     /// `names` are the other paths of the memex that reach the same file
     /// (its links), for the setup files (a first reading: nothing earlier
     /// is known).
-    fn read(&self, path: &Path, names: &[PathBuf]) -> Result<MemexFile, Failure> {
+    fn read(
+        &self,
+        path: &Path,
+        names: &[PathBuf],
+        store: Option<&VectorStore>,
+    ) -> Result<MemexFile, Failure> {
         let (bytes, meta) =
             read_regular_meta(path, self.options.max_file_bytes()).map_err(|e| (e, None))?;
         let reading = ReadAs {
@@ -656,7 +672,7 @@ impl Memex {
             .settings_of(reading, bytes)
             .map_err(fail_closed(reading))?;
         let mut file = self
-            .parse_text(path, text, settings, setup, meta.modified().ok())
+            .parse_text(path, text, settings, setup, meta.modified().ok(), store)
             .map_err(fail_closed(reading))?;
         file.identity = Some(FileId::of(&meta));
         Ok(file)
@@ -686,10 +702,11 @@ impl Memex {
         settings: parse::Settings,
         setup: setup::Setup,
         modified: Option<std::time::SystemTime>,
+        store: Option<&VectorStore>,
     ) -> Result<MemexFile, Failure> {
         let id_base = self.id_base(path);
         let mut file =
-            MemexFile::parse_or_give_back(path, &id_base, text, settings, Arc::new(setup))
+            MemexFile::parse_stored(path, &id_base, text, settings, Arc::new(setup), store)
                 .map_err(|(e, text)| {
                     (
                         MemexError::Parse {
@@ -822,7 +839,7 @@ impl Memex {
                     previous: previous.as_deref(),
                 };
                 let mut file = self
-                    .parse_text(path, text, settings, setup, modified)
+                    .parse_text(path, text, settings, setup, modified, None)
                     .map_err(fail_closed(reading))?;
                 file.identity = Some(identity);
                 Ok((file, names))

@@ -60,7 +60,7 @@ pub(crate) enum StoreError {
 /// module docs). Each file's text is hashed on every core.
 pub(crate) fn digest(memex: &MemexSnapshot, privacy: &PrivacyTags) -> Digest {
     let files: Vec<&Arc<MemexFile>> = memex.files().collect();
-    let texts: Vec<Digest> = on_cores(&files, |file| Sha256::digest(file.text.as_bytes()).into());
+    let texts: Vec<Digest> = on_cores(&files, |file| file.text_sha256());
     let mut all = Sha256::new();
     let mut part = |bytes: &[u8]| {
         all.update((bytes.len() as u64).to_le_bytes());
