@@ -4,7 +4,7 @@
 //! numbers each, reading the numbers was three quarters of the parse).
 //!
 //! One file per text in a folder of the data dir (`index/vectors`, 0700;
-//! each file 0600), named by the SHA-256 of the text: the headline of each
+//! each file 0600), named by the BLAKE3 hash of the text: the headline of each
 //! value, whether it is a row of the table (or why not), and the table as
 //! little-endian `f32`s, after a header (format, version of foveal) and
 //! before a CRC-32 of all of it. What is read is used only when it is
@@ -29,6 +29,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use crate::file::Embeddings;
+#[cfg(doc)]
+use crate::file::MemexFile;
 use crate::parse::Span;
 
 /// The first bytes of a file.
@@ -62,8 +64,8 @@ impl VectorStore {
         }
     }
 
-    /// The embeddings of values at `spans` of the text whose SHA-256 is
-    /// `digest`: the stored ones when they fit, else `read()`'s (stored
+    /// The embeddings of values at `spans` of the text whose digest is
+    /// `digest` ([`MemexFile::text_digest`]): the stored ones when they fit, else `read()`'s (stored
     /// for the next load).
     pub(crate) fn embeddings(
         &self,
@@ -179,7 +181,7 @@ impl VectorStore {
     }
 }
 
-/// The file name of the text whose SHA-256 is `digest`.
+/// The file name of the text whose digest is `digest`.
 fn name(digest: &[u8; 32]) -> String {
     let mut name = String::with_capacity(68);
     for byte in digest {
@@ -298,7 +300,7 @@ mod tests {
     }
 
     fn entry(store: &Path, text: &str) -> PathBuf {
-        store.join(name(&crate::file::text_sha256(text)))
+        store.join(name(&crate::file::text_digest(text)))
     }
 
     #[test]

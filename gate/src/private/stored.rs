@@ -4,9 +4,10 @@
 //!
 //! One file, `private.keys` in the data dir's `index` folder (the folder
 //! 0700, the file 0600), holds the sets of one full build and the
-//! [`digest`] of what they were built from: every file's path, a SHA-256
-//! of its text, its file tags, its TODO keywords and whether its setup
-//! files' tags are known; every file read but not loaded, by path and a
+//! [`digest`] of what they were built from: every file's path, the
+//! BLAKE3 hash of its text (`MemexFile::text_digest`, kept from the
+//! load), its file tags, its TODO keywords and whether its setup files'
+//! tags are known; every file read but not loaded, by path and a
 //! SHA-256 of its text; the privacy tags; the format, the version of
 //! foveal, the running program's file (its device, inode, size and
 //! change times: another build is another file) and the sets a build
@@ -60,7 +61,7 @@ pub(crate) enum StoreError {
 /// module docs). Each file's text is hashed on every core.
 pub(crate) fn digest(memex: &MemexSnapshot, privacy: &PrivacyTags) -> Digest {
     let files: Vec<&Arc<MemexFile>> = memex.files().collect();
-    let texts: Vec<Digest> = on_cores(&files, |file| file.text_sha256());
+    let texts: Vec<Digest> = on_cores(&files, |file| file.text_digest());
     let mut all = Sha256::new();
     let mut part = |bytes: &[u8]| {
         all.update((bytes.len() as u64).to_le_bytes());
