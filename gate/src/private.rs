@@ -377,28 +377,25 @@ impl KeySet {
         (set.bloom.len().is_power_of_two()
             && set.slots.len().is_power_of_two()
             && set.slots.len() >= 2
-            && set.slots.iter().filter(|&&k| k != 0).count() + usize::from(zero) == len
             && set.slots.len() * 5 / 8 >= len.saturating_sub(usize::from(zero))
-            && set.every_key_is_found())
+            && set.keys_found().map(|taken| taken + usize::from(zero)) == Some(len))
         .then_some(set)
     }
 
-    /// Whether a lookup's probe reaches every key of the table: no free
-    /// slot lies between its home and its slot, and no run of taken slots
-    /// is longer than [`MAX_RUN`] (lookups stay short). One pass, from a
-    /// free slot on, in the table's order. The filter's bits are not
+    /// How many slots of the table are taken, when a lookup's probe
+    /// reaches every key of it: no free slot lies between its home and its
+    /// slot, and no run of taken slots is longer than [`MAX_RUN`] (lookups
+    /// stay short). One pass, from a free slot on, in the table's order. The filter's bits are not
     /// checked (a random read a key, a second at 1M headlines): the
     /// index's checksum finds damage, and a file made to pass it needs
     /// the user's rights on the data dir, where the configuration's
     /// privacy tags are.
-    fn every_key_is_found(&self) -> bool {
+    fn keys_found(&self) -> Option<usize> {
         let slots = self.slots.len();
         let mask = slots - 1;
-        let Some(free) = self.slots.iter().position(|&k| k == 0) else {
-            return false;
-        };
+        let free = self.slots.iter().position(|&k| k == 0)?;
         // Taken slots before this one in its run.
-        let mut run = 0;
+        let (mut run, mut taken) = (0, 0);
         for step in 1..=slots {
             let at = (free + step) & mask;
             let key = self.slots[at];
@@ -408,14 +405,15 @@ impl KeySet {
             }
             let from_home = at.wrapping_sub(Self::home(key, slots)) & mask;
             if from_home > run {
-                return false;
+                return None;
             }
             run += 1;
+            taken += 1;
             if run > MAX_RUN {
-                return false;
+                return None;
             }
         }
-        true
+        Some(taken)
     }
 
     /// Bytes held.

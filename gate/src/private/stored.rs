@@ -395,7 +395,7 @@ impl<W: Write> Write for Checked<W> {
 }
 
 /// A key as stored: little-endian, whatever the machine.
-trait Stored: Kept {
+trait Stored: Kept + bytemuck::Pod {
     const WIDTH: usize;
     fn put(self, out: &mut [u8]);
     fn take(bytes: &[u8]) -> Self;
@@ -479,7 +479,9 @@ impl<R: Read> Checked<R> {
     }
 
     /// An array: its length, its keys (a length past the file's end is
-    /// damage, found before anything is allocated for it).
+    /// damage, found before anything is allocated for it). The bytes are
+    /// read straight into the array (a million headlines' index is 790
+    /// MB: each copy on the way cost a tenth of a second).
     fn keys<K: Stored>(&mut self) -> Result<Vec<K>, StoreError> {
         let count = self.word()?;
         if count
@@ -489,19 +491,22 @@ impl<R: Read> Checked<R> {
             return Err(StoreError::Damaged);
         }
         let count = usize::try_from(count).map_err(|_| StoreError::Damaged)?;
-        let mut keys = Vec::with_capacity(count);
-        let mut block = vec![0u8; BLOCK];
-        let mut left = count;
-        while left > 0 {
-            let n = left.min(BLOCK / K::WIDTH);
-            let bytes = &mut block[..n * K::WIDTH];
-            self.read_exact(bytes)?;
-            keys.extend(bytes.chunks_exact(K::WIDTH).map(K::take));
-            left -= n;
+        let mut keys: Vec<K> = vec![K::zeroed(); count];
+        for block in bytemuck::cast_slice_mut::<K, u8>(&mut keys).chunks_mut(READ_BLOCK) {
+            self.read_exact(block)?;
+        }
+        if cfg!(target_endian = "big") {
+            for key in &mut keys {
+                *key = K::take(bytemuck::bytes_of(key));
+            }
         }
         Ok(keys)
     }
 }
+
+/// Arrays are read in blocks of this many bytes: larger than the
+/// reader's buffer, so that they go from the file to the array.
+const READ_BLOCK: usize = 4 << 20;
 
 #[cfg(test)]
 mod tests {
