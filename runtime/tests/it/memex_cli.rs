@@ -534,3 +534,60 @@ fn memex_index_writes_the_private_text_index_and_a_later_prompt_reads_it_while_t
         text(&output.stderr)
     );
 }
+
+#[test]
+fn a_load_keeps_the_embedding_numbers_in_the_data_dir_and_the_next_load_gives_the_same_memex() {
+    let dir = sandbox();
+    std::fs::write(
+        dir.path().join("memex/vectors.org"),
+        "* Public :work:\n:PROPERTIES:\n:EMBEDDING: 0.25 -0.5 1\n:END:\n\
+         * Short\n:PROPERTIES:\n:EMBEDDING: 0.25 -0.5\n:END:\n\
+         * Diary :@personal:\n:PROPERTIES:\n:EMBEDDING: 0.75 0.5 x\n:END:\n\
+         Met Ann at the harbour.\n",
+    )
+    .unwrap();
+    let stats = |config: &[&str]| {
+        let mut args = vec!["memex", "stats", "--memex", "memex", "--json"];
+        args.extend_from_slice(config);
+        let output = foveal(dir.path(), &args);
+        assert!(output.status.success(), "{}", text(&output.stderr));
+        let mut stats: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+        for varying in ["load_ms", "resident_mib"] {
+            stats.as_object_mut().unwrap().remove(varying);
+        }
+        stats
+    };
+    let store = dir.path().join("data/index/vectors");
+    let first = stats(&[]);
+    // One file, for the one memex file with values; private, and numbers
+    // only.
+    let files: Vec<_> = std::fs::read_dir(&store)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    assert!(files[0].to_string_lossy().ends_with(".vec"));
+    use std::os::unix::fs::PermissionsExt as _;
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&store), 0o700);
+    assert_eq!(mode(&files[0]), 0o600);
+    let bytes = std::fs::read(&files[0]).unwrap();
+    assert!(!bytes.windows(7).any(|w| w == b"harbour"));
+    // The bad values' warnings come back from the store as from the text
+    // (the private one's counted, not shown; one is `main.org`'s).
+    assert_eq!(first["warnings"], 2, "{first}");
+    assert_eq!(first["warnings_private_hidden"], 1, "{first}");
+    assert_eq!(stats(&[]), first);
+
+    // Damaged: read from the text, the same memex, written again whole.
+    std::fs::write(&files[0], b"FOVVECS1 cut").unwrap();
+    assert_eq!(stats(&[]), first);
+    assert_eq!(std::fs::read(&files[0]).unwrap(), bytes);
+
+    // `memex.index = false`: nothing kept.
+    std::fs::remove_dir_all(&store).unwrap();
+    std::fs::write(dir.path().join("foveal.toml"), "[memex]\nindex = false\n").unwrap();
+    assert_eq!(stats(&["--config", "foveal.toml"]), first);
+    assert!(!store.exists());
+}
