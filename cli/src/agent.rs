@@ -130,18 +130,21 @@ fn agent(config: &Config, options: &AgentOptions, watch_views: bool) -> Result<A
     Ok(agent)
 }
 
-/// For one turn on a large memex whose privacy matcher is in the index:
-/// the skills' view of its files and the matcher (whose read runs on one
-/// core) are made on threads of their own while the command starts; the
-/// turn finds them ready, or waits for the one being made (never making it
-/// twice). Without an index the matcher's build takes the time and the
-/// memory (the views made beside it raised a cold `ask`'s peak by 12 %),
-/// and a small memex's are made by the turn as it needs them.
+/// For one turn on a large memex whose privacy matcher is in the index
+/// (its header names this memex): the skills' view of its files and the
+/// matcher (whose read runs on one core) are made on threads of their own
+/// while the command starts; the turn finds them ready, or waits for the
+/// one being made (never making it twice). Without an index of this
+/// memex the matcher's build takes the time and the memory (the views
+/// made beside it raised a cold `ask`'s peak by 12 %), and a small
+/// memex's are made by the turn as it needs them.
 fn prepare_meanwhile(agent: &Agent, privacy: PrivacyTags) {
-    if !agent.gate().has_index_file() || agent.memex().bytes() < foveal_memex::PARALLEL_LOAD_BYTES {
+    let snapshot = agent.memex().snapshot();
+    if agent.memex().bytes() < foveal_memex::PARALLEL_LOAD_BYTES
+        || !agent.gate().index_is_of(&snapshot)
+    {
         return;
     }
-    let snapshot = agent.memex().snapshot();
     let memex = Arc::clone(agent.memex());
     let gate = Arc::clone(agent.gate());
     let mut started = MEANWHILE.lock().unwrap_or_else(|e| e.into_inner());

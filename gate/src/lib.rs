@@ -456,10 +456,14 @@ impl Gate {
         })
     }
 
-    /// Whether there is an index file to read the matcher from (whether
-    /// it holds this memex's is known only once read).
-    pub fn has_index_file(&self) -> bool {
-        self.index.as_ref().is_some_and(|i| i.path.is_file())
+    /// Whether the index file holds the matcher of `memex`, by its
+    /// header (whether the rest is whole is known only once read): the
+    /// matcher would be read, not built.
+    pub fn index_is_of(&self, memex: &MemexSnapshot) -> bool {
+        self.index.as_ref().is_some_and(|index| {
+            let digest = private::stored::digest(memex, &self.privacy);
+            private::stored::is_of(&index.path, &digest)
+        })
     }
 
     /// Whether the private-text matcher in use was read from the index

@@ -212,6 +212,19 @@ fn scheme() -> &'static [u8] {
 /// The length of the header: magic, format, digest.
 const HEADER: usize = 8 + 4 + 32;
 
+/// Whether the file at `path` holds sets built from `digest` (its header
+/// says so; whether the rest is whole is known only once read).
+pub(crate) fn is_of(path: &Path, digest: &Digest) -> bool {
+    let mut header = [0u8; HEADER];
+    std::fs::metadata(path).is_ok_and(|meta| meta.is_file())
+        && std::fs::File::open(path)
+            .and_then(|mut file| file.read_exact(&mut header))
+            .is_ok()
+        && &header[..8] == MAGIC
+        && header[8..12] == FORMAT.to_le_bytes()
+        && header[12..44] == digest[..]
+}
+
 /// Reads the sets stored at `path` when they were built from `digest`:
 /// `Ok(None)` when there is no file or it is of another snapshot.
 ///

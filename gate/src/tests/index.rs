@@ -392,3 +392,28 @@ fn a_full_build_beside_a_derived_matcher_shows_what_the_derivation_redacted_too_
     );
     assert!(gate.matcher_is_derived());
 }
+
+#[test]
+fn the_index_is_said_to_be_of_a_memex_only_while_its_files_are_those_it_was_built_from() {
+    let (dir, memex) = memex(DIARY);
+    let store = tempfile::tempdir().unwrap();
+    let path = store.path().join("index").join("private.keys");
+    assert!(!indexed(&path).index_is_of(&memex.snapshot()));
+    assert!(!gate().index_is_of(&memex.snapshot()));
+    cleaned(&indexed(&path), &memex, BODY);
+    assert!(indexed(&path).index_is_of(&open(dir.path()).snapshot()));
+    // Another text: another digest.
+    std::fs::write(
+        dir.path().join("a.org"),
+        DIARY.replace("harbour", "station"),
+    )
+    .unwrap();
+    assert!(!indexed(&path).index_is_of(&open(dir.path()).snapshot()));
+    std::fs::write(dir.path().join("a.org"), DIARY).unwrap();
+    assert!(indexed(&path).index_is_of(&open(dir.path()).snapshot()));
+    // Another header.
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[0] ^= 1;
+    std::fs::write(&path, &bytes).unwrap();
+    assert!(!indexed(&path).index_is_of(&open(dir.path()).snapshot()));
+}
