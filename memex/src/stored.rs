@@ -88,14 +88,14 @@ impl VectorStore {
             }
         }
         let read = read();
-        if let Err(error) = self.save(&path, &read) {
-            if !SAID.swap(true, Ordering::Relaxed) {
-                tracing::warn!(
-                    folder = %self.dir.display(),
-                    %error,
-                    "could not store the memex's vectors; every load reads them from the Org text"
-                );
-            }
+        if let Err(error) = self.save(&path, &read)
+            && !SAID.swap(true, Ordering::Relaxed)
+        {
+            tracing::warn!(
+                folder = %self.dir.display(),
+                %error,
+                "could not store the memex's vectors; every load reads them from the Org text"
+            );
         }
         read
     }

@@ -585,8 +585,17 @@ fn a_load_keeps_the_embedding_numbers_in_the_data_dir_and_the_next_load_gives_th
     assert_eq!(stats(&[]), first);
     assert_eq!(std::fs::read(&files[0]).unwrap(), bytes);
 
-    // `memex.index = false`: nothing kept.
+    // Not writable: said at the default level, and the memex the same.
     std::fs::remove_dir_all(&store).unwrap();
+    std::fs::write(&store, b"a file where the folder goes").unwrap();
+    let output = foveal(dir.path(), &["memex", "stats", "--memex", "memex"]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let said = text(&output.stderr);
+    assert!(said.contains("could not store the memex's vectors"), "{said}");
+    assert_eq!(said.matches("could not store").count(), 1, "{said}");
+    std::fs::remove_file(&store).unwrap();
+
+    // `memex.index = false`: nothing kept.
     std::fs::write(dir.path().join("foveal.toml"), "[memex]\nindex = false\n").unwrap();
     assert_eq!(stats(&["--config", "foveal.toml"]), first);
     assert!(!store.exists());
