@@ -543,7 +543,10 @@ impl Embeddings {
         self.objects.len() == spans.len()
             && self.outcomes.len() == spans.len()
             && self.objects.iter().zip(spans).all(|(a, (b, _))| a == b)
-            && self.outcomes.iter().all(|&o| o != self.dim || o == Self::ROW)
+            && self
+                .outcomes
+                .iter()
+                .all(|&o| o != self.dim || o == Self::ROW)
             && Some(self.vectors.len()) == rows.checked_mul(self.dim as usize)
             && (rows == 0) == (self.dim == 0)
     }

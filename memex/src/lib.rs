@@ -67,8 +67,8 @@ use arc_swap::ArcSwap;
 
 pub use file::{FileId, IdSource, MemexFile, ObjectType};
 use privacy::PrivacyTags;
-use stored::VectorStore;
 pub use snapshot::{MemexSnapshot, ObjectRef, Query};
+use stored::VectorStore;
 
 /// Why a memex path or file could not be loaded. Every variant names the
 /// file; none of them leads to a write.

@@ -81,10 +81,12 @@ impl VectorStore {
             .insert(name);
         match load(&path) {
             Ok(stored) if stored.fits(spans) => return stored,
-            Ok(_) => tracing::debug!(path = %path.display(), "stored vectors of other values"),
+            Ok(_) => {
+                tracing::debug!(target: "foveal::memex", path = %path.display(), "stored vectors of other values")
+            }
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
             Err(error) => {
-                tracing::debug!(path = %path.display(), %error, "stored vectors not read");
+                tracing::debug!(target: "foveal::memex", path = %path.display(), %error, "stored vectors not read");
             }
         }
         let read = read();
@@ -92,6 +94,7 @@ impl VectorStore {
             && !SAID.swap(true, Ordering::Relaxed)
         {
             tracing::warn!(
+                target: "foveal::index",
                 folder = %self.dir.display(),
                 %error,
                 "could not store the memex's vectors; every load reads them from the Org text"
@@ -334,7 +337,11 @@ mod tests {
             .unwrap();
         let taken = vectors(&open(&memex, &store));
         assert_ne!(taken, read);
-        assert!(taken.iter().any(|(_, v, _)| v.first() == Some(&42f32.to_bits())));
+        assert!(
+            taken
+                .iter()
+                .any(|(_, v, _)| v.first() == Some(&42f32.to_bits()))
+        );
     }
 
     #[test]

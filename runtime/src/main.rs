@@ -25,21 +25,22 @@ fn main() -> ExitCode {
     // (once per burst).
     // The commands that call hooks without running cycles say when a
     // skill's cell refuses an act or dies.
-    // Every command but `tui` also says what a skill logs at warn and error
-    // level (`skill_warn!`, `skill_error!`; the computed-context skill: a
-    // handoff that does not parse, once). A panic's line is left to the
+    // Every command but `tui` says when what it keeps on disk between
+    // processes cannot be written (`foveal::index`), and what a skill logs
+    // at warn and error level (`skill_warn!`, `skill_error!`; the
+    // computed-context skill: a handoff that does not parse, once). A panic's line is left to the
     // report of the failed hook (`foveal::skill::panic`).
     let trouble = explicit
         .is_none()
         .then(|| {
             if cli.runs_cycles() {
-                Some("off,foveal::registry=warn,foveal::skill_errors=warn,foveal_cell=warn,foveal::prompt=warn,foveal::memex=warn,foveal::embed=info,foveal::control=warn")
+                Some("off,foveal::registry=warn,foveal::skill_errors=warn,foveal_cell=warn,foveal::prompt=warn,foveal::memex=warn,foveal::embed=info,foveal::control=warn,foveal::index=warn")
             } else if cli.calls_hooks() {
-                Some("off,foveal::skill_errors=warn,foveal_cell=warn,foveal::prompt=warn")
+                Some("off,foveal::skill_errors=warn,foveal_cell=warn,foveal::prompt=warn,foveal::index=warn")
             } else if cli.draws_on_the_terminal() {
                 None
             } else {
-                Some("off,foveal::skill_errors=warn")
+                Some("off,foveal::skill_errors=warn,foveal::index=warn")
             }
         })
         .flatten()

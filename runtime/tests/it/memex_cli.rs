@@ -591,7 +591,10 @@ fn a_load_keeps_the_embedding_numbers_in_the_data_dir_and_the_next_load_gives_th
     let output = foveal(dir.path(), &["memex", "stats", "--memex", "memex"]);
     assert!(output.status.success(), "{}", text(&output.stderr));
     let said = text(&output.stderr);
-    assert!(said.contains("could not store the memex's vectors"), "{said}");
+    assert!(
+        said.contains("could not store the memex's vectors"),
+        "{said}"
+    );
     assert_eq!(said.matches("could not store").count(), 1, "{said}");
     std::fs::remove_file(&store).unwrap();
 
