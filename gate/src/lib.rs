@@ -685,6 +685,17 @@ impl Gate {
         Ok(Cleaned { text, report })
     }
 
+    /// Configures the privacy skill of `skills` now, if it can be used and
+    /// is not configured yet, and nothing more: a one-shot command does on
+    /// a thread of its own while its turn is assembled (compiling the
+    /// secret patterns takes a couple of milliseconds), and the turn's
+    /// first request finds it ready, or waits for this call (the skill is
+    /// never configured twice for one load). A failure is left to that
+    /// request, which says it and uses the built-in filter.
+    pub fn configure_skill(&self, skills: &(impl Skills + ?Sized)) {
+        let _ = self.ready_skill(skills);
+    }
+
     /// The privacy skill, configured, if it can be used; else why not.
     fn ready_skill<'s>(
         &self,
@@ -796,7 +807,7 @@ impl Gate {
                 ),
                 Err(e) => {
                     tracing::warn!(
-                        target: "foveal::privacy",
+                        target: "foveal::index",
                         "the private-text index {} is not usable ({e}): building the matcher again",
                         index.path.display()
                     );
@@ -995,7 +1006,7 @@ impl Gate {
             drop(cache);
             if !agrees && let Some(index) = &self.index {
                 tracing::warn!(
-                    target: "foveal::privacy",
+                    target: "foveal::index",
                     "the private-text index {} did not hold what a build of the same memex makes: the build's matcher is used, and the index written again",
                     index.path.display()
                 );
@@ -1089,7 +1100,7 @@ fn write_in_background(
         .spawn(writer)
     {
         index.writing.store(false, SeqCst);
-        tracing::warn!(target: "foveal::privacy", "the private-text index is not written: no thread for it ({error})");
+        tracing::warn!(target: "foveal::index", "the private-text index is not written: no thread for it ({error})");
     }
 }
 
@@ -1123,7 +1134,7 @@ fn write_index(
                 .swap(true, std::sync::atomic::Ordering::Relaxed)
             {
                 tracing::warn!(
-                    target: "foveal::privacy",
+                    target: "foveal::index",
                     "could not write the private-text index {}: {e} (the next start builds the matcher again)",
                     index.path.display()
                 );

@@ -1177,3 +1177,65 @@ fn random_edits(mut seed: u64) -> (usize, usize) {
     assert!(derivations > 20, "{derivations} derived matchers");
     (same, more)
 }
+
+/// A privacy skill that counts its configurations, each taking `slow`,
+/// and redacts `hunter2`.
+struct CountingSkill {
+    load: Arc<dyn std::any::Any + Send + Sync>,
+    configured: std::sync::atomic::AtomicUsize,
+    slow: std::time::Duration,
+}
+
+impl PrivacySkill for CountingSkill {
+    fn load(&self) -> Arc<dyn std::any::Any + Send + Sync> {
+        Arc::clone(&self.load)
+    }
+    fn path(&self) -> std::path::PathBuf {
+        "counting.so".into()
+    }
+    fn configure(&self, _args: String) -> Result<(), Fallback> {
+        std::thread::sleep(self.slow);
+        self.configured
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Ok(())
+    }
+    fn redact(&self, input: String) -> Result<String, Fallback> {
+        Ok(input.replace("hunter2", "[REDACTED counted]"))
+    }
+}
+
+impl Skills for CountingSkill {
+    fn privacy_skill(&self) -> Result<&dyn PrivacySkill, Fallback> {
+        Ok(self)
+    }
+    fn generation(&self) -> u64 {
+        1
+    }
+}
+
+#[test]
+fn a_skill_configured_beside_a_request_is_configured_once_and_the_request_waits_for_it() {
+    let (_dir, memex) = memex(ORG);
+    let gate = Arc::new(gate());
+    let skill = Arc::new(CountingSkill {
+        load: Arc::new(()),
+        configured: std::sync::atomic::AtomicUsize::new(0),
+        slow: std::time::Duration::from_millis(100),
+    });
+    let beside = {
+        let (gate, skill) = (Arc::clone(&gate), Arc::clone(&skill));
+        std::thread::spawn(move || gate.configure_skill(&*skill))
+    };
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let cleaned = gate
+        .clean("the password is hunter2", &memex.snapshot(), &*skill)
+        .unwrap();
+    assert_eq!(cleaned.text, "the password is [REDACTED counted]");
+    assert_eq!(cleaned.report.filter, SecretFilter::Skill);
+    beside.join().unwrap();
+    gate.configure_skill(&*skill);
+    assert_eq!(
+        skill.configured.load(std::sync::atomic::Ordering::SeqCst),
+        1
+    );
+}

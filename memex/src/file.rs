@@ -520,6 +520,12 @@ impl Embeddings {
         let mut dim = 0usize;
         for (_, span) in spans {
             let outcome = match parse_vector(slice(text, span), &mut read.vectors) {
+                // A count a `u32` cannot hold (more than 8 GiB of text)
+                // is no vector.
+                Some(n) if n >= Self::NOT_NUMBERS as usize => {
+                    read.vectors.truncate(read.vectors.len() - n);
+                    Self::NOT_NUMBERS
+                }
                 Some(n) if dim == 0 || n == dim => {
                     dim = n;
                     Self::ROW
@@ -537,7 +543,8 @@ impl Embeddings {
     }
 
     /// Whether these are of values at the headlines of `spans`, and whole:
-    /// one outcome each, `dim` numbers for each row.
+    /// one outcome each, `dim` numbers for each row, every one finite (as
+    /// the text's are).
     pub(crate) fn fits(&self, spans: &[(u32, Span)]) -> bool {
         let rows = self.outcomes.iter().filter(|&&o| o == Self::ROW).count();
         self.objects.len() == spans.len()
@@ -549,6 +556,7 @@ impl Embeddings {
                 .all(|&o| o != self.dim || o == Self::ROW)
             && Some(self.vectors.len()) == rows.checked_mul(self.dim as usize)
             && (rows == 0) == (self.dim == 0)
+            && self.vectors.iter().all(|x| x.is_finite())
     }
 }
 

@@ -6,17 +6,19 @@
 //! One file per text in a folder of the data dir (`index/vectors`, 0700;
 //! each file 0600), named by the BLAKE3 hash of the text: the headline of each
 //! value, whether it is a row of the table (or why not), and the table as
-//! little-endian `f32`s, after a header (format, version of foveal) and
-//! before a CRC-32 of all of it. What is read is used only when it is
-//! whole, of this format and version, and of the same headlines as the
-//! text's values ([`Embeddings::fits`]); anything else is read from the
-//! text and written again. A file is written through a file beside it,
-//! renamed into place.
+//! little-endian `f32`s, after a header (format, version of foveal, the
+//! running program's [`build_identity`]) and before a CRC-32 of all of
+//! it. What is read is used only when it is a regular file no longer than
+//! the text's values could make, whole, of this format and this very
+//! build, and of the same headlines as the text's values, every number
+//! finite ([`Embeddings::fits`]); anything else is read from the text and
+//! written again. A file is written through a file beside it, renamed
+//! into place.
 //!
-//! A load ([`crate::Memex::open_with`]) removes the files of texts it did
-//! not load that were last written more than a day ago (another memex
-//! sharing the data dir writes its own again), and staging files left by
-//! a writer that was killed.
+//! A load ([`crate::Memex::open_with`]) removes the files (named as this
+//! module names them) of texts it did not load that were last written
+//! more than a day ago (another memex sharing the data dir writes its own
+//! again), and staging files left by a writer that was killed.
 //!
 //! What the folder holds is said in `docs/security.md`: the same numbers
 //! the Org files hold as text, private headlines' included.
@@ -79,7 +81,7 @@ impl VectorStore {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .insert(name);
-        match load(&path) {
+        match load(&path, longest(spans)) {
             Ok(stored) if stored.fits(spans) => return stored,
             Ok(_) => {
                 tracing::debug!(target: "foveal::memex", path = %path.display(), "stored vectors of other values")
@@ -116,9 +118,9 @@ impl VectorStore {
         for entry in entries.flatten() {
             let name = entry.file_name();
             let Some(name) = name.to_str() else { continue };
-            let after = if name.starts_with('.') {
+            let after = if name.starts_with(STAGING) {
                 ORPHAN_AFTER
-            } else if name.ends_with(".vec") && !used.contains(name) {
+            } else if is_name(name) && !used.contains(name) {
                 UNUSED_FOR
             } else {
                 continue;
@@ -135,14 +137,18 @@ impl VectorStore {
     }
 
     fn save(&self, path: &Path, embeddings: &Embeddings) -> std::io::Result<()> {
-        use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
+        use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _, PermissionsExt as _};
         std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)
             .create(&self.dir)?;
+        // The folder's mode, not that of one a link points to.
+        if std::fs::symlink_metadata(&self.dir).is_ok_and(|m| m.is_dir()) {
+            std::fs::set_permissions(&self.dir, std::fs::Permissions::from_mode(0o700))?;
+        }
         static WRITES: AtomicU64 = AtomicU64::new(0);
         let staging = self.dir.join(format!(
-            ".vectors.{}.{}",
+            "{STAGING}{}.{}",
             std::process::id(),
             WRITES.fetch_add(1, Ordering::Relaxed)
         ));
@@ -164,6 +170,7 @@ impl VectorStore {
             let version = env!("CARGO_PKG_VERSION").as_bytes();
             put(&(version.len() as u32).to_le_bytes())?;
             put(version)?;
+            put(build_identity())?;
             put(&embeddings.dim.to_le_bytes())?;
             put(&(embeddings.objects.len() as u64).to_le_bytes())?;
             put(&(embeddings.vectors.len() as u64).to_le_bytes())?;
@@ -184,6 +191,58 @@ impl VectorStore {
     }
 }
 
+/// The first characters of a staging file's name.
+const STAGING: &str = ".vectors.";
+
+/// Whether `name` is one [`name`] makes: 64 hex digits, `.vec`.
+fn is_name(name: &str) -> bool {
+    name.strip_suffix(".vec")
+        .is_some_and(|hex| hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+/// The most bytes a stored file of values at `spans` can hold: a value of
+/// `n` numbers takes at least `2n - 1` bytes of the text (a digit each, a
+/// space between), so its row's `4n` bytes are at most twice its length
+/// plus 2; each value has two words more, and the header is short.
+fn longest(spans: &[(u32, Span)]) -> u64 {
+    let text: u64 = spans.iter().map(|(_, s)| u64::from(s.end - s.start)).sum();
+    1024 + 16 * spans.len() as u64 + 2 * text
+}
+
+/// The running program, as the file system knows it (computed once): its
+/// device, inode, size and times of change — another build of foveal
+/// (a fix in how values are read, or keys made, another toolchain's
+/// Unicode tables) is another file, so it never reads what this one
+/// stored. Its metadata, not a hash of its 30 MB: a start must not pay
+/// for it. The change time (`ctime`) cannot be set back by anyone.
+pub fn build_identity() -> &'static [u8; 32] {
+    static IDENTITY: std::sync::OnceLock<[u8; 32]> = std::sync::OnceLock::new();
+    IDENTITY.get_or_init(|| {
+        use std::os::unix::fs::MetadataExt as _;
+        let mut hash = blake3::Hasher::new();
+        match std::env::current_exe().and_then(std::fs::metadata) {
+            Ok(meta) => {
+                for field in [
+                    meta.dev(),
+                    meta.ino(),
+                    meta.size(),
+                    meta.mtime() as u64,
+                    meta.mtime_nsec() as u64,
+                    meta.ctime() as u64,
+                    meta.ctime_nsec() as u64,
+                ] {
+                    hash.update(&field.to_le_bytes());
+                }
+            }
+            // No program to know: a digest of this process alone.
+            Err(_) => {
+                hash.update(&std::process::id().to_le_bytes());
+            }
+        }
+        hash.finalize().into()
+    })
+}
+
 /// The file name of the text whose digest is `digest`.
 fn name(digest: &[u8; 32]) -> String {
     let mut name = String::with_capacity(68);
@@ -202,11 +261,28 @@ fn bad(message: &str) -> std::io::Error {
     std::io::Error::new(std::io::ErrorKind::InvalidData, message)
 }
 
-/// Reads a stored file: its embeddings, or why not (cut short, damaged,
-/// of another format or version).
-fn load(path: &Path) -> std::io::Result<Embeddings> {
-    let mut bytes = Vec::new();
-    std::fs::File::open(path)?.read_to_end(&mut bytes)?;
+/// Reads a stored file of at most `longest` bytes: its embeddings, or
+/// why not (not a regular file, too long, cut short, damaged, of another
+/// format or build). Never through a link, never waiting on a FIFO.
+fn load(path: &Path, longest: u64) -> std::io::Result<Embeddings> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(bad("not a regular file"));
+    }
+    if meta.len() > longest {
+        return Err(bad("longer than the text's values could make"));
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.take(longest.saturating_add(1))
+        .read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > longest {
+        return Err(bad("longer than the text's values could make"));
+    }
     let (body, sum) = bytes
         .split_last_chunk::<4>()
         .ok_or_else(|| bad("cut short"))?;
@@ -223,8 +299,10 @@ fn load(path: &Path) -> std::io::Result<Embeddings> {
         return Err(bad("of another format"));
     }
     let version_len = u32_of(at.take(4)?) as usize;
-    if at.take(version_len)? != env!("CARGO_PKG_VERSION").as_bytes() {
-        return Err(bad("of another version"));
+    if at.take(version_len)? != env!("CARGO_PKG_VERSION").as_bytes()
+        || at.take(32)? != build_identity()
+    {
+        return Err(bad("of another build"));
     }
     let dim = u32_of(at.take(4)?);
     let count = usize::try_from(u64_of(at.take(8)?)).map_err(|_| bad("too long"))?;
@@ -287,19 +365,26 @@ mod tests {
         Memex::open_with(&[memex.to_path_buf()], options).unwrap()
     }
 
-    fn vectors(memex: &Memex) -> Vec<(String, Vec<u32>, usize)> {
+    /// Each object's id and vector (as bits), and each file's warnings.
+    type Loaded = (Vec<(String, Vec<u32>)>, Vec<(u32, String)>);
+
+    fn vectors(memex: &Memex) -> Loaded {
         let snapshot = memex.snapshot();
         let mut all: Vec<_> = snapshot
             .files()
             .flat_map(|f| {
                 (0..f.objects.len() as u32).map(|i| {
                     let bits = f.vector(i).unwrap_or_default().iter().map(|x| x.to_bits());
-                    (f.id(i).to_owned(), bits.collect(), f.warnings.len())
+                    (f.id(i).to_owned(), bits.collect())
                 })
             })
             .collect();
         all.sort();
-        all
+        let warnings = snapshot
+            .files()
+            .flat_map(|f| f.warnings.iter().map(|w| (w.line, w.message.clone())))
+            .collect();
+        (all, warnings)
     }
 
     fn entry(store: &Path, text: &str) -> PathBuf {
@@ -314,7 +399,8 @@ mod tests {
         std::fs::write(memex.join("a.org"), TEXT).unwrap();
         std::fs::write(memex.join("plain.org"), "* no vectors\n").unwrap();
         let read = vectors(&Memex::open(std::slice::from_ref(&memex)).unwrap());
-        assert_eq!(read.iter().filter(|(_, v, _)| !v.is_empty()).count(), 2);
+        assert_eq!(read.0.iter().filter(|(_, v)| !v.is_empty()).count(), 2);
+        assert_eq!(read.1.len(), 2, "{:?}", read.1);
 
         let first = vectors(&open(&memex, &store));
         assert_eq!(first, read);
@@ -330,7 +416,7 @@ mod tests {
 
         // What is stored is what a load takes: numbers changed in the
         // store (its checksum made right) are those loaded.
-        let mut stored = load(&entry(&store, TEXT)).unwrap();
+        let mut stored = load(&entry(&store, TEXT), u64::MAX).unwrap();
         stored.vectors[0] = 42.0;
         VectorStore::new(store.clone())
             .save(&entry(&store, TEXT), &stored)
@@ -339,9 +425,16 @@ mod tests {
         assert_ne!(taken, read);
         assert!(
             taken
+                .0
                 .iter()
-                .any(|(_, v, _)| v.first() == Some(&42f32.to_bits()))
+                .any(|(_, v)| v.first() == Some(&42f32.to_bits()))
         );
+        // Not finite: not taken.
+        stored.vectors[0] = f32::NAN;
+        VectorStore::new(store.clone())
+            .save(&entry(&store, TEXT), &stored)
+            .unwrap();
+        assert_eq!(vectors(&open(&memex, &store)), read);
     }
 
     #[test]
@@ -364,12 +457,93 @@ mod tests {
         let misfit = std::fs::read(entry(&store, other)).unwrap();
         std::fs::write(memex.join("a.org"), TEXT).unwrap();
         let short = good[..good.len() / 2].to_vec();
-        for bad in [damaged, misfit, short, b"not a store".to_vec()] {
+        let long = [good.as_slice(), &vec![0; 4096]].concat();
+        for bad in [damaged, misfit, short, long, b"not a store".to_vec()] {
             std::fs::write(&path, &bad).unwrap();
             assert_eq!(vectors(&open(&memex, &store)), read);
             // Written again, whole.
             assert_eq!(std::fs::read(&path).unwrap(), good);
         }
+        // Neither through a link nor from a FIFO (which would block).
+        std::fs::remove_file(&path).unwrap();
+        std::fs::write(store.join("elsewhere"), &good).unwrap();
+        std::os::unix::fs::symlink(store.join("elsewhere"), &path).unwrap();
+        assert!(load(&path, u64::MAX).is_err());
+        std::fs::remove_file(&path).unwrap();
+        let fifo = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a NUL-terminated path and a mode.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+        assert!(load(&path, u64::MAX).is_err());
+        // A load with the FIFO there goes on, and replaces it.
+        assert_eq!(vectors(&open(&memex, &store)), read);
+        assert_eq!(std::fs::read(&path).unwrap(), good);
+    }
+
+    #[test]
+    fn stored_embeddings_fit_only_values_at_the_same_headlines_with_whole_rows() {
+        let text = "* a\n:PROPERTIES:\n:EMBEDDING: 1 2\n:END:\n\
+                    * b\n:PROPERTIES:\n:EMBEDDING: x\n:END:\n";
+        let path = Path::new("/m/a.org");
+        let file = crate::file::MemexFile::parse(path, "a.org", text.into()).unwrap();
+        let spans: Vec<(u32, Span)> = (0..2u32)
+            .map(|i| {
+                (
+                    i,
+                    file.objects[i as usize].headline.properties[0]
+                        .value
+                        .clone(),
+                )
+            })
+            .collect();
+        let good = Embeddings {
+            dim: 2,
+            objects: vec![0, 1],
+            outcomes: vec![Embeddings::ROW, Embeddings::NOT_NUMBERS],
+            vectors: vec![1.0, 2.0],
+        };
+        assert!(good.fits(&spans));
+        let misfits = [
+            Embeddings {
+                objects: vec![0, 2],
+                ..good.clone()
+            },
+            Embeddings {
+                objects: vec![0],
+                outcomes: vec![Embeddings::ROW],
+                ..good.clone()
+            },
+            Embeddings {
+                dim: 1,
+                ..good.clone()
+            },
+            Embeddings {
+                dim: 0,
+                ..good.clone()
+            },
+            Embeddings {
+                vectors: vec![1.0],
+                ..good.clone()
+            },
+            Embeddings {
+                outcomes: vec![Embeddings::ROW, 2],
+                ..good.clone()
+            },
+            Embeddings {
+                vectors: vec![1.0, f32::INFINITY],
+                ..good.clone()
+            },
+        ];
+        for misfit in misfits {
+            assert!(!misfit.fits(&spans), "{misfit:?}");
+        }
+        // What the text's values can make fits in the bound.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("vectors/stored.vec");
+        VectorStore::new(dir.path().join("vectors"))
+            .save(&path, &good)
+            .unwrap();
+        let bytes = std::fs::metadata(&path).unwrap().len();
+        assert!(bytes <= longest(&spans), "{bytes}");
     }
 
     #[test]
@@ -382,17 +556,19 @@ mod tests {
         let used = entry(&store, TEXT);
         let (old, new) = (store.join(name(&[1; 32])), store.join(name(&[2; 32])));
         let (staging, fresh_staging) = (store.join(".vectors.1.0"), store.join(".vectors.2.0"));
-        let other = store.join("notes.txt");
+        let (other, dotted) = (store.join("notes.txt"), store.join(".notes"));
         let day_ago = std::time::SystemTime::now() - UNUSED_FOR - Duration::from_secs(60);
-        for path in [&old, &new, &staging, &fresh_staging, &other] {
+        for path in [&old, &new, &staging, &fresh_staging, &other, &dotted] {
             std::fs::write(path, b"x").unwrap();
         }
-        for path in [&used, &old, &staging, &other] {
+        for path in [&used, &old, &staging, &other, &dotted] {
             let file = std::fs::File::options().write(true).open(path).unwrap();
             file.set_modified(day_ago).unwrap();
         }
         open(&memex, &store);
-        assert!(used.exists() && new.exists() && fresh_staging.exists() && other.exists());
+        assert!(used.exists() && new.exists() && fresh_staging.exists());
+        // What the store did not name stays.
+        assert!(other.exists() && dotted.exists());
         assert!(!old.exists() && !staging.exists());
     }
 }

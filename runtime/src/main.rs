@@ -26,7 +26,9 @@ fn main() -> ExitCode {
     // The commands that call hooks without running cycles say when a
     // skill's cell refuses an act or dies.
     // Every command but `tui` says when what it keeps on disk between
-    // processes cannot be written (`foveal::index`), and what a skill logs
+    // processes cannot be used (`foveal::index`: the private-text index
+    // damaged, unwritable or not what a build makes; the stored vectors
+    // unwritable), and what a skill logs
     // at warn and error level (`skill_warn!`, `skill_error!`; the
     // computed-context skill: a handoff that does not parse, once). A panic's line is left to the
     // report of the failed hook (`foveal::skill::panic`).

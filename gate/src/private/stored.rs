@@ -70,7 +70,7 @@ pub(crate) fn digest(memex: &MemexSnapshot, privacy: &PrivacyTags) -> Digest {
     part(MAGIC);
     part(&FORMAT.to_le_bytes());
     part(env!("CARGO_PKG_VERSION").as_bytes());
-    part(build_identity());
+    part(foveal_memex::build_identity());
     part(scheme());
     let mut tags: Vec<&str> = privacy.names().collect();
     tags.sort_unstable();
@@ -96,38 +96,6 @@ pub(crate) fn digest(memex: &MemexSnapshot, privacy: &PrivacyTags) -> Digest {
         part(&Sha256::digest(text.as_bytes()));
     }
     all.finalize().into()
-}
-
-/// The running program, as the file system knows it (computed once): its
-/// device, inode, size and times of change — another build of foveal (a
-/// fix in how keys are made or which are public, another toolchain's
-/// Unicode tables) is another file, so it never reads an index this one
-/// wrote. Its metadata, not a hash of its 30 MB: a start must not pay
-/// for it. The change time (`ctime`) cannot be set back by anyone.
-fn build_identity() -> &'static [u8] {
-    static IDENTITY: OnceLock<Digest> = OnceLock::new();
-    IDENTITY.get_or_init(|| {
-        use std::os::unix::fs::MetadataExt as _;
-        let mut hash = Sha256::new();
-        match std::env::current_exe().and_then(std::fs::metadata) {
-            Ok(meta) => {
-                for field in [
-                    meta.dev(),
-                    meta.ino(),
-                    meta.size(),
-                    meta.mtime() as u64,
-                    meta.mtime_nsec() as u64,
-                    meta.ctime() as u64,
-                    meta.ctime_nsec() as u64,
-                ] {
-                    hash.update(field.to_le_bytes());
-                }
-            }
-            // No program to know: a digest of this process alone.
-            Err(_) => hash.update(std::process::id().to_le_bytes()),
-        }
-        hash.finalize().into()
-    })
 }
 
 /// A text private in every way a key is made of: its keys change when

@@ -209,8 +209,7 @@ fn a_damaged_or_foreign_index_is_said_and_built_over() {
         let lines = ring.recent(100);
         assert!(
             lines.iter().any(
-                |l| l.starts_with("WARN foveal::privacy: the private-text index")
-                    && l.contains(said)
+                |l| l.starts_with("WARN foveal::index: the private-text index") && l.contains(said)
             ),
             "{name}: {lines:?}"
         );
@@ -310,7 +309,7 @@ fn a_host_whose_build_disagrees_with_the_index_says_so_and_writes_it_again() {
     let lines = ring.recent(100);
     assert!(
         lines.iter().any(
-            |l| l.starts_with("WARN foveal::privacy: the private-text index")
+            |l| l.starts_with("WARN foveal::index: the private-text index")
                 && l.contains("did not hold what a build of the same memex makes")
         ),
         "{lines:?}"

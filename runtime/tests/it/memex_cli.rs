@@ -578,7 +578,16 @@ fn a_load_keeps_the_embedding_numbers_in_the_data_dir_and_the_next_load_gives_th
     // (the private one's counted, not shown; one is `main.org`'s).
     assert_eq!(first["warnings"], 2, "{first}");
     assert_eq!(first["warnings_private_hidden"], 1, "{first}");
+    // The next load reads the file, and does not write it again (a write
+    // renames a new file into place).
+    use std::os::unix::fs::MetadataExt as _;
+    let written = |p: &std::path::Path| {
+        let meta = std::fs::metadata(p).unwrap();
+        (meta.ino(), meta.mtime_nsec(), meta.mtime())
+    };
+    let before = written(&files[0]);
     assert_eq!(stats(&[]), first);
+    assert_eq!(written(&files[0]), before);
 
     // Damaged: read from the text, the same memex, written again whole.
     std::fs::write(&files[0], b"FOVVECS1 cut").unwrap();
