@@ -6,11 +6,14 @@
 //! once per size under `target/bench-data/scale-N-K` (or `--data`), then
 //! measures, on a build of this binary:
 //!
-//! - `memex stats` as a whole process: wall time and peak RSS (the load);
+//! - `memex stats` as a whole process: wall time and peak RSS (the load),
+//!   first with nothing in the data dir, then with the vectors the first
+//!   run stored;
 //! - `ask` as a whole process against a scripted model server run here
 //!   (one short streamed reply, so what is measured is the host): wall
 //!   time and peak RSS, `--runs` times, median — cold (no private-text
-//!   index in the data dir) and warm (the index the cold runs wrote);
+//!   index and no stored vectors in the data dir) and warm (what the
+//!   cold runs wrote);
 //! - in this process, the private-text matcher's first build on the
 //!   memex, and its rebuild after a small file of the memex is edited
 //!   (the gate's own path: `Gate::clean` after `Memex::reload_file`), and
@@ -38,8 +41,11 @@ pub struct ScaleBench {
     pub files: usize,
     /// Bytes of Org.
     pub org_bytes: u64,
-    /// `memex stats`, whole process.
+    /// `memex stats`, whole process, with the vectors a first run stored.
     pub stats: Run,
+    /// `memex stats`, whole process, on an empty data dir (it stores the
+    /// vectors).
+    pub stats_cold: Run,
     /// `ask`, whole process, median of `runs`.
     pub ask: Run,
     /// Every `ask` run.
@@ -101,12 +107,10 @@ pub fn scale(
     let work = Scratch::new()?;
     let server = Scripted::start()?;
     let memex_arg = memex.to_string_lossy().into_owned();
-    eprintln!("memex stats …");
-    let stats = child(
-        work.path(),
-        &server,
-        &["memex", "stats", "--memex", &memex_arg],
-    )?;
+    eprintln!("memex stats, cold and warm …");
+    let stats_args = ["memex", "stats", "--memex", &memex_arg];
+    let stats_cold = child(work.path(), &server, &stats_args)?;
+    let stats = child(work.path(), &server, &stats_args)?;
     let ask_args = [
         "ask",
         "Say hello",
@@ -142,6 +146,7 @@ pub fn scale(
         files,
         org_bytes,
         stats,
+        stats_cold,
         ask,
         ask_runs,
         ask_warm,
@@ -177,8 +182,8 @@ fn print(b: &ScaleBench) {
         b.nodes, b.files, b.cores
     );
     println!(
-        "memex stats (load), whole process   {:>9.0} ms  {:>7.0} MiB peak",
-        b.stats.wall_ms, b.stats.peak_rss_mib
+        "memex stats (load), whole process   {:>9.0} ms  {:>7.0} MiB peak (empty data dir: {:.0} ms)",
+        b.stats.wall_ms, b.stats.peak_rss_mib, b.stats_cold.wall_ms
     );
     println!(
         "ask, whole process, cold (median of {}) {:>6.0} ms  {:>7.0} MiB peak ({:.2}× the Org bytes)",
