@@ -196,13 +196,8 @@ impl KeySet {
     /// The set of `keys` (duplicates allowed).
     pub(crate) fn new(keys: impl Iterator<Item = u64>) -> Self {
         let keys: Vec<u64> = keys.collect();
-        Self::of(&keys)
-    }
-
-    /// The set of `keys` (duplicates allowed).
-    pub(crate) fn of(keys: &[u64]) -> Self {
         let mut set = Self::with_room(keys.len());
-        for &key in keys {
+        for key in keys {
             set.insert(key);
         }
         set.fill_filter();
@@ -1226,11 +1221,6 @@ impl FileKeys {
 
     /// Each key with its kind, but the joined and gapped keys (see
     /// [`Build::run`]).
-    /// How many keys [`Self::each`] gives.
-    fn exact_len(&self) -> usize {
-        self.shingles.len() + self.shorts.len() + self.tri.len()
-    }
-
     fn each(&self) -> impl Iterator<Item = (u64, Kind)> + '_ {
         fn kind(keys: &[u64], kind: Kind) -> impl Iterator<Item = (u64, Kind)> + '_ {
             keys.iter().map(move |&k| (k, kind))
@@ -1679,9 +1669,8 @@ impl<'m> Build<'m> {
     /// The sets of the private keys that no visible text holds.
     pub(crate) fn run(&mut self) -> (Option<Sets>, BuildCounts) {
         // Every key but the gapped ones: whether the previous cache knew
-        // it, and its kind. Room for every file's keys at once: grown by
-        // doubling, the map moved each key about twice more (at a million
-        // headlines a quarter of the build, on one core).
+        // it, and its kind.
+        let mut all: KeyMap<(bool, Kind)> = KeyMap::default();
         let failed = self
             .failed
             .iter()
@@ -1692,9 +1681,6 @@ impl<'m> Build<'m> {
                 .zip(self.unchanged.iter().copied())
                 .chain(failed.clone())
         };
-        let listed: usize = files().map(|(keys, _)| keys.exact_len()).sum();
-        let mut all: KeyMap<(bool, Kind)> =
-            KeyMap::with_capacity_and_hasher(listed, Default::default());
         for (keys, unchanged) in files() {
             for (key, kind) in keys.each() {
                 all.entry(key).or_insert((false, kind)).0 |= unchanged;
@@ -1726,7 +1712,7 @@ impl<'m> Build<'m> {
                         by_kind[kind as usize].push(key);
                     }
                 }
-                let [shingles, shorts, tri] = key_sets(by_kind);
+                let [shingles, shorts, tri] = by_kind.map(|keys| KeySet::new(keys.into_iter()));
                 Sets {
                     shingles,
                     shorts,
@@ -1897,32 +1883,6 @@ pub(crate) fn scan<L: Lookup + Sync>(
 }
 
 /// `f` of each item, on every core when there are several items.
-/// The sets of the keys of each kind: the largest on a thread of its own
-/// beside the others (a set is filled on one core).
-fn key_sets(by_kind: [Vec<u64>; 3]) -> [KeySet; 3] {
-    let total: usize = by_kind.iter().map(Vec::len).sum();
-    let cores = std::thread::available_parallelism().map_or(1, usize::from);
-    if total * 8 < PARALLEL_BYTES || cores < 2 {
-        return by_kind.map(|keys| KeySet::of(&keys));
-    }
-    let largest = (0..3).max_by_key(|&k| by_kind[k].len()).unwrap_or(0);
-    std::thread::scope(|scope| {
-        let keys = &by_kind[largest];
-        let beside = std::thread::Builder::new()
-            .name("foveal-privacy".into())
-            .spawn_scoped(scope, move || KeySet::of(keys));
-        let mut built: [Option<KeySet>; 3] = std::array::from_fn(|k| {
-            (k != largest).then(|| KeySet::of(&by_kind[k]))
-        });
-        // No thread to be had, or it stopped: here, then.
-        built[largest] = Some(match beside.map(|t| t.join()) {
-            Ok(Ok(set)) => set,
-            _ => KeySet::of(keys),
-        });
-        built.map(|set| set.expect("every kind's set is built above"))
-    })
-}
-
 fn on_cores<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
     let cores = std::thread::available_parallelism().map_or(1, usize::from);
     if items.len() < 2 || cores < 2 {
@@ -1991,22 +1951,6 @@ fn on_cores_by_size<T: Sync, R: Send>(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_sets_of_each_kind_built_beside_each_other_hold_every_key_of_their_kind() {
-        // Past the size at which the largest is built on its own thread.
-        let kinds: [Vec<u64>; 3] = std::array::from_fn(|k| {
-            let n = [200_000u64, 7, 30_000][k];
-            (0..n).map(|i| (i + 1) * 0x9e37_79b9 + k as u64).collect()
-        });
-        assert!(kinds.iter().map(Vec::len).sum::<usize>() * 8 >= PARALLEL_BYTES);
-        let built = key_sets(kinds.clone());
-        for (keys, set) in kinds.iter().zip(&built) {
-            assert_eq!(set.len(), keys.len());
-            assert!(keys.iter().all(|&key| set.contains(key)));
-        }
-        assert!(!built[1].contains(kinds[0][0]));
-    }
 
     #[test]
     fn a_key_set_holds_exactly_its_keys() {
