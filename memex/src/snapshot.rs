@@ -31,7 +31,10 @@ pub struct Query {
 #[derive(Debug, Clone, Default)]
 pub struct MemexSnapshot {
     generation: u64,
-    files: BTreeMap<Arc<Path>, FileRef>,
+    /// The files by path: a persistent map, so that a snapshot made for
+    /// an edit shares every other file's entry with the last one (a
+    /// `BTreeMap` was copied whole, every path and file handle of it).
+    files: imbl::OrdMap<Arc<Path>, FileRef>,
     /// `id_hash(id)` → the file holding it (ids are not copied; a lookup
     /// checks the file, and falls back to a scan on a hash collision).
     ids: IdMap,

@@ -3,8 +3,9 @@
 //! - `memex_load/{10k,100k}`: loading the generated memex, one core
 //!   (100k headlines, 84 MB of Org: ≤ 1 s).
 //! - `memex_republish/*`: publishing after an edit to one file — a small
-//!   file beside the 100k one, and the 100k file itself (proportional to
-//!   that file).
+//!   file beside the 100k one, the 100k file itself (proportional to
+//!   that file), and one of 10,000 small files (independent of the
+//!   others).
 //! - `memex_query/*`: queries by tag on the 100k memex (proportional to the
 //!   result).
 //! - `memex_watch/*`: from an external write to the new generation
@@ -83,6 +84,33 @@ fn republish(c: &mut Criterion) {
                 std::fs::write(&big, &big_text).unwrap();
             },
             |()| black_box(memex.reload_file(&big)),
+            BatchSize::PerIteration,
+        )
+    });
+    group.finish();
+
+    // Many files (an org-roam memex): a small edit among ten thousand.
+    let many = tempfile::tempdir().unwrap();
+    for f in 0..10_000 {
+        std::fs::write(
+            many.path().join(format!("note-{f:05}.org")),
+            format!("* Note {f} :roam:\nA line of note {f}.\n** TODO follow up {f}\n"),
+        )
+        .unwrap();
+    }
+    let memex = Memex::open(&[many.path().to_path_buf()]).unwrap();
+    let edited = many.path().join("note-05000.org").canonicalize().unwrap();
+    let mut group = c.benchmark_group("memex_republish");
+    group
+        .sample_size(20)
+        .measurement_time(Duration::from_secs(5));
+    group.bench_function("one_of_10k_files", |b| {
+        b.iter_batched(
+            || {
+                n += 1;
+                std::fs::write(&edited, format!("* Note :roam:\n** TODO item {n}\n")).unwrap();
+            },
+            |()| black_box(memex.reload_file(&edited)),
             BatchSize::PerIteration,
         )
     });
