@@ -385,11 +385,11 @@ impl KeySet {
     /// How many slots of the table are taken, when a lookup's probe
     /// reaches every key of it: no free slot lies between its home and its
     /// slot, and no run of taken slots is longer than [`MAX_RUN`] (lookups
-    /// stay short). One pass, from a free slot on, in the table's order. The filter's bits are not
-    /// checked (a random read a key, a second at 1M headlines): the
-    /// index's checksum finds damage, and a file made to pass it needs
-    /// the user's rights on the data dir, where the configuration's
-    /// privacy tags are.
+    /// stay short). One pass, from a free slot on, in the table's order.
+    /// The filter's bits are not checked (a random read a key, a second at
+    /// 1M headlines): the index's checksum finds damage, and a file made
+    /// to pass it needs the user's rights on the data dir, where the
+    /// configuration's privacy tags are.
     fn keys_found(&self) -> Option<usize> {
         let slots = self.slots.len();
         let mask = slots - 1;
