@@ -4,9 +4,9 @@
 //! numbers each, reading the numbers was three quarters of the parse).
 //!
 //! One file per text in a folder of the data dir (`index/vectors`, 0700;
-//! each file 0600), named by the BLAKE3 hash of the text: the headline of each
-//! value, whether it is a row of the table (or why not), and the table as
-//! little-endian `f32`s, after a header (format, version of foveal, the
+//! each file 0600), named by the BLAKE3 hash of the text: the headline of
+//! each value, whether it is a row of the table (or why not), and the
+//! table as little-endian `f32`s, after a header (format, version of foveal, the
 //! running program's [`build_identity`]) and before a CRC-32 of all of
 //! it. What is read is used only when it is a regular file no longer than
 //! the text's values could make, whole, of this format and this very
@@ -67,8 +67,8 @@ impl VectorStore {
     }
 
     /// The embeddings of values at `spans` of the text whose digest is
-    /// `digest` ([`MemexFile::text_digest`]): the stored ones when they fit, else `read()`'s (stored
-    /// for the next load).
+    /// `digest` ([`MemexFile::text_digest`]): the stored ones when they
+    /// fit, else `read()`'s (stored for the next load).
     pub(crate) fn embeddings(
         &self,
         digest: &[u8; 32],
@@ -83,13 +83,18 @@ impl VectorStore {
             .insert(name);
         match load(&path, longest(spans)) {
             Ok(stored) if stored.fits(spans) => return stored,
-            Ok(_) => {
-                tracing::debug!(target: "foveal::memex", path = %path.display(), "stored vectors of other values")
-            }
+            Ok(_) => tracing::debug!(
+                target: "foveal::memex",
+                path = %path.display(),
+                "stored vectors of other values"
+            ),
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
-            Err(error) => {
-                tracing::debug!(target: "foveal::memex", path = %path.display(), %error, "stored vectors not read");
-            }
+            Err(error) => tracing::debug!(
+                target: "foveal::memex",
+                path = %path.display(),
+                %error,
+                "stored vectors not read"
+            ),
         }
         let read = read();
         if let Err(error) = self.save(&path, &read)
