@@ -69,7 +69,7 @@ pub use file::{FileId, IdSource, MemexFile, ObjectType};
 use privacy::PrivacyTags;
 pub use snapshot::{MemexSnapshot, ObjectRef, Query};
 use stored::VectorStore;
-pub use stored::build_identity;
+pub use stored::{build_identity, write_private};
 
 /// Why a memex path or file could not be loaded. Every variant names the
 /// file; none of them leads to a write.

@@ -142,29 +142,7 @@ impl VectorStore {
     }
 
     fn save(&self, path: &Path, embeddings: &Embeddings) -> std::io::Result<()> {
-        use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _, PermissionsExt as _};
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&self.dir)?;
-        // The folder's mode, not that of one a link points to.
-        if std::fs::symlink_metadata(&self.dir).is_ok_and(|m| m.is_dir()) {
-            std::fs::set_permissions(&self.dir, std::fs::Permissions::from_mode(0o700))?;
-        }
-        static WRITES: AtomicU64 = AtomicU64::new(0);
-        let staging = self.dir.join(format!(
-            "{STAGING}{}.{}",
-            std::process::id(),
-            WRITES.fetch_add(1, Ordering::Relaxed)
-        ));
-        let written = (|| {
-            let _ = std::fs::remove_file(&staging);
-            let file = std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .open(&staging)?;
-            let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
+        write_private(path, STAGING, |out| {
             let mut crc = crc32fast::Hasher::new();
             let mut put = |bytes: &[u8]| {
                 crc.update(bytes);
@@ -185,15 +163,61 @@ impl VectorStore {
                 let bytes: Vec<u8> = chunk.iter().flat_map(|x| x.to_le_bytes()).collect();
                 put(&bytes)?;
             }
-            out.write_all(&crc.finalize().to_le_bytes())?;
-            out.into_inner().map_err(|e| e.into_error())?;
-            std::fs::rename(&staging, path)
-        })();
-        if written.is_err() {
-            let _ = std::fs::remove_file(&staging);
-        }
-        written
+            out.write_all(&crc.finalize().to_le_bytes())
+        })
+        .map(drop)
     }
+}
+
+/// Writes the file at `path`, which only its owner may read, through a
+/// file beside it (named `staging`, the process and a count) renamed
+/// into place: a reader sees the old file or the new one, and two
+/// writers never share a staging file. Its folder is made 0700 (and set
+/// so, when it is a folder and not a link), the file 0600, never through
+/// a link at the staging name. A staging file is removed when the write
+/// fails; one a killed writer left is its reader's to sweep. Returns the
+/// bytes written.
+pub fn write_private(
+    path: &Path,
+    staging: &str,
+    write: impl FnOnce(&mut std::io::BufWriter<std::fs::File>) -> std::io::Result<()>,
+) -> std::io::Result<u64> {
+    use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _, PermissionsExt as _};
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    // The folder's mode, not that of one a link points to.
+    if std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir()) {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+    }
+    static WRITES: AtomicU64 = AtomicU64::new(0);
+    let staging = dir.join(format!(
+        "{staging}{}.{}",
+        std::process::id(),
+        WRITES.fetch_add(1, Ordering::Relaxed)
+    ));
+    let written = (|| {
+        // A new file: never one a link at this name points to.
+        let _ = std::fs::remove_file(&staging);
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&staging)?;
+        let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
+        write(&mut out)?;
+        let file = out.into_inner().map_err(|e| e.into_error())?;
+        let len = file.metadata()?.len();
+        drop(file);
+        std::fs::rename(&staging, path)?;
+        Ok(len)
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&staging);
+    }
+    written
 }
 
 /// The first characters of a staging file's name.

@@ -260,33 +260,9 @@ pub(crate) fn load(path: &Path, digest: &Digest) -> Result<Option<Sets>, StoreEr
 /// it, renamed into place: a reader sees the old file or the new one).
 /// Returns the bytes written.
 pub(crate) fn save(path: &Path, digest: &Digest, sets: &Sets) -> std::io::Result<u64> {
-    use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _, PermissionsExt as _};
-    let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)?;
-    // The folder's mode, not that of one a link points to.
-    if std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir()) {
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
-    }
-    remove_orphans(dir);
-    // One staging file per write: two writers never share one.
-    static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let staging = dir.join(format!(
-        ".private.keys.{}.{}",
-        std::process::id(),
-        WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-    ));
-    let written = (|| {
-        // A new file: never one a link at this name points to.
-        let _ = std::fs::remove_file(&staging);
-        let file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&staging)?;
-        let mut out = Checked::new(std::io::BufWriter::with_capacity(1 << 20, file));
+    remove_orphans(path.parent().unwrap_or(Path::new(".")));
+    foveal_memex::write_private(path, ".private.keys.", |file| {
+        let mut out = Checked::new(file);
         out.write_all(MAGIC)?;
         out.write_all(&FORMAT.to_le_bytes())?;
         out.write_all(digest)?;
@@ -296,17 +272,8 @@ pub(crate) fn save(path: &Path, digest: &Digest, sets: &Sets) -> std::io::Result
         out.put_sorted(&sets.gapped)?;
         out.put_key_set(&sets.tri)?;
         let sum = out.crc.clone().finalize();
-        out.inner.write_all(&sum.to_le_bytes())?;
-        let file = out.inner.into_inner().map_err(|e| e.into_error())?;
-        let len = file.metadata()?.len();
-        drop(file);
-        std::fs::rename(&staging, path)?;
-        Ok(len)
-    })();
-    if written.is_err() {
-        let _ = std::fs::remove_file(&staging);
-    }
-    written
+        out.inner.write_all(&sum.to_le_bytes())
+    })
 }
 
 /// A staging file not written to for this long is a writer's that ended
