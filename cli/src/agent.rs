@@ -114,7 +114,6 @@ fn agent(config: &Config, options: &AgentOptions, watch_views: bool) -> Result<A
         foveal_gate::logs::gate_panics();
     }
     if !watch_views {
-        configure_privacy_meanwhile(&agent);
         prepare_meanwhile(&agent, PrivacyTags::new(&config.privacy_tags));
     }
     // Said once the gate stands: a file private as a whole that failed to
@@ -168,32 +167,7 @@ fn prepare_meanwhile(agent: &Agent, privacy: PrivacyTags) {
     }
 }
 
-/// For one turn: the privacy skill is configured on a thread of its own
-/// while the turn is assembled ([`Gate::configure_skill`]); the turn's
-/// first request waits for it if it is not done.
-///
-/// [`Gate::configure_skill`]: foveal_registry::egress::Gate::configure_skill
-fn configure_privacy_meanwhile(agent: &Agent) {
-    let gate = Arc::clone(agent.gate());
-    let skills = agent.registry().snapshot();
-    let work = move || gate.configure_skill(&*skills);
-    match std::thread::Builder::new()
-        .name("foveal-privacy".into())
-        .spawn(work)
-    {
-        Ok(thread) => MEANWHILE
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(thread),
-        Err(error) => tracing::debug!(
-            target: "foveal::privacy",
-            "the privacy skill is configured by the turn: {error}"
-        ),
-    }
-}
-
-/// The threads [`prepare_meanwhile`] and [`configure_privacy_meanwhile`]
-/// started.
+/// The threads [`prepare_meanwhile`] started.
 static MEANWHILE: std::sync::Mutex<Vec<std::thread::JoinHandle<()>>> =
     std::sync::Mutex::new(Vec::new());
 

@@ -685,17 +685,6 @@ impl Gate {
         Ok(Cleaned { text, report })
     }
 
-    /// Configures the privacy skill of `skills` now, if it can be used and
-    /// is not configured yet, and nothing more: a one-shot command does on
-    /// a thread of its own while its turn is assembled (compiling the
-    /// secret patterns takes a couple of milliseconds), and the turn's
-    /// first request finds it ready, or waits for this call (the skill is
-    /// never configured twice for one load). A failure is left to that
-    /// request, which says it and uses the built-in filter.
-    pub fn configure_skill(&self, skills: &(impl Skills + ?Sized)) {
-        let _ = self.ready_skill(skills);
-    }
-
     /// The privacy skill, configured, if it can be used; else why not.
     fn ready_skill<'s>(
         &self,
